@@ -1,0 +1,429 @@
+//! Elementwise kernels: unary math, binary arithmetic, comparisons, `where`
+//! and casts. `map1`/`map2`/`map3` own the iteration (contiguous fast paths
+//! the compiler vectorizes, a broadcast-scalar path, the general strided
+//! path, rayon across cores above `PAR_MIN` elements); the per-dtype math is
+//! a closure handed to them.
+
+use super::strided::Walk;
+use crate::dtype::{DType, Element};
+use crate::prim::{BinaryOp, CmpOp, UnaryOp};
+use crate::storage::Storage;
+use crate::tensor::{Tensor, Value};
+use half::{bf16, f16};
+use num_traits::Float;
+use rayon::prelude::*;
+
+/// Below this many elements a kernel runs on the calling thread: splitting
+/// costs a few microseconds, more than small operations take.
+pub(crate) const PAR_MIN: usize = 1 << 16;
+/// Elements per parallel task.
+const PAR_CHUNK: usize = 1 << 15;
+
+/// The scalar of a value whose every stride is zero (a broadcast scalar).
+fn broadcast_scalar<T: Element>(v: &Value) -> Option<T> {
+    (v.layout.strides.iter().all(|&s| s == 0) && v.layout.numel() > 0)
+        .then(|| v.storage.read::<T>()[v.layout.offset])
+}
+
+fn contiguous_slice<'a, T: Element>(v: &Value, data: &'a [T]) -> Option<&'a [T]> {
+    v.layout
+        .is_contiguous()
+        .then(|| &data[v.layout.offset..v.layout.offset + v.layout.numel()])
+}
+
+/// Runs `body(start, out_chunk)` over `out`, in parallel when it is large.
+fn fill_chunks<U: Send>(out: &mut [U], body: impl Fn(usize, &mut [U]) + Sync + Send) {
+    if out.len() >= PAR_MIN {
+        out.par_chunks_mut(PAR_CHUNK)
+            .enumerate()
+            .for_each(|(i, c)| body(i * PAR_CHUNK, c));
+    } else {
+        body(0, out);
+    }
+}
+
+/// `out[i] = f(x[i])`, into a fresh contiguous tensor.
+pub(crate) fn map1<T: Element, U: Element>(x: &Value, f: impl Fn(T) -> U + Sync + Send) -> Tensor {
+    let shape = &x.layout.shape;
+    let n = x.layout.numel();
+    let mut out = Storage::new(U::DTYPE, n);
+    {
+        let o = &mut out.as_mut_slice::<U>()[..n];
+        let data = x.storage.read::<T>();
+        if let Some(xs) = contiguous_slice(x, &data) {
+            fill_chunks(o, |start, o| {
+                let m = o.len();
+                for (o, &v) in o.iter_mut().zip(&xs[start..start + m]) {
+                    *o = f(v);
+                }
+            });
+        } else {
+            let walk = Walk::new(shape, [&x.layout.strides], [x.layout.offset]);
+            let len = walk.row_len();
+            let [s] = walk.row_strides();
+            walk.for_rows(0, walk.rows(), |r, [off]| {
+                let o = &mut o[r * len..(r + 1) * len];
+                for (i, o) in o.iter_mut().enumerate() {
+                    *o = f(data[(off + i as isize * s) as usize]);
+                }
+            });
+        }
+    }
+    Tensor::from_storage(U::DTYPE, shape, out)
+}
+
+/// `out[i] = f(a[i], b[i])` for two values of one shape.
+pub(crate) fn map2<A: Element, B: Element, U: Element>(
+    a: &Value,
+    b: &Value,
+    f: impl Fn(A, B) -> U + Sync + Send,
+) -> Tensor {
+    let shape = &a.layout.shape;
+    let n = a.layout.numel();
+    let mut out = Storage::new(U::DTYPE, n);
+    {
+        let o = &mut out.as_mut_slice::<U>()[..n];
+        let da = a.storage.read::<A>();
+        let db = b.storage.read::<B>();
+        match (contiguous_slice(a, &da), contiguous_slice(b, &db)) {
+            (Some(xa), Some(xb)) => fill_chunks(o, |st, o| {
+                let (xa, xb) = (&xa[st..st + o.len()], &xb[st..st + o.len()]);
+                for ((o, &u), &v) in o.iter_mut().zip(xa).zip(xb) {
+                    *o = f(u, v);
+                }
+            }),
+            (Some(xa), None) if broadcast_scalar::<B>(b).is_some() => {
+                let v = db[b.layout.offset];
+                fill_chunks(o, |st, o| {
+                    let m = o.len();
+                    for (o, &u) in o.iter_mut().zip(&xa[st..st + m]) {
+                        *o = f(u, v);
+                    }
+                })
+            }
+            (None, Some(xb)) if broadcast_scalar::<A>(a).is_some() => {
+                let u = da[a.layout.offset];
+                fill_chunks(o, |st, o| {
+                    let m = o.len();
+                    for (o, &v) in o.iter_mut().zip(&xb[st..st + m]) {
+                        *o = f(u, v);
+                    }
+                })
+            }
+            _ => {
+                let walk = Walk::new(
+                    shape,
+                    [&a.layout.strides, &b.layout.strides],
+                    [a.layout.offset, b.layout.offset],
+                );
+                let len = walk.row_len();
+                let [sa, sb] = walk.row_strides();
+                walk.for_rows(0, walk.rows(), |r, [oa, ob]| {
+                    let o = &mut o[r * len..(r + 1) * len];
+                    for (i, o) in o.iter_mut().enumerate() {
+                        let i = i as isize;
+                        *o = f(da[(oa + i * sa) as usize], db[(ob + i * sb) as usize]);
+                    }
+                });
+            }
+        }
+    }
+    Tensor::from_storage(U::DTYPE, shape, out)
+}
+
+/// `out[i] = f(a[i], b[i], c[i])` for three values of one shape.
+pub(crate) fn map3<A: Element, B: Element, C: Element, U: Element>(
+    a: &Value,
+    b: &Value,
+    c: &Value,
+    f: impl Fn(A, B, C) -> U + Sync + Send,
+) -> Tensor {
+    let shape = &a.layout.shape;
+    let n = a.layout.numel();
+    let mut out = Storage::new(U::DTYPE, n);
+    {
+        let o = &mut out.as_mut_slice::<U>()[..n];
+        let (da, db, dc) = (a.storage.read::<A>(), b.storage.read::<B>(), c.storage.read::<C>());
+        let walk = Walk::new(
+            shape,
+            [&a.layout.strides, &b.layout.strides, &c.layout.strides],
+            [a.layout.offset, b.layout.offset, c.layout.offset],
+        );
+        let len = walk.row_len();
+        let [sa, sb, sc] = walk.row_strides();
+        walk.for_rows(0, walk.rows(), |r, [oa, ob, oc]| {
+            let o = &mut o[r * len..(r + 1) * len];
+            for (i, o) in o.iter_mut().enumerate() {
+                let i = i as isize;
+                *o = f(
+                    da[(oa + i * sa) as usize],
+                    db[(ob + i * sb) as usize],
+                    dc[(oc + i * sc) as usize],
+                );
+            }
+        });
+    }
+    Tensor::from_storage(U::DTYPE, shape, out)
+}
+
+/// Float math shared by f16, bf16, f32 and f64 (`num_traits::Float` plus erf).
+pub(crate) trait FloatElem: Element + Float {
+    fn erf(self) -> Self;
+    fn exp_fast(self) -> Self {
+        self.exp()
+    }
+}
+impl FloatElem for f32 {
+    fn erf(self) -> Self {
+        libm::erff(self)
+    }
+}
+impl FloatElem for f64 {
+    fn erf(self) -> Self {
+        libm::erf(self)
+    }
+}
+impl FloatElem for f16 {
+    fn erf(self) -> Self {
+        f16::from_f32(libm::erff(self.to_f32()))
+    }
+}
+impl FloatElem for bf16 {
+    fn erf(self) -> Self {
+        bf16::from_f32(libm::erff(self.to_f32()))
+    }
+}
+
+fn unary_float<T: FloatElem>(op: UnaryOp, x: &Value) -> Tensor {
+    let one = T::one();
+    match op {
+        UnaryOp::Neg => map1(x, |v: T| -v),
+        UnaryOp::Abs => map1(x, |v: T| v.abs()),
+        UnaryOp::Sign => map1(x, |v: T| {
+            if v > T::zero() {
+                one
+            } else if v < T::zero() {
+                -one
+            } else {
+                v // keeps 0, -0 and NaN
+            }
+        }),
+        UnaryOp::Sqrt => map1(x, |v: T| v.sqrt()),
+        UnaryOp::Rsqrt => map1(x, |v: T| one / v.sqrt()),
+        UnaryOp::Recip => map1(x, |v: T| one / v),
+        UnaryOp::Exp => map1(x, |v: T| v.exp_fast()),
+        UnaryOp::Exp2 => map1(x, |v: T| v.exp2()),
+        UnaryOp::Log => map1(x, |v: T| v.ln()),
+        UnaryOp::Log2 => map1(x, |v: T| v.log2()),
+        UnaryOp::Log1p => map1(x, |v: T| v.ln_1p()),
+        UnaryOp::Expm1 => map1(x, |v: T| v.exp_m1()),
+        UnaryOp::Sin => map1(x, |v: T| v.sin()),
+        UnaryOp::Cos => map1(x, |v: T| v.cos()),
+        UnaryOp::Tan => map1(x, |v: T| v.tan()),
+        UnaryOp::Asin => map1(x, |v: T| v.asin()),
+        UnaryOp::Acos => map1(x, |v: T| v.acos()),
+        UnaryOp::Atan => map1(x, |v: T| v.atan()),
+        UnaryOp::Sinh => map1(x, |v: T| v.sinh()),
+        UnaryOp::Cosh => map1(x, |v: T| v.cosh()),
+        UnaryOp::Tanh => map1(x, |v: T| v.tanh()),
+        UnaryOp::Asinh => map1(x, |v: T| v.asinh()),
+        UnaryOp::Acosh => map1(x, |v: T| v.acosh()),
+        UnaryOp::Atanh => map1(x, |v: T| v.atanh()),
+        UnaryOp::Erf => map1(x, |v: T| v.erf()),
+        UnaryOp::Sigmoid => map1(x, |v: T| one / (one + (-v).exp_fast())),
+        UnaryOp::Floor => map1(x, |v: T| v.floor()),
+        UnaryOp::Ceil => map1(x, |v: T| v.ceil()),
+        UnaryOp::Round => map1(x, |v: T| {
+            // Half to even: round half away, then fix exact ties to the even neighbour.
+            let r = v.round();
+            if (v - v.trunc()).abs() == T::from(0.5).unwrap() {
+                (v / T::from(2.0).unwrap()).round() * T::from(2.0).unwrap()
+            } else {
+                r
+            }
+        }),
+        UnaryOp::Trunc => map1(x, |v: T| v.trunc()),
+        UnaryOp::Not => unreachable!("not on a float tensor is rejected by the op"),
+    }
+}
+
+/// Integer arithmetic with the project's conventions (wrapping, x/0 = 0).
+pub(crate) trait IntElem: Element + Ord {
+    fn wneg(self) -> Self;
+    fn wabs(self) -> Self;
+    fn sign(self) -> Self;
+    fn not(self) -> Self;
+    fn wadd(self, o: Self) -> Self;
+    fn wsub(self, o: Self) -> Self;
+    fn wmul(self, o: Self) -> Self;
+    fn div0(self, o: Self) -> Self;
+    fn rem0(self, o: Self) -> Self;
+    fn ipow(self, o: Self) -> Self;
+    fn and(self, o: Self) -> Self;
+    fn or(self, o: Self) -> Self;
+    fn xor(self, o: Self) -> Self;
+    fn shl(self, o: Self) -> Self;
+    fn shr(self, o: Self) -> Self;
+}
+
+macro_rules! int_elem {
+    ($signed:expr; $($t:ty),*) => {$(
+        impl IntElem for $t {
+            #[inline(always)] fn wneg(self) -> Self { self.wrapping_neg() }
+            #[inline(always)] fn wabs(self) -> Self { if $signed && self < (0 as $t) { self.wrapping_neg() } else { self } }
+            #[inline(always)] fn sign(self) -> Self { if self > (0 as $t) { 1 as $t } else if self == (0 as $t) { 0 as $t } else { (0 as $t).wrapping_sub(1) } }
+            #[inline(always)] fn not(self) -> Self { !self }
+            #[inline(always)] fn wadd(self, o: Self) -> Self { self.wrapping_add(o) }
+            #[inline(always)] fn wsub(self, o: Self) -> Self { self.wrapping_sub(o) }
+            #[inline(always)] fn wmul(self, o: Self) -> Self { self.wrapping_mul(o) }
+            #[inline(always)] fn div0(self, o: Self) -> Self { if o == (0 as $t) { 0 as $t } else { self.wrapping_div(o) } }
+            #[inline(always)] fn rem0(self, o: Self) -> Self { if o == (0 as $t) { 0 as $t } else { self.wrapping_rem(o) } }
+            #[inline(always)] fn ipow(self, o: Self) -> Self {
+                if $signed && o < (0 as $t) {
+                    // Only 1 and -1 have integer reciprocals.
+                    if self == (1 as $t) { 1 as $t }
+                    else if $signed && self == (0 as $t).wrapping_sub(1) { if o.wrapping_rem(2 as $t) == (0 as $t) { 1 as $t } else { self } }
+                    else { 0 as $t }
+                } else {
+                    let e = o as u128;
+                    self.wrapping_pow(e.min(u32::MAX as u128) as u32)
+                }
+            }
+            #[inline(always)] fn and(self, o: Self) -> Self { self & o }
+            #[inline(always)] fn or(self, o: Self) -> Self { self | o }
+            #[inline(always)] fn xor(self, o: Self) -> Self { self ^ o }
+            #[inline(always)] fn shl(self, o: Self) -> Self {
+                if ($signed && o < (0 as $t)) || (o as u128) >= <$t>::BITS as u128 { 0 as $t } else { self << (o as u32) }
+            }
+            #[inline(always)] fn shr(self, o: Self) -> Self {
+                if ($signed && o < (0 as $t)) || (o as u128) >= <$t>::BITS as u128 {
+                    if self < (0 as $t) { (0 as $t).wrapping_sub(1) } else { 0 as $t }
+                } else { self >> (o as u32) }
+            }
+        }
+    )*};
+}
+int_elem!(true; i8, i16, i32, i64);
+int_elem!(false; u8, u16, u32, u64);
+
+fn unary_int<T: IntElem>(op: UnaryOp, x: &Value) -> Tensor {
+    match op {
+        UnaryOp::Neg => map1(x, |v: T| v.wneg()),
+        UnaryOp::Abs => map1(x, |v: T| v.wabs()),
+        UnaryOp::Sign => map1(x, |v: T| v.sign()),
+        UnaryOp::Not => map1(x, |v: T| v.not()),
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => map1(x, |v: T| v),
+        _ => unreachable!("{op:?} on an integer tensor is rejected by the op"),
+    }
+}
+
+pub(crate) fn unary(op: UnaryOp, x: &Value) -> Tensor {
+    match x.dtype {
+        DType::F16 => unary_float::<f16>(op, x),
+        DType::BF16 => unary_float::<bf16>(op, x),
+        DType::F32 => unary_float::<f32>(op, x),
+        DType::F64 => unary_float::<f64>(op, x),
+        DType::Bool => match op {
+            UnaryOp::Not => map1(x, |v: bool| !v),
+            _ => map1(x, |v: bool| v),
+        },
+        DType::U8 => unary_int::<u8>(op, x),
+        DType::U16 => unary_int::<u16>(op, x),
+        DType::U32 => unary_int::<u32>(op, x),
+        DType::U64 => unary_int::<u64>(op, x),
+        DType::I8 => unary_int::<i8>(op, x),
+        DType::I16 => unary_int::<i16>(op, x),
+        DType::I32 => unary_int::<i32>(op, x),
+        DType::I64 => unary_int::<i64>(op, x),
+    }
+}
+
+fn binary_float<T: FloatElem>(op: BinaryOp, a: &Value, b: &Value) -> Tensor {
+    match op {
+        BinaryOp::Add => map2(a, b, |x: T, y: T| x + y),
+        BinaryOp::Sub => map2(a, b, |x: T, y: T| x - y),
+        BinaryOp::Mul => map2(a, b, |x: T, y: T| x * y),
+        BinaryOp::Div => map2(a, b, |x: T, y: T| x / y),
+        BinaryOp::Rem => map2(a, b, |x: T, y: T| x % y),
+        BinaryOp::Pow => map2(a, b, |x: T, y: T| x.powf(y)),
+        BinaryOp::Max => map2(a, b, |x: T, y: T| if x.is_nan() || x > y { x } else if y.is_nan() || y > x { y } else if x.is_sign_positive() { x } else { y }),
+        BinaryOp::Min => map2(a, b, |x: T, y: T| if x.is_nan() || x < y { x } else if y.is_nan() || y < x { y } else if x.is_sign_negative() { x } else { y }),
+        BinaryOp::Atan2 => map2(a, b, |x: T, y: T| x.atan2(y)),
+        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Shl | BinaryOp::Shr => {
+            unreachable!("{op:?} on a float tensor is rejected by the op")
+        }
+    }
+}
+
+fn binary_int<T: IntElem>(op: BinaryOp, a: &Value, b: &Value) -> Tensor {
+    match op {
+        BinaryOp::Add => map2(a, b, |x: T, y: T| x.wadd(y)),
+        BinaryOp::Sub => map2(a, b, |x: T, y: T| x.wsub(y)),
+        BinaryOp::Mul => map2(a, b, |x: T, y: T| x.wmul(y)),
+        BinaryOp::Div => map2(a, b, |x: T, y: T| x.div0(y)),
+        BinaryOp::Rem => map2(a, b, |x: T, y: T| x.rem0(y)),
+        BinaryOp::Pow => map2(a, b, |x: T, y: T| x.ipow(y)),
+        BinaryOp::Max => map2(a, b, |x: T, y: T| x.max(y)),
+        BinaryOp::Min => map2(a, b, |x: T, y: T| x.min(y)),
+        BinaryOp::And => map2(a, b, |x: T, y: T| x.and(y)),
+        BinaryOp::Or => map2(a, b, |x: T, y: T| x.or(y)),
+        BinaryOp::Xor => map2(a, b, |x: T, y: T| x.xor(y)),
+        BinaryOp::Shl => map2(a, b, |x: T, y: T| x.shl(y)),
+        BinaryOp::Shr => map2(a, b, |x: T, y: T| x.shr(y)),
+        BinaryOp::Atan2 => unreachable!("atan2 on an integer tensor is rejected by the op"),
+    }
+}
+
+fn binary_bool(op: BinaryOp, a: &Value, b: &Value) -> Tensor {
+    match op {
+        BinaryOp::And | BinaryOp::Min | BinaryOp::Mul => map2(a, b, |x: bool, y: bool| x & y),
+        BinaryOp::Or | BinaryOp::Max | BinaryOp::Add => map2(a, b, |x: bool, y: bool| x | y),
+        BinaryOp::Xor | BinaryOp::Sub => map2(a, b, |x: bool, y: bool| x ^ y),
+        _ => unreachable!("{op:?} on a bool tensor is rejected by the op"),
+    }
+}
+
+pub(crate) fn binary(op: BinaryOp, a: &Value, b: &Value) -> Tensor {
+    match a.dtype {
+        DType::F16 => binary_float::<f16>(op, a, b),
+        DType::BF16 => binary_float::<bf16>(op, a, b),
+        DType::F32 => binary_float::<f32>(op, a, b),
+        DType::F64 => binary_float::<f64>(op, a, b),
+        DType::Bool => binary_bool(op, a, b),
+        DType::U8 => binary_int::<u8>(op, a, b),
+        DType::U16 => binary_int::<u16>(op, a, b),
+        DType::U32 => binary_int::<u32>(op, a, b),
+        DType::U64 => binary_int::<u64>(op, a, b),
+        DType::I8 => binary_int::<i8>(op, a, b),
+        DType::I16 => binary_int::<i16>(op, a, b),
+        DType::I32 => binary_int::<i32>(op, a, b),
+        DType::I64 => binary_int::<i64>(op, a, b),
+    }
+}
+
+fn compare_typed<T: Element>(op: CmpOp, a: &Value, b: &Value) -> Tensor {
+    match op {
+        CmpOp::Lt => map2(a, b, |x: T, y: T| x < y),
+        CmpOp::Le => map2(a, b, |x: T, y: T| x <= y),
+        CmpOp::Gt => map2(a, b, |x: T, y: T| x > y),
+        CmpOp::Ge => map2(a, b, |x: T, y: T| x >= y),
+        CmpOp::Eq => map2(a, b, |x: T, y: T| x == y),
+        CmpOp::Ne => map2(a, b, |x: T, y: T| x != y),
+    }
+}
+
+pub(crate) fn compare(op: CmpOp, a: &Value, b: &Value) -> Tensor {
+    crate::with_dtype!(a.dtype, T => compare_typed::<T>(op, a, b))
+}
+
+pub(crate) fn where_(c: &Value, a: &Value, b: &Value) -> Tensor {
+    crate::with_dtype!(a.dtype, T => map3(c, a, b, |c: bool, x: T, y: T| if c { x } else { y }))
+}
+
+fn cast_from<S: Element>(x: &Value, to: DType) -> Tensor {
+    crate::with_dtype!(to, U => map1(x, |v: S| v.cast::<U>()))
+}
+
+pub(crate) fn cast(x: &Value, to: DType) -> Tensor {
+    crate::with_dtype!(x.dtype, S => cast_from::<S>(x, to))
+}

@@ -1,0 +1,51 @@
+//! The eager CPU backend: one kernel per primitive, chosen by an exhaustive
+//! match. Inputs are concrete; outputs are fresh contiguous tensors, except
+//! for the view primitives (see `movement`) and `Assign`.
+
+mod dot;
+mod elementwise;
+mod fill;
+mod index;
+mod movement;
+mod reduce;
+pub(crate) mod strided;
+
+use crate::prim::Prim;
+use crate::tensor::Tensor;
+
+/// Runs `prim` on concrete inputs.
+pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
+    let v = |i: usize| inputs[i].value();
+    match prim {
+        Prim::Full { shape, dtype, value } => fill::full(&shape, dtype, value),
+        Prim::Iota { shape, axis, dtype } => fill::iota(&shape, axis, dtype),
+        Prim::Unary(op) => elementwise::unary(op, v(0)),
+        Prim::Binary(op) => elementwise::binary(op, v(0), v(1)),
+        Prim::Compare(op) => elementwise::compare(op, v(0), v(1)),
+        Prim::Where => elementwise::where_(v(0), v(1), v(2)),
+        Prim::Cast(dtype) => elementwise::cast(v(0), dtype),
+        Prim::Reduce { op, axes } => reduce::reduce(op, v(0), &axes),
+        Prim::ArgReduce { op, axis } => reduce::arg_reduce(op, v(0), axis),
+        Prim::Cumulative { op, axis } => reduce::cumulative(op, v(0), axis),
+        Prim::Reshape { shape } => movement::reshape(v(0), &shape),
+        Prim::Broadcast { shape } => movement::broadcast(v(0), &shape),
+        Prim::Permute { perm } => movement::permute(v(0), &perm),
+        Prim::Slice { start, end, step } => movement::slice(v(0), &start, &end, &step),
+        Prim::Flip { axes } => movement::flip(v(0), &axes),
+        Prim::Pad { lo, hi, value } => movement::pad(v(0), &lo, &hi, value),
+        Prim::Concat { axis } => {
+            let vs: Vec<_> = inputs.iter().map(|t| t.value()).collect();
+            movement::concat(&vs, axis)
+        }
+        Prim::Copy => movement::copy(v(0)),
+        Prim::Gather { axis } => index::gather(v(0), v(1), axis),
+        Prim::ScatterAdd { axis } => index::scatter_add(v(0), v(1), v(2), axis),
+        Prim::DotGeneral {
+            lhs_batch,
+            rhs_batch,
+            lhs_contract,
+            rhs_contract,
+        } => dot::dot_general(v(0), v(1), &lhs_batch, &rhs_batch, &lhs_contract, &rhs_contract),
+        Prim::Assign => movement::assign(inputs[0], v(1)),
+    }
+}

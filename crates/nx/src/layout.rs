@@ -1,0 +1,209 @@
+//! How a tensor's elements sit in its storage: shape, strides (in elements,
+//! possibly zero or negative) and offset. Every movement operation that can be
+//! a view is a function from one `Layout` to another here; nothing is copied.
+
+use crate::shape::{contiguous_strides, numel};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub shape: Vec<usize>,
+    pub strides: Vec<isize>,
+    pub offset: usize,
+}
+
+impl Layout {
+    pub fn contiguous(shape: &[usize]) -> Layout {
+        Layout {
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape),
+            offset: 0,
+        }
+    }
+
+    pub fn numel(&self) -> usize {
+        numel(&self.shape)
+    }
+
+    /// Row-major contiguous (offset may be non-zero).
+    pub fn is_contiguous(&self) -> bool {
+        let mut acc = 1isize;
+        for i in (0..self.shape.len()).rev() {
+            if self.shape[i] != 1 && self.strides[i] != acc {
+                return false;
+            }
+            acc *= self.shape[i] as isize;
+        }
+        true
+    }
+
+    /// Storage index of the element at a multi-index.
+    pub fn index_of(&self, idx: &[usize]) -> usize {
+        let mut off = self.offset as isize;
+        for (i, s) in idx.iter().zip(&self.strides) {
+            off += *i as isize * s;
+        }
+        off as usize
+    }
+
+    /// Lowest and highest storage index touched (None when empty).
+    pub fn span(&self) -> Option<(usize, usize)> {
+        if self.numel() == 0 {
+            return None;
+        }
+        let (mut lo, mut hi) = (self.offset as isize, self.offset as isize);
+        for (&n, &s) in self.shape.iter().zip(&self.strides) {
+            let ext = (n as isize - 1) * s;
+            if ext < 0 {
+                lo += ext
+            } else {
+                hi += ext
+            }
+        }
+        Some((lo as usize, hi as usize))
+    }
+
+    /// The same elements under a new shape, if the strides allow it without a copy.
+    pub fn reshape(&self, shape: &[usize]) -> Option<Layout> {
+        if self.is_contiguous() {
+            return Some(Layout {
+                shape: shape.to_vec(),
+                strides: contiguous_strides(shape),
+                offset: self.offset,
+            });
+        }
+        // Split/merge runs of axes that are contiguous with one another
+        // (numpy's `_attempt_nocopy_reshape`).
+        let old: Vec<(usize, isize)> = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .filter(|(&n, _)| n != 1)
+            .map(|(&n, &s)| (n, s))
+            .collect();
+        let mut new_strides = vec![0isize; shape.len()];
+        let (mut oi, mut ni) = (0usize, 0usize);
+        while ni < shape.len() && shape[ni] == 1 {
+            ni += 1;
+        }
+        while oi < old.len() && ni < shape.len() {
+            let (mut op, mut np) = (old[oi].0, shape[ni]);
+            let (oj0, nj0) = (oi, ni);
+            let (mut oj, mut nj) = (oi + 1, ni + 1);
+            while op != np {
+                if np < op {
+                    np *= shape[nj];
+                    nj += 1;
+                } else {
+                    op *= old[oj].0;
+                    oj += 1;
+                }
+            }
+            for k in oj0..oj - 1 {
+                if old[k].1 != old[k + 1].1 * old[k + 1].0 as isize {
+                    return None;
+                }
+            }
+            // Innermost stride of the run, then build outward.
+            new_strides[nj - 1] = old[oj - 1].1;
+            for k in (nj0..nj - 1).rev() {
+                new_strides[k] = new_strides[k + 1] * shape[k + 1] as isize;
+            }
+            oi = oj;
+            ni = nj;
+            while ni < shape.len() && shape[ni] == 1 {
+                ni += 1;
+            }
+        }
+        if oi != old.len() || shape[ni..].iter().any(|&n| n != 1) {
+            return None;
+        }
+        Some(Layout {
+            shape: shape.to_vec(),
+            strides: new_strides,
+            offset: self.offset,
+        })
+    }
+
+    pub fn permute(&self, perm: &[usize]) -> Layout {
+        Layout {
+            shape: perm.iter().map(|&p| self.shape[p]).collect(),
+            strides: perm.iter().map(|&p| self.strides[p]).collect(),
+            offset: self.offset,
+        }
+    }
+
+    /// Numpy broadcasting to `shape` (dims aligned on the right; size-1 and
+    /// missing dims get stride 0). The caller has checked compatibility.
+    pub fn broadcast(&self, shape: &[usize]) -> Layout {
+        let lead = shape.len() - self.shape.len();
+        let mut strides = vec![0isize; shape.len()];
+        for (i, (&n, &s)) in self.shape.iter().zip(&self.strides).enumerate() {
+            strides[lead + i] = if n == 1 && shape[lead + i] != 1 { 0 } else { s };
+        }
+        Layout {
+            shape: shape.to_vec(),
+            strides,
+            offset: self.offset,
+        }
+    }
+
+    /// Elements `start, start + step, ...` below `end` on each axis (step > 0).
+    pub fn slice(&self, start: &[usize], end: &[usize], step: &[usize]) -> Layout {
+        let mut offset = self.offset as isize;
+        let mut shape = Vec::with_capacity(self.shape.len());
+        let mut strides = Vec::with_capacity(self.shape.len());
+        for i in 0..self.shape.len() {
+            let n = if end[i] > start[i] {
+                (end[i] - start[i]).div_ceil(step[i])
+            } else {
+                0
+            };
+            if n > 0 {
+                offset += start[i] as isize * self.strides[i];
+            }
+            shape.push(n);
+            strides.push(self.strides[i] * step[i] as isize);
+        }
+        Layout {
+            shape,
+            strides,
+            offset: offset as usize,
+        }
+    }
+
+    /// Reverses the given axes.
+    pub fn flip(&self, axes: &[usize]) -> Layout {
+        let mut l = self.clone();
+        let mut offset = l.offset as isize;
+        for &a in axes {
+            if l.shape[a] > 0 {
+                offset += (l.shape[a] as isize - 1) * l.strides[a];
+            }
+            l.strides[a] = -l.strides[a];
+        }
+        l.offset = offset as usize;
+        l
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reshape_of_transposed_is_refused_but_split_of_a_row_works() {
+        let l = Layout::contiguous(&[2, 3]).permute(&[1, 0]);
+        assert!(l.reshape(&[6]).is_none());
+        let s = Layout::contiguous(&[4, 6]).slice(&[0, 0], &[4, 6], &[2, 1]); // [2, 6] rows 0, 2
+        let r = s.reshape(&[2, 2, 3]).unwrap();
+        assert_eq!(r.strides, vec![12, 3, 1]);
+    }
+
+    #[test]
+    fn flip_points_at_the_last_element() {
+        let l = Layout::contiguous(&[5]).flip(&[0]);
+        assert_eq!(l.offset, 4);
+        assert_eq!(l.strides, vec![-1]);
+        assert_eq!(l.span(), Some((0, 4)));
+    }
+}

@@ -1,0 +1,32 @@
+//! nx: the tensor library under Rune.
+//!
+//! It owns the `Tensor` type, the element types, the primitive set (`Prim`)
+//! and the dispatcher (`bind`) through which every operation passes, the eager
+//! CPU kernels, the implicit random generator, printing, and parameter trees.
+//! It knows nothing of transformations beyond the `Trace` trait that lets
+//! one intercept `bind`.
+//!
+//! ```
+//! use nx::{Tensor, DType};
+//! let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]);
+//! let y = (&x * 2.0 + 1.0).exp();
+//! assert_eq!(y.shape(), &[3]);
+//! ```
+
+mod cpu;
+mod dtype;
+mod layout;
+mod ops;
+mod prim;
+pub mod shape;
+pub mod storage;
+mod tensor;
+pub mod trace;
+
+pub use dtype::{DType, Element};
+pub use half;
+pub use layout::Layout;
+pub use ops::Slice;
+pub use prim::{drop_axes, ArgOp, Aval, BinaryOp, CmpOp, CumOp, Prim, ReduceOp, UnaryOp};
+pub use tensor::Tensor;
+pub use trace::{bind, bind_below, push_trace, Trace, TraceGuard, Tracer};

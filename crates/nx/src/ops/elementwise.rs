@@ -1,0 +1,303 @@
+//! Elementwise operations: math, arithmetic, comparisons, logic, selection,
+//! casts, and the activation functions composed from them.
+
+use super::{broadcast_pair, require_float, require_numeric};
+use crate::prim::{BinaryOp, CmpOp, Prim, UnaryOp};
+use crate::tensor::Tensor;
+use crate::trace::bind;
+use crate::DType;
+
+fn unary(x: &Tensor, op: UnaryOp) -> Tensor {
+    bind(Prim::Unary(op), &[x])
+}
+
+fn binary(name: &str, a: &Tensor, b: &Tensor, op: BinaryOp) -> Tensor {
+    let (a, b) = broadcast_pair(name, a, b);
+    bind(Prim::Binary(op), &[&a, &b])
+}
+
+fn compare(name: &str, a: &Tensor, b: &Tensor, op: CmpOp) -> Tensor {
+    let (a, b) = broadcast_pair(name, a, b);
+    bind(Prim::Compare(op), &[&a, &b])
+}
+
+macro_rules! float_unary {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(&self) -> Tensor {
+            require_float(stringify!($name), self);
+            unary(self, UnaryOp::$op)
+        }
+    )*};
+}
+
+macro_rules! numeric_unary {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(&self) -> Tensor {
+            require_numeric(stringify!($name), self);
+            unary(self, UnaryOp::$op)
+        }
+    )*};
+}
+
+macro_rules! numeric_binary {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(&self, other: &Tensor) -> Tensor {
+            require_numeric(stringify!($name), self);
+            binary(stringify!($name), self, other, BinaryOp::$op)
+        }
+    )*};
+}
+
+macro_rules! comparison {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(&self, other: &Tensor) -> Tensor {
+            compare(stringify!($name), self, other, CmpOp::$op)
+        }
+    )*};
+}
+
+impl Tensor {
+    float_unary! {
+        sqrt => Sqrt,
+        /// `1 / sqrt(x)`.
+        rsqrt => Rsqrt,
+        /// `1 / x`.
+        recip => Recip,
+        exp => Exp,
+        exp2 => Exp2,
+        /// Natural logarithm.
+        log => Log,
+        log2 => Log2,
+        /// `log(1 + x)`, accurate near 0.
+        log1p => Log1p,
+        /// `exp(x) - 1`, accurate near 0.
+        expm1 => Expm1,
+        sin => Sin,
+        cos => Cos,
+        tan => Tan,
+        asin => Asin,
+        acos => Acos,
+        atan => Atan,
+        sinh => Sinh,
+        cosh => Cosh,
+        tanh => Tanh,
+        asinh => Asinh,
+        acosh => Acosh,
+        atanh => Atanh,
+        erf => Erf,
+        /// `1 / (1 + exp(-x))`.
+        sigmoid => Sigmoid,
+    }
+
+    numeric_unary! {
+        neg => Neg,
+        abs => Abs,
+        /// -1, 0 or 1 (NaN stays NaN, -0 stays -0).
+        sign => Sign,
+        floor => Floor,
+        ceil => Ceil,
+        /// Rounds half to even, as numpy and JAX.
+        round => Round,
+        trunc => Trunc,
+    }
+
+    numeric_binary! {
+        add => Add,
+        sub => Sub,
+        mul => Mul,
+        /// Float division; integer division truncates toward zero (x / 0 = 0).
+        div => Div,
+        /// Remainder with the sign of the dividend (Rust's `%`); x % 0 = 0 for integers.
+        rem => Rem,
+        /// `self ^ other`; for integers a negative exponent gives 0 (except for bases 1 and -1).
+        pow => Pow,
+    }
+
+    comparison! {
+        less => Lt,
+        less_equal => Le,
+        greater => Gt,
+        greater_equal => Ge,
+        equal => Eq,
+        not_equal => Ne,
+    }
+
+    /// `x * x`.
+    pub fn square(&self) -> Tensor {
+        require_numeric("square", self);
+        self.mul(self)
+    }
+
+    /// Elementwise maximum; NaN wins.
+    pub fn maximum(&self, other: &Tensor) -> Tensor {
+        binary("maximum", self, other, BinaryOp::Max)
+    }
+
+    /// Elementwise minimum; NaN wins.
+    pub fn minimum(&self, other: &Tensor) -> Tensor {
+        binary("minimum", self, other, BinaryOp::Min)
+    }
+
+    /// `atan2(self, other)`, the angle of the point `(other, self)`.
+    pub fn atan2(&self, other: &Tensor) -> Tensor {
+        require_float("atan2", self);
+        binary("atan2", self, other, BinaryOp::Atan2)
+    }
+
+    /// Clamps every element into `[lo, hi]`.
+    pub fn clamp(&self, lo: f64, hi: f64) -> Tensor {
+        require_numeric("clamp", self);
+        if lo > hi {
+            panic!("clamp: lower bound {lo} is above upper bound {hi}");
+        }
+        self.maximum(&self.scalar_like(lo)).minimum(&self.scalar_like(hi))
+    }
+
+    /// `max(x, 0)`.
+    pub fn relu(&self) -> Tensor {
+        require_numeric("relu", self);
+        self.maximum(&self.scalar_like(0.0))
+    }
+
+    /// GELU with the tanh approximation (JAX's default `approximate=True`):
+    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    pub fn gelu(&self) -> Tensor {
+        require_float("gelu", self);
+        let c = (2.0 / std::f64::consts::PI).sqrt();
+        let inner = (self + &(self.mul(self).mul(self) * 0.044715)) * c;
+        self * &((inner.tanh() + 1.0) * 0.5)
+    }
+
+    /// `log(1 + exp(x))`, computed without overflow.
+    pub fn softplus(&self) -> Tensor {
+        require_float("softplus", self);
+        self.relu() + self.abs().neg().exp().log1p()
+    }
+
+    /// `x * sigmoid(x)`.
+    pub fn silu(&self) -> Tensor {
+        require_float("silu", self);
+        self * &self.sigmoid()
+    }
+
+    pub fn isnan(&self) -> Tensor {
+        if self.dtype().is_float() {
+            self.not_equal(self)
+        } else {
+            Tensor::full(self.shape(), 0.0, DType::Bool)
+        }
+    }
+
+    pub fn isinf(&self) -> Tensor {
+        if self.dtype().is_float() {
+            self.abs().equal(&self.scalar_like(f64::INFINITY))
+        } else {
+            Tensor::full(self.shape(), 0.0, DType::Bool)
+        }
+    }
+
+    pub fn isfinite(&self) -> Tensor {
+        if self.dtype().is_float() {
+            self.abs().less(&self.scalar_like(f64::INFINITY))
+        } else {
+            Tensor::full(self.shape(), 1.0, DType::Bool)
+        }
+    }
+
+    /// The tensor as `Bool` (non-zero is true); `Bool` tensors pass through.
+    fn truthy(&self) -> Tensor {
+        if self.dtype() == DType::Bool {
+            self.clone()
+        } else {
+            self.not_equal(&self.scalar_like(0.0))
+        }
+    }
+
+    pub fn logical_and(&self, other: &Tensor) -> Tensor {
+        binary("logical_and", &self.truthy(), &other.truthy(), BinaryOp::And)
+    }
+
+    pub fn logical_or(&self, other: &Tensor) -> Tensor {
+        binary("logical_or", &self.truthy(), &other.truthy(), BinaryOp::Or)
+    }
+
+    pub fn logical_xor(&self, other: &Tensor) -> Tensor {
+        binary("logical_xor", &self.truthy(), &other.truthy(), BinaryOp::Xor)
+    }
+
+    pub fn logical_not(&self) -> Tensor {
+        unary(&self.truthy(), UnaryOp::Not)
+    }
+
+    fn require_bits(&self, op: &str) {
+        if self.dtype().is_float() {
+            panic!("{op}: expects an integer or bool tensor, got {}", self.dtype());
+        }
+    }
+
+    pub fn bitwise_and(&self, other: &Tensor) -> Tensor {
+        self.require_bits("bitwise_and");
+        binary("bitwise_and", self, other, BinaryOp::And)
+    }
+
+    pub fn bitwise_or(&self, other: &Tensor) -> Tensor {
+        self.require_bits("bitwise_or");
+        binary("bitwise_or", self, other, BinaryOp::Or)
+    }
+
+    pub fn bitwise_xor(&self, other: &Tensor) -> Tensor {
+        self.require_bits("bitwise_xor");
+        binary("bitwise_xor", self, other, BinaryOp::Xor)
+    }
+
+    pub fn bitwise_not(&self) -> Tensor {
+        self.require_bits("bitwise_not");
+        unary(self, UnaryOp::Not)
+    }
+
+    /// Shifts left by `other` bits; shifting by the bit width or more gives 0.
+    pub fn shift_left(&self, other: &Tensor) -> Tensor {
+        if !self.dtype().is_int() {
+            panic!("shift_left: expects an integer tensor, got {}", self.dtype());
+        }
+        binary("shift_left", self, other, BinaryOp::Shl)
+    }
+
+    /// Shifts right by `other` bits (arithmetic for signed types).
+    pub fn shift_right(&self, other: &Tensor) -> Tensor {
+        if !self.dtype().is_int() {
+            panic!("shift_right: expects an integer tensor, got {}", self.dtype());
+        }
+        binary("shift_right", self, other, BinaryOp::Shr)
+    }
+
+    /// Elementwise `cond ? a : b`, broadcasting all three. `cond` must be `Bool`.
+    pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
+        if cond.dtype() != DType::Bool {
+            panic!("where_: the condition must be bool, got {}", cond.dtype());
+        }
+        super::check_same_dtype("where_", a, b);
+        let shape = crate::shape::broadcast_shapes("where_", a.shape(), b.shape());
+        let shape = crate::shape::broadcast_shapes("where_", cond.shape(), &shape);
+        let (c, a, b) = (
+            cond.broadcast_unchecked(&shape),
+            a.broadcast_unchecked(&shape),
+            b.broadcast_unchecked(&shape),
+        );
+        bind(Prim::Where, &[&c, &a, &b])
+    }
+
+    /// Converts every element to `dtype`: floats round to nearest even,
+    /// float to integer truncates toward zero and saturates (NaN gives 0),
+    /// integer to integer wraps, non-zero is `true`.
+    pub fn cast(&self, dtype: DType) -> Tensor {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        bind(Prim::Cast(dtype), &[self])
+    }
+}

@@ -1,0 +1,1 @@
+//! Indexing: take, take_along_axis, gather, scatter_add, one_hot.

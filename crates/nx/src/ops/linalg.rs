@@ -1,0 +1,1 @@
+//! Linear algebra: matmul, dot, outer, tril, triu.

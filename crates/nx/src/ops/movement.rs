@@ -1,0 +1,350 @@
+//! Movement: reshaping, axis permutations, broadcasting, slicing, flipping
+//! (all views where the layout allows), copies and in-place assignment, and
+//! the composites built from them (padding, joining, splitting, repeating).
+
+use crate::prim::Prim;
+use crate::shape::{normalize_axes, normalize_axis, numel};
+use crate::tensor::Tensor;
+use crate::trace::bind;
+use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
+
+/// One axis of a `slice`: the indices `start..end` (negatives count from the
+/// end, `end: None` means to the end), every `step`-th one.
+///
+/// A negative step walks the same range backwards, starting from its last
+/// element: `Slice::from(..).step(-1)` reverses an axis and
+/// `Slice::from(1..4).step(-1)` picks indices 3, 2, 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slice {
+    pub start: isize,
+    pub end: Option<isize>,
+    pub step: isize,
+}
+
+impl Slice {
+    pub fn new(start: isize, end: Option<isize>, step: isize) -> Slice {
+        Slice { start, end, step }
+    }
+
+    /// The whole axis.
+    pub fn all() -> Slice {
+        Slice::new(0, None, 1)
+    }
+
+    /// The same range with another step.
+    pub fn step(self, step: isize) -> Slice {
+        Slice { step, ..self }
+    }
+
+    /// `(first index, count, step)` on an axis of length `n`.
+    fn resolve(&self, n: usize) -> (usize, usize, isize) {
+        if self.step == 0 {
+            panic!("slice: step must be non-zero");
+        }
+        let clampi = |i: isize| -> usize {
+            let i = if i < 0 { i + n as isize } else { i };
+            i.clamp(0, n as isize) as usize
+        };
+        let lo = clampi(self.start);
+        let hi = self.end.map_or(n, clampi);
+        if hi <= lo {
+            return (0, 0, self.step);
+        }
+        let k = self.step.unsigned_abs();
+        let count = (hi - lo).div_ceil(k);
+        if self.step > 0 {
+            (lo, count, self.step)
+        } else {
+            (hi - 1, count, self.step)
+        }
+    }
+}
+
+impl From<Range<isize>> for Slice {
+    fn from(r: Range<isize>) -> Slice {
+        Slice::new(r.start, Some(r.end), 1)
+    }
+}
+impl From<RangeFrom<isize>> for Slice {
+    fn from(r: RangeFrom<isize>) -> Slice {
+        Slice::new(r.start, None, 1)
+    }
+}
+impl From<RangeTo<isize>> for Slice {
+    fn from(r: RangeTo<isize>) -> Slice {
+        Slice::new(0, Some(r.end), 1)
+    }
+}
+impl From<RangeFull> for Slice {
+    fn from(_: RangeFull) -> Slice {
+        Slice::all()
+    }
+}
+impl From<RangeInclusive<isize>> for Slice {
+    fn from(r: RangeInclusive<isize>) -> Slice {
+        let end = *r.end();
+        Slice::new(*r.start(), if end == -1 { None } else { Some(end + 1) }, 1)
+    }
+}
+impl From<RangeToInclusive<isize>> for Slice {
+    fn from(r: RangeToInclusive<isize>) -> Slice {
+        Slice::new(0, if r.end == -1 { None } else { Some(r.end + 1) }, 1)
+    }
+}
+
+impl Tensor {
+    /// The same elements in row-major order under a new shape (a view when
+    /// the strides allow it).
+    pub fn reshape(&self, shape: &[usize]) -> Tensor {
+        if numel(shape) != self.numel() {
+            panic!(
+                "reshape: cannot reshape a tensor of shape {:?} ({} elements) into shape {shape:?} ({} elements)",
+                self.shape(),
+                self.numel(),
+                numel(shape)
+            );
+        }
+        if shape == self.shape() {
+            return self.clone();
+        }
+        bind(
+            Prim::Reshape {
+                shape: shape.to_vec(),
+            },
+            &[self],
+        )
+    }
+
+    /// The elements as one axis.
+    pub fn flatten(&self) -> Tensor {
+        self.reshape(&[self.numel()])
+    }
+
+    /// Output axis `i` is input axis `perm[i]`.
+    pub fn permute(&self, perm: &[isize]) -> Tensor {
+        let n = self.ndim();
+        if perm.len() != n {
+            panic!(
+                "permute: got {} axes {perm:?} for a tensor of rank {n}",
+                perm.len()
+            );
+        }
+        let p: Vec<usize> = perm.iter().map(|&a| normalize_axis("permute", a, n)).collect();
+        let mut seen = vec![false; n];
+        for &a in &p {
+            if seen[a] {
+                panic!("permute: {perm:?} is not a permutation of the axes");
+            }
+            seen[a] = true;
+        }
+        if p.iter().enumerate().all(|(i, &a)| i == a) {
+            return self.clone();
+        }
+        bind(Prim::Permute { perm: p }, &[self])
+    }
+
+    /// Reverses the order of all axes (numpy's `.T`).
+    pub fn transpose(&self) -> Tensor {
+        let perm: Vec<isize> = (0..self.ndim() as isize).rev().collect();
+        self.permute(&perm)
+    }
+
+    /// Exchanges two axes.
+    pub fn swapaxes(&self, a: isize, b: isize) -> Tensor {
+        let n = self.ndim();
+        let (a, b) = (normalize_axis("swapaxes", a, n), normalize_axis("swapaxes", b, n));
+        let mut perm: Vec<isize> = (0..n as isize).collect();
+        perm.swap(a, b);
+        self.permute(&perm)
+    }
+
+    /// Moves axis `src` to position `dst`, keeping the others in order.
+    pub fn moveaxis(&self, src: isize, dst: isize) -> Tensor {
+        let n = self.ndim();
+        let (s, d) = (normalize_axis("moveaxis", src, n), normalize_axis("moveaxis", dst, n));
+        let mut perm: Vec<isize> = (0..n as isize).filter(|&a| a != s as isize).collect();
+        perm.insert(d, s as isize);
+        self.permute(&perm)
+    }
+
+    /// Numpy broadcasting to `shape` (a view; size-1 and missing leading axes repeat).
+    pub fn broadcast_to(&self, shape: &[usize]) -> Tensor {
+        let ok = shape.len() >= self.ndim()
+            && self
+                .shape()
+                .iter()
+                .zip(&shape[shape.len() - self.ndim()..])
+                .all(|(&a, &b)| a == b || a == 1);
+        if !ok {
+            panic!(
+                "broadcast_to: cannot broadcast shape {:?} to {shape:?}",
+                self.shape()
+            );
+        }
+        self.broadcast_unchecked(shape)
+    }
+
+    /// Same as `broadcast_to`.
+    pub fn expand(&self, shape: &[usize]) -> Tensor {
+        self.broadcast_to(shape)
+    }
+
+    /// Removes axis `axis`, which must have size 1.
+    pub fn squeeze(&self, axis: isize) -> Tensor {
+        let a = normalize_axis("squeeze", axis, self.ndim());
+        if self.shape()[a] != 1 {
+            panic!(
+                "squeeze: axis {axis} has size {}, not 1 (shape {:?})",
+                self.shape()[a],
+                self.shape()
+            );
+        }
+        let mut shape = self.shape().to_vec();
+        shape.remove(a);
+        self.reshape(&shape)
+    }
+
+    /// Inserts a size-1 axis at position `axis` (in the result's axes).
+    pub fn unsqueeze(&self, axis: isize) -> Tensor {
+        let a = normalize_axis("unsqueeze", axis, self.ndim() + 1);
+        let mut shape = self.shape().to_vec();
+        shape.insert(a, 1);
+        self.reshape(&shape)
+    }
+
+    /// Slices axis by axis; fewer entries than axes leave the rest whole.
+    ///
+    /// ```
+    /// use nx::{Tensor, Slice};
+    /// let x = Tensor::from_slice(&[0i32, 1, 2, 3, 4, 5], &[2, 3]);
+    /// let y = x.slice(&[Slice::all(), Slice::from(..).step(-1)]);
+    /// assert_eq!(y.to_vec::<i32>(), vec![2, 1, 0, 5, 4, 3]);
+    /// ```
+    pub fn slice(&self, slices: &[Slice]) -> Tensor {
+        let n = self.ndim();
+        if slices.len() > n {
+            panic!(
+                "slice: {} slices for a tensor of rank {n} (shape {:?})",
+                slices.len(),
+                self.shape()
+            );
+        }
+        let mut start = vec![0; n];
+        let mut end = self.shape().to_vec();
+        let mut step = vec![1; n];
+        let mut flip = vec![];
+        for (a, s) in slices.iter().enumerate() {
+            let (first, count, st) = s.resolve(self.shape()[a]);
+            let k = st.unsigned_abs();
+            if st > 0 {
+                start[a] = first;
+                end[a] = if count == 0 { first } else { first + (count - 1) * k + 1 };
+            } else {
+                // Take the same elements in increasing order, then flip.
+                let lo = first + 1 - if count == 0 { 1 } else { (count - 1) * k + 1 };
+                start[a] = lo;
+                end[a] = if count == 0 { lo } else { first + 1 };
+                flip.push(a);
+            }
+            step[a] = k;
+        }
+        let identity = start.iter().all(|&s| s == 0)
+            && end.as_slice() == self.shape()
+            && step.iter().all(|&s| s == 1);
+        let mut out = if identity {
+            self.clone()
+        } else {
+            bind(Prim::Slice { start, end, step }, &[self])
+        };
+        if !flip.is_empty() {
+            out = bind(Prim::Flip { axes: flip }, &[&out]);
+        }
+        out
+    }
+
+    /// `len` elements of `axis` from `start`.
+    pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Tensor {
+        let a = normalize_axis("narrow", axis, self.ndim());
+        let n = self.shape()[a];
+        if start + len > n {
+            panic!(
+                "narrow: range {start}..{} is out of bounds for axis {axis} of size {n}",
+                start + len
+            );
+        }
+        let mut slices = vec![Slice::all(); a + 1];
+        slices[a] = Slice::new(start as isize, Some((start + len) as isize), 1);
+        self.slice(&slices)
+    }
+
+    /// `x[i]`: element `i` of axis 0, which disappears.
+    pub fn get(&self, i: usize) -> Tensor {
+        if self.ndim() == 0 {
+            panic!("get: cannot index a 0-d tensor");
+        }
+        if i >= self.shape()[0] {
+            panic!(
+                "get: index {i} is out of bounds for axis 0 of size {}",
+                self.shape()[0]
+            );
+        }
+        self.narrow(0, i, 1).squeeze(0)
+    }
+
+    /// Reverses the listed axes (a view).
+    pub fn flip(&self, axes: &[isize]) -> Tensor {
+        let axes = normalize_axes("flip", axes, self.ndim());
+        if axes.is_empty() {
+            return self.clone();
+        }
+        bind(Prim::Flip { axes }, &[self])
+    }
+
+    /// A row-major contiguous tensor with the same elements (`self` if it already is one).
+    pub fn contiguous(&self) -> Tensor {
+        if self.is_contiguous() {
+            return self.clone();
+        }
+        self.copy()
+    }
+
+    /// A fresh copy that shares nothing with `self`.
+    pub fn copy(&self) -> Tensor {
+        bind(Prim::Copy, &[self])
+    }
+
+    /// Writes `src` (broadcast to `self`'s shape, same dtype) into `self` in
+    /// place, through views too. Overlapping source and destination are fine.
+    ///
+    /// ```
+    /// use nx::Tensor;
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]);
+    /// x.assign(&x.flip(&[0]));
+    /// assert_eq!(x.to_vec::<f32>(), vec![3.0, 2.0, 1.0]);
+    /// ```
+    pub fn assign(&self, src: &Tensor) {
+        super::check_same_dtype("assign", self, src);
+        if self.strides().is_some_and(|s| {
+            s.iter().zip(self.shape()).any(|(&st, &n)| st == 0 && n > 1)
+        }) {
+            panic!("assign: the destination is a broadcast view whose elements alias one another");
+        }
+        let src = src.broadcast_to_for("assign", self.shape());
+        bind(Prim::Assign, &[self, &src]);
+    }
+
+    /// Same as `assign`.
+    pub fn blit(&self, src: &Tensor) {
+        self.assign(src)
+    }
+
+    pub(crate) fn broadcast_to_for(&self, op: &str, shape: &[usize]) -> Tensor {
+        match crate::shape::try_broadcast_shapes(self.shape(), shape) {
+            Some(s) if s == shape => self.broadcast_unchecked(shape),
+            _ => panic!(
+                "{op}: shape {:?} cannot be broadcast to {shape:?}",
+                self.shape()
+            ),
+        }
+    }
+}

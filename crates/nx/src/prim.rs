@@ -1,0 +1,284 @@
+//! The primitive set. Every public operation on `Tensor` is a composition of
+//! these; every transformation (and the eager backend) gives each one a rule,
+//! matched exhaustively so that a new primitive cannot be half-supported.
+//!
+//! Primitives are strict: their inputs are already validated and normalized by
+//! the public operation that binds them (same shapes for elementwise ops,
+//! non-negative sorted axes, ...). `out_aval` is the shape/dtype rule.
+
+use crate::dtype::DType;
+use crate::shape::numel;
+
+/// Abstract value: what a trace knows about a tensor without its data.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Aval {
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+}
+
+impl Aval {
+    pub fn new(shape: &[usize], dtype: DType) -> Aval {
+        Aval {
+            shape: shape.to_vec(),
+            dtype,
+        }
+    }
+    pub fn numel(&self) -> usize {
+        numel(&self.shape)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Sign,
+    Sqrt,
+    Rsqrt,
+    Recip,
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Log1p,
+    Expm1,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Tanh,
+    Asinh,
+    Acosh,
+    Atanh,
+    Erf,
+    Sigmoid,
+    Floor,
+    Ceil,
+    /// Half to even, as numpy and JAX.
+    Round,
+    Trunc,
+    /// Logical not on `Bool`, bitwise not on integers.
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// Integer division truncates toward zero; division by zero gives 0.
+    Div,
+    /// Remainder with the sign of the dividend (C's fmod, Rust's `%`).
+    Rem,
+    Pow,
+    /// NaN-propagating.
+    Max,
+    /// NaN-propagating.
+    Min,
+    Atan2,
+    /// Logical on `Bool`, bitwise on integers.
+    And,
+    Or,
+    Xor,
+    /// Shifts by the second operand; shifting by the bit width or more gives 0
+    /// (or -1 for an arithmetic right shift of a negative value).
+    Shl,
+    Shr,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgOp {
+    Argmax,
+    Argmin,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CumOp {
+    Sum,
+    Prod,
+}
+
+/// A primitive with its static parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Prim {
+    /// A new tensor of `shape` filled with `value` (converted to `dtype`). No inputs.
+    Full { shape: Vec<usize>, dtype: DType, value: f64 },
+    /// `0, 1, 2, ...` along `axis`, broadcast over the other axes. No inputs.
+    Iota { shape: Vec<usize>, axis: usize, dtype: DType },
+    /// Elementwise, one input.
+    Unary(UnaryOp),
+    /// Elementwise, two inputs of one shape and dtype.
+    Binary(BinaryOp),
+    /// Elementwise comparison of two inputs of one shape and dtype; `Bool` out.
+    Compare(CmpOp),
+    /// `where(cond, a, b)`: `cond` is `Bool`; all three share one shape.
+    Where,
+    Cast(DType),
+    /// Reduces over `axes` (sorted, distinct), which disappear from the shape.
+    Reduce { op: ReduceOp, axes: Vec<usize> },
+    /// Index (`I32`) of the first extreme value along `axis`, which disappears.
+    ArgReduce { op: ArgOp, axis: usize },
+    /// Inclusive running sum or product along `axis`.
+    Cumulative { op: CumOp, axis: usize },
+    /// Same elements in row-major order, new shape.
+    Reshape { shape: Vec<usize> },
+    /// Numpy broadcasting to `shape` (input dims aligned on the right).
+    Broadcast { shape: Vec<usize> },
+    /// Output axis `i` is input axis `perm[i]`.
+    Permute { perm: Vec<usize> },
+    /// `start..end` by `step` (> 0) on every axis.
+    Slice {
+        start: Vec<usize>,
+        end: Vec<usize>,
+        step: Vec<usize>,
+    },
+    Flip { axes: Vec<usize> },
+    /// Pads `lo[i]` elements before and `hi[i]` after axis `i` with `value`.
+    Pad { lo: Vec<usize>, hi: Vec<usize>, value: f64 },
+    /// Joins the inputs (same dtype, shapes equal except on `axis`).
+    Concat { axis: usize },
+    /// A fresh contiguous copy.
+    Copy,
+    /// `take_along_axis(x, idx, axis)`: `idx` (I32/I64) has `x`'s rank and,
+    /// off `axis`, its sizes; out has `idx`'s shape.
+    Gather { axis: usize },
+    /// `scatter_add(x, idx, updates, axis)`: the transpose of `Gather`;
+    /// `updates` has `idx`'s shape; out is `x` with the updates added.
+    ScatterAdd { axis: usize },
+    /// XLA's dot_general: out = batch dims, then lhs free dims, then rhs free dims.
+    DotGeneral {
+        lhs_batch: Vec<usize>,
+        rhs_batch: Vec<usize>,
+        lhs_contract: Vec<usize>,
+        rhs_contract: Vec<usize>,
+    },
+    /// Writes `src` (same shape and dtype) into `dst` in place; returns `dst`.
+    Assign,
+}
+
+impl Prim {
+    /// The primitive's name, as debug logs print it.
+    pub fn name(&self) -> String {
+        match self {
+            Prim::Full { .. } => "full".into(),
+            Prim::Iota { .. } => "iota".into(),
+            Prim::Unary(op) => format!("{op:?}").to_lowercase(),
+            Prim::Binary(op) => format!("{op:?}").to_lowercase(),
+            Prim::Compare(op) => format!("{op:?}").to_lowercase(),
+            Prim::Where => "where".into(),
+            Prim::Cast(_) => "cast".into(),
+            Prim::Reduce { op, .. } => format!("reduce_{op:?}").to_lowercase(),
+            Prim::ArgReduce { op, .. } => format!("{op:?}").to_lowercase(),
+            Prim::Cumulative { op, .. } => format!("cum{op:?}").to_lowercase(),
+            Prim::Reshape { .. } => "reshape".into(),
+            Prim::Broadcast { .. } => "broadcast".into(),
+            Prim::Permute { .. } => "permute".into(),
+            Prim::Slice { .. } => "slice".into(),
+            Prim::Flip { .. } => "flip".into(),
+            Prim::Pad { .. } => "pad".into(),
+            Prim::Concat { .. } => "concat".into(),
+            Prim::Copy => "copy".into(),
+            Prim::Gather { .. } => "gather".into(),
+            Prim::ScatterAdd { .. } => "scatter_add".into(),
+            Prim::DotGeneral { .. } => "dot_general".into(),
+            Prim::Assign => "assign".into(),
+        }
+    }
+
+    /// Shape and dtype of the output, given those of the inputs.
+    pub fn out_aval(&self, ins: &[&Aval]) -> Aval {
+        match self {
+            Prim::Full { shape, dtype, .. } | Prim::Iota { shape, dtype, .. } => {
+                Aval::new(shape, *dtype)
+            }
+            Prim::Unary(_) | Prim::Binary(_) | Prim::Copy | Prim::Assign => ins[0].clone(),
+            Prim::Compare(_) => Aval::new(&ins[0].shape, DType::Bool),
+            Prim::Where => ins[1].clone(),
+            Prim::Cast(d) => Aval::new(&ins[0].shape, *d),
+            Prim::Reduce { axes, .. } => Aval {
+                shape: drop_axes(&ins[0].shape, axes),
+                dtype: ins[0].dtype,
+            },
+            Prim::ArgReduce { axis, .. } => Aval {
+                shape: drop_axes(&ins[0].shape, &[*axis]),
+                dtype: DType::I32,
+            },
+            Prim::Cumulative { .. } | Prim::Flip { .. } | Prim::ScatterAdd { .. } => {
+                ins[0].clone()
+            }
+            Prim::Reshape { shape } | Prim::Broadcast { shape } => Aval::new(shape, ins[0].dtype),
+            Prim::Permute { perm } => Aval {
+                shape: perm.iter().map(|&p| ins[0].shape[p]).collect(),
+                dtype: ins[0].dtype,
+            },
+            Prim::Slice { start, end, step } => Aval {
+                shape: (0..start.len())
+                    .map(|i| end[i].saturating_sub(start[i]).div_ceil(step[i]))
+                    .collect(),
+                dtype: ins[0].dtype,
+            },
+            Prim::Pad { lo, hi, .. } => Aval {
+                shape: (0..lo.len()).map(|i| lo[i] + ins[0].shape[i] + hi[i]).collect(),
+                dtype: ins[0].dtype,
+            },
+            Prim::Concat { axis } => {
+                let mut shape = ins[0].shape.clone();
+                shape[*axis] = ins.iter().map(|a| a.shape[*axis]).sum();
+                Aval::new(&shape, ins[0].dtype)
+            }
+            Prim::Gather { .. } => Aval::new(&ins[1].shape, ins[0].dtype),
+            Prim::DotGeneral {
+                lhs_batch,
+                rhs_batch,
+                lhs_contract,
+                rhs_contract,
+            } => {
+                let (l, r) = (&ins[0].shape, &ins[1].shape);
+                let mut shape: Vec<usize> = lhs_batch.iter().map(|&a| l[a]).collect();
+                shape.extend(
+                    (0..l.len())
+                        .filter(|a| !lhs_batch.contains(a) && !lhs_contract.contains(a))
+                        .map(|a| l[a]),
+                );
+                shape.extend(
+                    (0..r.len())
+                        .filter(|a| !rhs_batch.contains(a) && !rhs_contract.contains(a))
+                        .map(|a| r[a]),
+                );
+                Aval::new(&shape, ins[0].dtype)
+            }
+        }
+    }
+}
+
+/// `shape` without the listed axes.
+pub fn drop_axes(shape: &[usize], axes: &[usize]) -> Vec<usize> {
+    shape
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !axes.contains(i))
+        .map(|(_, &n)| n)
+        .collect()
+}

@@ -1,0 +1,140 @@
+//! Dispatch: `bind` sends a primitive application either to the eager CPU
+//! backend or to the transformation (trace) that owns it.
+//!
+//! Traces live on a thread-local stack; a trace's level is its position there
+//! (1 = bottom). A traced tensor carries a `Tracer` that knows its level.
+//! `bind` picks the highest level among the inputs' tracers and the dynamic
+//! traces (those that see every operation, constants included, such as jit's
+//! staging trace or `with_debug`); with none, it runs the eager kernel.
+//! Levels keep nested transformations apart: an outer `grad`'s tracer meeting
+//! an inner one's is a constant to the inner trace, never confused with it.
+
+use crate::prim::{Aval, Prim};
+use crate::tensor::Tensor;
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+/// A transformation's interpretation of primitives.
+pub trait Trace {
+    /// Applies `prim` to `inputs`. At least one input is a tracer of this
+    /// trace, or the trace is dynamic. Inputs of lower levels (or concrete
+    /// tensors) are constants to this trace. To run an operation on
+    /// lower-level values, call ordinary tensor operations on them (or
+    /// `bind_below(level, ...)` to skip this trace, as a dynamic trace must).
+    fn process(&self, prim: Prim, inputs: &[&Tensor]) -> Tensor;
+}
+
+/// The per-tensor state of a trace (primal and tangent, node on a tape, ...).
+pub trait Tracer: Send + Sync + 'static {
+    /// What the computation above this tracer sees: its shape and dtype.
+    fn aval(&self) -> &Aval;
+    /// The level of the trace this tracer belongs to.
+    fn level(&self) -> usize;
+    /// The value behind this tracer, for `to_vec`/`item`. A trace that cannot
+    /// produce one (a staged or batched value) panics with its own message.
+    fn read(&self) -> Tensor;
+    fn as_any(&self) -> &dyn Any;
+}
+
+struct Frame {
+    trace: Rc<dyn Trace>,
+    dynamic: bool,
+}
+
+thread_local! {
+    static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+    /// Mirror of the stack's length, so the eager fast path skips the RefCell.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Pops its trace when dropped (also on unwinding).
+pub struct TraceGuard {
+    level: usize,
+}
+
+impl TraceGuard {
+    pub fn level(&self) -> usize {
+        self.level
+    }
+}
+
+impl Drop for TraceGuard {
+    fn drop(&mut self) {
+        STACK.with(|s| {
+            let mut s = s.borrow_mut();
+            debug_assert_eq!(s.len(), self.level, "traces popped out of order");
+            s.truncate(self.level - 1);
+            DEPTH.with(|d| d.set(s.len()));
+        });
+    }
+}
+
+/// Pushes a trace built for the next level; it stays active until the guard drops.
+/// A `dynamic` trace sees every operation bound while it is active, even on
+/// tensors that are not its tracers.
+pub fn push_trace<T: Trace + 'static>(make: impl FnOnce(usize) -> T, dynamic: bool) -> TraceGuard {
+    let level = DEPTH.with(|d| d.get()) + 1;
+    let trace: Rc<dyn Trace> = Rc::new(make(level));
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        s.push(Frame { trace, dynamic });
+        DEPTH.with(|d| d.set(s.len()));
+    });
+    TraceGuard { level }
+}
+
+/// Number of traces active on this thread.
+pub fn depth() -> usize {
+    DEPTH.with(|d| d.get())
+}
+
+/// Applies a primitive: the eager kernel, or the owning trace's rule.
+pub fn bind(prim: Prim, inputs: &[&Tensor]) -> Tensor {
+    if DEPTH.with(|d| d.get()) == 0 {
+        if let Some(t) = inputs.iter().find(|t| t.is_traced()) {
+            panic!(
+                "{}: a traced tensor ({:?}) is used outside the transformation that created it",
+                prim.name(),
+                t
+            );
+        }
+        return crate::cpu::eval(prim, inputs);
+    }
+    bind_below(usize::MAX, prim, inputs)
+}
+
+/// Like `bind`, but considers only traces of level below `ceiling`.
+pub fn bind_below(ceiling: usize, prim: Prim, inputs: &[&Tensor]) -> Tensor {
+    let mut top = 0;
+    for t in inputs {
+        if let Some(tr) = t.tracer() {
+            let level = tr.level();
+            if level >= ceiling {
+                panic!(
+                    "{}: a tracer of level {level} reached a trace below it",
+                    prim.name()
+                );
+            }
+            top = top.max(level);
+        }
+    }
+    let trace = STACK.with(|s| {
+        let s = s.borrow();
+        if top > s.len() {
+            panic!(
+                "{}: a traced tensor is used outside the transformation that created it",
+                prim.name()
+            );
+        }
+        let limit = s.len().min(ceiling.saturating_sub(1));
+        if let Some(dyn_level) = (top..limit).rev().find(|&i| s[i].dynamic).map(|i| i + 1) {
+            top = top.max(dyn_level);
+        }
+        (top > 0).then(|| s[top - 1].trace.clone())
+    });
+    match trace {
+        Some(trace) => trace.process(prim, inputs),
+        None => crate::cpu::eval(prim, inputs),
+    }
+}

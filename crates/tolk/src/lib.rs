@@ -1,0 +1,1 @@
+//! tolk: the compiler (graph IR, fusion, code generation, runtime). Empty until the jit issue.
