@@ -143,7 +143,11 @@ pub(crate) fn map3<A: Element, B: Element, C: Element, U: Element>(
     let mut out = Storage::new(U::DTYPE, n);
     {
         let o = &mut out.as_mut_slice::<U>()[..n];
-        let (da, db, dc) = (a.storage.read::<A>(), b.storage.read::<B>(), c.storage.read::<C>());
+        let (da, db, dc) = (
+            a.storage.read::<A>(),
+            b.storage.read::<B>(),
+            c.storage.read::<C>(),
+        );
         let walk = Walk::new(
             shape,
             [&a.layout.strides, &b.layout.strides, &c.layout.strides],
@@ -346,8 +350,28 @@ fn binary_float<T: FloatElem>(op: BinaryOp, a: &Value, b: &Value) -> Tensor {
         BinaryOp::Div => map2(a, b, |x: T, y: T| x / y),
         BinaryOp::Rem => map2(a, b, |x: T, y: T| x % y),
         BinaryOp::Pow => map2(a, b, |x: T, y: T| x.powf(y)),
-        BinaryOp::Max => map2(a, b, |x: T, y: T| if x.is_nan() || x > y { x } else if y.is_nan() || y > x { y } else if x.is_sign_positive() { x } else { y }),
-        BinaryOp::Min => map2(a, b, |x: T, y: T| if x.is_nan() || x < y { x } else if y.is_nan() || y < x { y } else if x.is_sign_negative() { x } else { y }),
+        BinaryOp::Max => map2(a, b, |x: T, y: T| {
+            if x.is_nan() || x > y {
+                x
+            } else if y.is_nan() || y > x {
+                y
+            } else if x.is_sign_positive() {
+                x
+            } else {
+                y
+            }
+        }),
+        BinaryOp::Min => map2(a, b, |x: T, y: T| {
+            if x.is_nan() || x < y {
+                x
+            } else if y.is_nan() || y < x {
+                y
+            } else if x.is_sign_negative() {
+                x
+            } else {
+                y
+            }
+        }),
         BinaryOp::Atan2 => map2(a, b, |x: T, y: T| x.atan2(y)),
         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Shl | BinaryOp::Shr => {
             unreachable!("{op:?} on a float tensor is rejected by the op")
