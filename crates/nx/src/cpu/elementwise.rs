@@ -289,8 +289,19 @@ macro_rules! int_elem {
                     else if $signed && self == (0 as $t).wrapping_sub(1) { if o.wrapping_rem(2 as $t) == (0 as $t) { 1 as $t } else { self } }
                     else { 0 as $t }
                 } else {
-                    let e = o as u128;
-                    self.wrapping_pow(e.min(u32::MAX as u128) as u32)
+                    // Square and multiply over the whole exponent (wrapping_pow
+                    // takes a u32, and clamping the exponent changes the result).
+                    let mut e = o as u128;
+                    let mut b = self;
+                    let mut r = 1 as $t;
+                    while e > 0 {
+                        if e & 1 == 1 {
+                            r = r.wrapping_mul(b);
+                        }
+                        b = b.wrapping_mul(b);
+                        e >>= 1;
+                    }
+                    r
                 }
             }
             #[inline(always)] fn and(self, o: Self) -> Self { self & o }

@@ -165,12 +165,14 @@ impl Tensor {
     }
 
     /// GELU with the tanh approximation (JAX's default `approximate=True`):
-    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, computed as the
+    /// equal `x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`, which avoids the
+    /// cancellation of `1 + tanh(..)` for negative `x`.
     pub fn gelu(&self) -> Tensor {
         require_float("gelu", self);
-        let c = (2.0 / std::f64::consts::PI).sqrt();
+        let c = 2.0 * (2.0 / std::f64::consts::PI).sqrt();
         let inner = (self + &(self.mul(self).mul(self) * 0.044715)) * c;
-        self * &((inner.tanh() + 1.0) * 0.5)
+        self * &inner.sigmoid()
     }
 
     /// `log(1 + exp(x))`, computed without overflow.
