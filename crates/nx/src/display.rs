@@ -174,7 +174,7 @@ fn format_floats(vals: &[f64], dtype: DType) -> Vec<String> {
         frac_w
     };
     if finite.len() != vals.len() {
-        let neginf = vals.iter().any(|&v| v == f64::NEG_INFINITY) as usize;
+        let neginf = vals.contains(&f64::NEG_INFINITY) as usize;
         pad_left = pad_left.max((3 + neginf).saturating_sub(pad_right + 1));
     }
     let width = pad_left + pad_right + 1;
