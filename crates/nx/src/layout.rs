@@ -64,7 +64,8 @@ impl Layout {
 
     /// The same elements under a new shape, if the strides allow it without a copy.
     pub fn reshape(&self, shape: &[usize]) -> Option<Layout> {
-        if self.is_contiguous() {
+        // An empty tensor touches no element: any strides will do.
+        if self.is_contiguous() || self.numel() == 0 {
             return Some(Layout {
                 shape: shape.to_vec(),
                 strides: contiguous_strides(shape),

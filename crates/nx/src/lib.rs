@@ -14,10 +14,12 @@
 //! ```
 
 mod cpu;
+mod display;
 mod dtype;
 mod layout;
 mod ops;
 mod prim;
+mod random;
 pub mod shape;
 pub mod storage;
 mod tensor;
@@ -28,5 +30,6 @@ pub use half;
 pub use layout::Layout;
 pub use ops::Slice;
 pub use prim::{drop_axes, ArgOp, Aval, BinaryOp, CmpOp, CumOp, Prim, ReduceOp, UnaryOp};
+pub use random::seed;
 pub use tensor::Tensor;
 pub use trace::{bind, bind_below, push_trace, Trace, TraceGuard, Tracer};

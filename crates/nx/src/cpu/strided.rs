@@ -109,6 +109,10 @@ impl<const K: usize> Walk<K> {
 pub(crate) fn to_vec<T: Element>(v: &Value) -> Vec<T> {
     let data = v.storage.read::<T>();
     let n = v.layout.numel();
+    if n == 0 {
+        // The offset of an empty view may lie past the end of its storage.
+        return Vec::new();
+    }
     if v.layout.is_contiguous() {
         return data[v.layout.offset..v.layout.offset + n].to_vec();
     }
