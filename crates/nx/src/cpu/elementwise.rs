@@ -457,10 +457,27 @@ pub(crate) fn where_(c: &Value, a: &Value, b: &Value) -> Tensor {
     crate::with_dtype!(a.dtype, T => map3(c, a, b, |c: bool, x: T, y: T| if c { x } else { y }))
 }
 
-fn cast_from<S: Element>(x: &Value, to: DType) -> Tensor {
-    crate::with_dtype!(to, U => map1(x, |v: S| v.cast::<U>()))
+/// A plain loop per (source, destination) pair: there are 169 of them, so
+/// the heavier `map1` machinery (strided walk, rayon) is kept out of it.
+fn cast_slice<S: Element, U: Element>(src: &[S], shape: &[usize]) -> Tensor {
+    let mut out = Storage::new(U::DTYPE, src.len());
+    for (o, &v) in out.as_mut_slice::<U>().iter_mut().zip(src) {
+        *o = v.cast::<U>();
+    }
+    Tensor::from_storage(U::DTYPE, shape, out)
 }
 
 pub(crate) fn cast(x: &Value, to: DType) -> Tensor {
-    crate::with_dtype!(x.dtype, S => cast_from::<S>(x, to))
+    let contiguous;
+    let x = if x.layout.is_contiguous() {
+        x
+    } else {
+        contiguous = super::movement::copy(x);
+        contiguous.value()
+    };
+    let (off, n) = (x.layout.offset, x.layout.numel());
+    crate::with_dtype!(x.dtype, S => {
+        let data = x.storage.read::<S>();
+        crate::with_dtype!(to, U => cast_slice::<S, U>(&data[off..off + n], &x.layout.shape))
+    })
 }

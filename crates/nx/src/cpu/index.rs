@@ -7,5 +7,10 @@ pub(crate) fn gather(x: &Value, idx: &Value, axis: usize) -> Tensor {
 }
 
 pub(crate) fn scatter_add(x: &Value, idx: &Value, updates: &Value, axis: usize) -> Tensor {
-    todo!("scatter_add {axis} {:?} {:?} {:?}", x.dtype, idx.dtype, updates.dtype)
+    todo!(
+        "scatter_add {axis} {:?} {:?} {:?}",
+        x.dtype,
+        idx.dtype,
+        updates.dtype
+    )
 }

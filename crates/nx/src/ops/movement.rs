@@ -129,7 +129,10 @@ impl Tensor {
                 perm.len()
             );
         }
-        let p: Vec<usize> = perm.iter().map(|&a| normalize_axis("permute", a, n)).collect();
+        let p: Vec<usize> = perm
+            .iter()
+            .map(|&a| normalize_axis("permute", a, n))
+            .collect();
         let mut seen = vec![false; n];
         for &a in &p {
             if seen[a] {
@@ -152,7 +155,10 @@ impl Tensor {
     /// Exchanges two axes.
     pub fn swapaxes(&self, a: isize, b: isize) -> Tensor {
         let n = self.ndim();
-        let (a, b) = (normalize_axis("swapaxes", a, n), normalize_axis("swapaxes", b, n));
+        let (a, b) = (
+            normalize_axis("swapaxes", a, n),
+            normalize_axis("swapaxes", b, n),
+        );
         let mut perm: Vec<isize> = (0..n as isize).collect();
         perm.swap(a, b);
         self.permute(&perm)
@@ -161,7 +167,10 @@ impl Tensor {
     /// Moves axis `src` to position `dst`, keeping the others in order.
     pub fn moveaxis(&self, src: isize, dst: isize) -> Tensor {
         let n = self.ndim();
-        let (s, d) = (normalize_axis("moveaxis", src, n), normalize_axis("moveaxis", dst, n));
+        let (s, d) = (
+            normalize_axis("moveaxis", src, n),
+            normalize_axis("moveaxis", dst, n),
+        );
         let mut perm: Vec<isize> = (0..n as isize).filter(|&a| a != s as isize).collect();
         perm.insert(d, s as isize);
         self.permute(&perm)
@@ -238,7 +247,11 @@ impl Tensor {
             let k = st.unsigned_abs();
             if st > 0 {
                 start[a] = first;
-                end[a] = if count == 0 { first } else { first + (count - 1) * k + 1 };
+                end[a] = if count == 0 {
+                    first
+                } else {
+                    first + (count - 1) * k + 1
+                };
             } else {
                 // Take the same elements in increasing order, then flip.
                 let lo = first + 1 - if count == 0 { 1 } else { (count - 1) * k + 1 };
@@ -324,9 +337,10 @@ impl Tensor {
     /// ```
     pub fn assign(&self, src: &Tensor) {
         super::check_same_dtype("assign", self, src);
-        if self.strides().is_some_and(|s| {
-            s.iter().zip(self.shape()).any(|(&st, &n)| st == 0 && n > 1)
-        }) {
+        if self
+            .strides()
+            .is_some_and(|s| s.iter().zip(self.shape()).any(|(&st, &n)| st == 0 && n > 1))
+        {
             panic!("assign: the destination is a broadcast view whose elements alias one another");
         }
         let src = src.broadcast_to_for("assign", self.shape());
