@@ -247,7 +247,18 @@ fn unary_float<T: FloatElem>(op: UnaryOp, x: &Value) -> Tensor {
         UnaryOp::Acosh => map1(x, move |v: T| v.acosh()),
         UnaryOp::Atanh => map1(x, move |v: T| v.atanh()),
         UnaryOp::Erf => map1(x, move |v: T| v.erf()),
-        UnaryOp::Sigmoid => map1(x, move |v: T| one / (one + (-v).exp_fast())),
+        // 1 / (1 + e^-x), written with e = e^-|x| (which never overflows) so
+        // that the negative tail keeps its tiny and subnormal results:
+        // x >= 0: 1 / (1 + e); x < 0: e / (1 + e). NaN stays NaN.
+        UnaryOp::Sigmoid => map1(x, move |v: T| {
+            let e = (-v.abs()).exp_fast();
+            let s = one / (one + e);
+            if v < T::zero() {
+                e * s
+            } else {
+                s
+            }
+        }),
         UnaryOp::Floor => map1(x, move |v: T| v.floor()),
         UnaryOp::Ceil => map1(x, move |v: T| v.ceil()),
         UnaryOp::Round => map1(x, move |v: T| {
