@@ -1092,3 +1092,53 @@ fn all_axis_out_of_range() {
 fn any_repeated_axis() {
     Tensor::zeros(&[2], DType::Bool).any(&[0, -1], false);
 }
+
+// ---------------------------------------------------------------------------
+// Timing (no assertions): `cargo test --release -p nx --test reduce -- --ignored --nocapture`.
+
+fn time_it(label: &str, reps: usize, mut f: impl FnMut() -> Tensor) {
+    for _ in 0..reps.min(20) {
+        std::hint::black_box(f());
+    }
+    let mut ts: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            std::hint::black_box(f());
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "{label:<40} min {:9.2} us   median {:9.2} us",
+        ts[0],
+        ts[reps / 2]
+    );
+}
+
+#[test]
+#[ignore]
+fn timing() {
+    let data = |n: usize| {
+        (0..n)
+            .map(|i| (i % 1009) as f32 * 1e-3)
+            .collect::<Vec<f32>>()
+    };
+    let w2 = Tensor::from_vec(data(4 << 20), &[4 << 20]);
+    time_it("W2 sum_all 4M f32", 200, || w2.sum_all());
+    time_it("W2 sum(&[0]) 4M f32", 200, || w2.sum(&[0], false));
+    let s2 = Tensor::from_vec(data(10000), &[100, 100]);
+    time_it("S2 sum_all 100x100 f32", 20000, || s2.sum_all());
+    time_it("S2 sum(&[0, 1]) 100x100 f32", 20000, || {
+        s2.sum(&[0, 1], false)
+    });
+    let m = w2.reshape(&[2048, 2048]);
+    time_it("rows sum(&[1]) 2048x2048 f32", 100, || m.sum(&[1], false));
+    time_it("cols sum(&[0]) 2048x2048 f32", 100, || m.sum(&[0], false));
+    time_it("transposed sum_all 2048x2048 f32", 100, || {
+        m.transpose().sum_all()
+    });
+    time_it("max_all 4M f32", 100, || w2.max(&[0], false));
+    time_it("argmax rows 2048x2048 f32", 50, || m.argmax(1, false));
+    time_it("softmax rows 2048x2048 f32", 20, || m.softmax(-1));
+    time_it("cumsum rows 2048x2048 f32", 20, || m.cumsum(-1));
+}
