@@ -109,12 +109,13 @@ pub trait Element:
     fn to_i128(self) -> i128;
     fn from_i128(v: i128) -> Self;
 
-    /// Converts to another element type: integer to integer wraps exactly,
-    /// anything involving a float goes through `f64` (exact for every source
-    /// except 64-bit integers beyond 2^53).
+    /// Converts to another element type: from a float through `f64` (exact),
+    /// from an integer or bool through `i128` (exact), so that every
+    /// conversion rounds once: integer to integer wraps, integer to float
+    /// rounds to nearest even (64-bit integers beyond 2^53 included).
     #[inline(always)]
     fn cast<U: Element>(self) -> U {
-        if Self::DTYPE.is_float() || U::DTYPE.is_float() {
+        if Self::DTYPE.is_float() {
             U::from_f64(self.to_f64())
         } else {
             U::from_i128(self.to_i128())
@@ -199,20 +200,55 @@ impl Element for f64 {
     }
 }
 
+/// `v` rounded to f32 "to odd": truncated toward zero, with the last
+/// mantissa bit set when inexact. Rounding that to nearest even into a format
+/// with at least two fewer mantissa bits (f16, bf16) rounds `v` correctly,
+/// which going through f32 with nearest-even rounding would not (a double
+/// rounding), nor does `half`'s own f64 conversion (it drops the low 32 bits
+/// of the f64 mantissa, or goes through f32, before rounding).
+#[inline(always)]
+fn f64_to_f32_odd(v: f64) -> f32 {
+    let t = v as f32;
+    if t as f64 == v || v.is_nan() {
+        return t;
+    }
+    let mut bits = t.to_bits();
+    if (t as f64).abs() > v.abs() {
+        bits -= 1; // step back toward zero (from infinity: to f32::MAX)
+    }
+    f32::from_bits(bits | 1)
+}
+
+/// `v` (at most 64 bits wide) rounded to f32 to odd, as `f64_to_f32_odd`.
+#[inline(always)]
+fn i128_to_f32_odd(v: i128) -> f32 {
+    let t = v as f32;
+    let back = t as i128;
+    if back == v {
+        return t;
+    }
+    let mut bits = t.to_bits();
+    if back.unsigned_abs() > v.unsigned_abs() {
+        bits -= 1;
+    }
+    f32::from_bits(bits | 1)
+}
+
 macro_rules! half_element {
     ($($t:ty => $d:ident),*) => {$(
         impl Element for $t {
             const DTYPE: DType = DType::$d;
             #[inline(always)]
             fn to_f64(self) -> f64 { <$t>::to_f64(self) }
-            // `half` rounds f64 -> f16/bf16 to nearest even, keeps subnormals
-            // and overflows to infinity.
+            // Round to nearest even (once), keep subnormals, overflow to
+            // infinity: via f32 rounded to odd, then `half`'s f32 conversion,
+            // which is exact round-to-nearest-even.
             #[inline(always)]
-            fn from_f64(v: f64) -> Self { <$t>::from_f64(v) }
+            fn from_f64(v: f64) -> Self { <$t>::from_f32(f64_to_f32_odd(v)) }
             #[inline(always)]
             fn to_i128(self) -> i128 { <$t>::to_f64(self) as i128 }
             #[inline(always)]
-            fn from_i128(v: i128) -> Self { <$t>::from_f64(v as f64) }
+            fn from_i128(v: i128) -> Self { <$t>::from_f32(i128_to_f32_odd(v)) }
         }
     )*};
 }
@@ -224,19 +260,58 @@ macro_rules! with_dtype {
     ($dtype:expr, $T:ident => $body:expr) => {{
         use $crate::DType;
         match $dtype {
-            DType::Bool => { type $T = bool; $body }
-            DType::U8 => { type $T = u8; $body }
-            DType::U16 => { type $T = u16; $body }
-            DType::U32 => { type $T = u32; $body }
-            DType::U64 => { type $T = u64; $body }
-            DType::I8 => { type $T = i8; $body }
-            DType::I16 => { type $T = i16; $body }
-            DType::I32 => { type $T = i32; $body }
-            DType::I64 => { type $T = i64; $body }
-            DType::F16 => { type $T = $crate::half::f16; $body }
-            DType::BF16 => { type $T = $crate::half::bf16; $body }
-            DType::F32 => { type $T = f32; $body }
-            DType::F64 => { type $T = f64; $body }
+            DType::Bool => {
+                type $T = bool;
+                $body
+            }
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            DType::U16 => {
+                type $T = u16;
+                $body
+            }
+            DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            DType::U64 => {
+                type $T = u64;
+                $body
+            }
+            DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            DType::F16 => {
+                type $T = $crate::half::f16;
+                $body
+            }
+            DType::BF16 => {
+                type $T = $crate::half::bf16;
+                $body
+            }
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
         }
     }};
 }

@@ -17,11 +17,13 @@
 extern crate self as nx;
 
 mod cpu;
+mod display;
 mod dtype;
 mod layout;
 mod ops;
 mod prim;
 mod ptree;
+mod random;
 pub mod shape;
 pub mod storage;
 mod tensor;
@@ -36,5 +38,6 @@ pub use prim::{drop_axes, ArgOp, Aval, BinaryOp, CmpOp, CumOp, Prim, ReduceOp, U
 #[doc(hidden)]
 pub use ptree::__private as __ptree;
 pub use ptree::{Ptree, Tree};
+pub use random::seed;
 pub use tensor::Tensor;
 pub use trace::{bind, bind_below, push_trace, Trace, TraceGuard, Tracer};

@@ -124,9 +124,17 @@ pub enum CumOp {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Prim {
     /// A new tensor of `shape` filled with `value` (converted to `dtype`). No inputs.
-    Full { shape: Vec<usize>, dtype: DType, value: f64 },
+    Full {
+        shape: Vec<usize>,
+        dtype: DType,
+        value: f64,
+    },
     /// `0, 1, 2, ...` along `axis`, broadcast over the other axes. No inputs.
-    Iota { shape: Vec<usize>, axis: usize, dtype: DType },
+    Iota {
+        shape: Vec<usize>,
+        axis: usize,
+        dtype: DType,
+    },
     /// Elementwise, one input.
     Unary(UnaryOp),
     /// Elementwise, two inputs of one shape and dtype.
@@ -137,36 +145,63 @@ pub enum Prim {
     Where,
     Cast(DType),
     /// Reduces over `axes` (sorted, distinct), which disappear from the shape.
-    Reduce { op: ReduceOp, axes: Vec<usize> },
+    Reduce {
+        op: ReduceOp,
+        axes: Vec<usize>,
+    },
     /// Index (`I32`) of the first extreme value along `axis`, which disappears.
-    ArgReduce { op: ArgOp, axis: usize },
+    ArgReduce {
+        op: ArgOp,
+        axis: usize,
+    },
     /// Inclusive running sum or product along `axis`.
-    Cumulative { op: CumOp, axis: usize },
+    Cumulative {
+        op: CumOp,
+        axis: usize,
+    },
     /// Same elements in row-major order, new shape.
-    Reshape { shape: Vec<usize> },
+    Reshape {
+        shape: Vec<usize>,
+    },
     /// Numpy broadcasting to `shape` (input dims aligned on the right).
-    Broadcast { shape: Vec<usize> },
+    Broadcast {
+        shape: Vec<usize>,
+    },
     /// Output axis `i` is input axis `perm[i]`.
-    Permute { perm: Vec<usize> },
+    Permute {
+        perm: Vec<usize>,
+    },
     /// `start..end` by `step` (> 0) on every axis.
     Slice {
         start: Vec<usize>,
         end: Vec<usize>,
         step: Vec<usize>,
     },
-    Flip { axes: Vec<usize> },
+    Flip {
+        axes: Vec<usize>,
+    },
     /// Pads `lo[i]` elements before and `hi[i]` after axis `i` with `value`.
-    Pad { lo: Vec<usize>, hi: Vec<usize>, value: f64 },
+    Pad {
+        lo: Vec<usize>,
+        hi: Vec<usize>,
+        value: f64,
+    },
     /// Joins the inputs (same dtype, shapes equal except on `axis`).
-    Concat { axis: usize },
+    Concat {
+        axis: usize,
+    },
     /// A fresh contiguous copy.
     Copy,
     /// `take_along_axis(x, idx, axis)`: `idx` (I32/I64) has `x`'s rank and,
     /// off `axis`, its sizes; out has `idx`'s shape.
-    Gather { axis: usize },
+    Gather {
+        axis: usize,
+    },
     /// `scatter_add(x, idx, updates, axis)`: the transpose of `Gather`;
     /// `updates` has `idx`'s shape; out is `x` with the updates added.
-    ScatterAdd { axis: usize },
+    ScatterAdd {
+        axis: usize,
+    },
     /// XLA's dot_general: out = batch dims, then lhs free dims, then rhs free dims.
     DotGeneral {
         lhs_batch: Vec<usize>,
@@ -225,9 +260,7 @@ impl Prim {
                 shape: drop_axes(&ins[0].shape, &[*axis]),
                 dtype: DType::I32,
             },
-            Prim::Cumulative { .. } | Prim::Flip { .. } | Prim::ScatterAdd { .. } => {
-                ins[0].clone()
-            }
+            Prim::Cumulative { .. } | Prim::Flip { .. } | Prim::ScatterAdd { .. } => ins[0].clone(),
             Prim::Reshape { shape } | Prim::Broadcast { shape } => Aval::new(shape, ins[0].dtype),
             Prim::Permute { perm } => Aval {
                 shape: perm.iter().map(|&p| ins[0].shape[p]).collect(),
@@ -240,7 +273,9 @@ impl Prim {
                 dtype: ins[0].dtype,
             },
             Prim::Pad { lo, hi, .. } => Aval {
-                shape: (0..lo.len()).map(|i| lo[i] + ins[0].shape[i] + hi[i]).collect(),
+                shape: (0..lo.len())
+                    .map(|i| lo[i] + ins[0].shape[i] + hi[i])
+                    .collect(),
                 dtype: ins[0].dtype,
             },
             Prim::Concat { axis } => {

@@ -50,8 +50,16 @@ pub fn try_broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        let da = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
         out[i] = if da == db || db == 1 {
             da
         } else if da == 1 {
@@ -75,7 +83,10 @@ mod tests {
 
     #[test]
     fn broadcasting_follows_numpy() {
-        assert_eq!(try_broadcast_shapes(&[2, 1, 3], &[4, 1]), Some(vec![2, 4, 3]));
+        assert_eq!(
+            try_broadcast_shapes(&[2, 1, 3], &[4, 1]),
+            Some(vec![2, 4, 3])
+        );
         assert_eq!(try_broadcast_shapes(&[], &[5]), Some(vec![5]));
         assert_eq!(try_broadcast_shapes(&[0], &[1]), Some(vec![0]));
         assert_eq!(try_broadcast_shapes(&[2], &[3]), None);

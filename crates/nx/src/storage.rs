@@ -194,8 +194,7 @@ impl Storage {
         let guard = self.lock.write().unwrap_or_else(|e| e.into_inner());
         let len = self.bytes / std::mem::size_of::<T>();
         // SAFETY: as in `as_mut_slice`; the write guard excludes all other access.
-        let slice =
-            unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr() as *mut T, len) };
+        let slice = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr() as *mut T, len) };
         WriteGuard {
             _guard: guard,
             slice,
@@ -246,10 +245,27 @@ mod tests {
 
     #[test]
     fn buckets_cover_requests_with_bounded_slack() {
-        for bytes in [1, 64, 65, 100, 4096, 4097, 5000, 1 << 20, (1 << 20) + 1, 16_777_216] {
+        for bytes in [
+            1,
+            64,
+            65,
+            100,
+            4096,
+            4097,
+            5000,
+            1 << 20,
+            (1 << 20) + 1,
+            16_777_216,
+        ] {
             let b = bucket_size(bytes);
             assert!(b >= bytes, "{bytes} -> {b}");
-            assert!(b as f64 <= (bytes as f64 * 1.25).max(128.0).max(bytes.next_power_of_two() as f64), "{bytes} -> {b}");
+            assert!(
+                b as f64
+                    <= (bytes as f64 * 1.25)
+                        .max(128.0)
+                        .max(bytes.next_power_of_two() as f64),
+                "{bytes} -> {b}"
+            );
             assert_eq!(b % ALIGN, 0);
         }
     }

@@ -6,6 +6,7 @@ mod dot;
 mod elementwise;
 mod fill;
 mod index;
+mod math;
 mod movement;
 mod reduce;
 pub(crate) mod strided;
@@ -17,7 +18,11 @@ use crate::tensor::Tensor;
 pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
     let v = |i: usize| inputs[i].value();
     match prim {
-        Prim::Full { shape, dtype, value } => fill::full(&shape, dtype, value),
+        Prim::Full {
+            shape,
+            dtype,
+            value,
+        } => fill::full(&shape, dtype, value),
         Prim::Iota { shape, axis, dtype } => fill::iota(&shape, axis, dtype),
         Prim::Unary(op) => elementwise::unary(op, v(0)),
         Prim::Binary(op) => elementwise::binary(op, v(0), v(1)),
@@ -45,7 +50,14 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
             rhs_batch,
             lhs_contract,
             rhs_contract,
-        } => dot::dot_general(v(0), v(1), &lhs_batch, &rhs_batch, &lhs_contract, &rhs_contract),
+        } => dot::dot_general(
+            v(0),
+            v(1),
+            &lhs_batch,
+            &rhs_batch,
+            &lhs_contract,
+            &rhs_contract,
+        ),
         Prim::Assign => movement::assign(inputs[0], v(1)),
     }
 }

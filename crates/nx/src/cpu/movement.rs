@@ -48,13 +48,12 @@ pub(crate) fn flip(x: &Value, axes: &[usize]) -> Tensor {
 
 /// Copies `src` (any layout) into `dst` (any layout) of the same shape, both
 /// in storages the caller holds (`dst_data` is writable).
-fn copy_into<T: Element>(
-    dst_data: &mut [T],
-    dst: &Layout,
-    src_data: &[T],
-    src: &Layout,
-) {
-    let walk = Walk::new(&dst.shape, [&dst.strides, &src.strides], [dst.offset, src.offset]);
+fn copy_into<T: Element>(dst_data: &mut [T], dst: &Layout, src_data: &[T], src: &Layout) {
+    let walk = Walk::new(
+        &dst.shape,
+        [&dst.strides, &src.strides],
+        [dst.offset, src.offset],
+    );
     let len = walk.row_len();
     let [sd, ss] = walk.row_strides();
     walk.for_rows(0, walk.rows(), |_, [od, os]| {
@@ -65,7 +64,9 @@ fn copy_into<T: Element>(
 }
 
 fn pad_typed<T: Element>(x: &Value, lo: &[usize], hi: &[usize], value: f64) -> Tensor {
-    let shape: Vec<usize> = (0..lo.len()).map(|i| lo[i] + x.layout.shape[i] + hi[i]).collect();
+    let shape: Vec<usize> = (0..lo.len())
+        .map(|i| lo[i] + x.layout.shape[i] + hi[i])
+        .collect();
     let out_layout = Layout::contiguous(&shape);
     let n = out_layout.numel();
     let mut out = Storage::new(T::DTYPE, n);
@@ -74,7 +75,9 @@ fn pad_typed<T: Element>(x: &Value, lo: &[usize], hi: &[usize], value: f64) -> T
         o[..n].fill(T::from_f64(value));
         let inner = out_layout.slice(
             lo,
-            &(0..lo.len()).map(|i| lo[i] + x.layout.shape[i]).collect::<Vec<_>>(),
+            &(0..lo.len())
+                .map(|i| lo[i] + x.layout.shape[i])
+                .collect::<Vec<_>>(),
             &vec![1; lo.len()],
         );
         copy_into(o, &inner, &x.storage.read::<T>(), &x.layout);
@@ -119,9 +122,18 @@ fn assign_typed<T: Element>(dst: &Value, src: &Value) {
         let tv = tmp.value();
         let s = tv.storage.read::<T>();
         copy_into(&mut dst.storage.write::<T>(), &dst.layout, &s, &tv.layout);
+        return;
+    }
+    // Take the two locks in address order, so that `a.assign(&b)` and
+    // `b.assign(&a)` on two threads cannot deadlock.
+    if dst.storage.addr() < src.storage.addr() {
+        let mut d = dst.storage.write::<T>();
+        let s = src.storage.read::<T>();
+        copy_into(&mut d, &dst.layout, &s, &src.layout);
     } else {
         let s = src.storage.read::<T>();
-        copy_into(&mut dst.storage.write::<T>(), &dst.layout, &s, &src.layout);
+        let mut d = dst.storage.write::<T>();
+        copy_into(&mut d, &dst.layout, &s, &src.layout);
     }
 }
 

@@ -23,7 +23,8 @@ impl<const K: usize> Walk<K> {
         let mut cstrides: [Vec<isize>; K] = std::array::from_fn(|_| Vec::with_capacity(keep.len()));
         for &i in &keep {
             let mergeable = !cshape.is_empty()
-                && (0..K).all(|k| *cstrides[k].last().unwrap() == strides[k][i] * shape[i] as isize);
+                && (0..K)
+                    .all(|k| *cstrides[k].last().unwrap() == strides[k][i] * shape[i] as isize);
             if mergeable {
                 *cshape.last_mut().unwrap() *= shape[i];
                 for k in 0..K {
@@ -79,7 +80,10 @@ impl<const K: usize> Walk<K> {
             rem /= outer[d];
         }
         let mut offs: [isize; K] = std::array::from_fn(|k| {
-            self.offsets[k] + (0..nd).map(|d| idx[d] as isize * self.strides[k][d]).sum::<isize>()
+            self.offsets[k]
+                + (0..nd)
+                    .map(|d| idx[d] as isize * self.strides[k][d])
+                    .sum::<isize>()
         });
         for r in r0..r1 {
             f(r, offs);
@@ -105,6 +109,10 @@ impl<const K: usize> Walk<K> {
 pub(crate) fn to_vec<T: Element>(v: &Value) -> Vec<T> {
     let data = v.storage.read::<T>();
     let n = v.layout.numel();
+    if n == 0 {
+        // The offset of an empty view may lie past the end of its storage.
+        return Vec::new();
+    }
     if v.layout.is_contiguous() {
         return data[v.layout.offset..v.layout.offset + n].to_vec();
     }

@@ -47,7 +47,9 @@ impl Tensor {
     /// ```
     pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Tensor {
         if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
-            panic!("arange: needs finite start, end and a non-zero step, got {start}, {end}, {step}");
+            panic!(
+                "arange: needs finite start, end and a non-zero step, got {start}, {end}, {step}"
+            );
         }
         let n = ((end - start) / step).ceil().max(0.0) as usize;
         let iota = Tensor::iota(&[n], 0, DType::F64);

@@ -154,7 +154,8 @@ impl Tensor {
         if lo > hi {
             panic!("clamp: lower bound {lo} is above upper bound {hi}");
         }
-        self.maximum(&self.scalar_like(lo)).minimum(&self.scalar_like(hi))
+        self.maximum(&self.scalar_like(lo))
+            .minimum(&self.scalar_like(hi))
     }
 
     /// `max(x, 0)`.
@@ -164,12 +165,14 @@ impl Tensor {
     }
 
     /// GELU with the tanh approximation (JAX's default `approximate=True`):
-    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, computed as the
+    /// equal `x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`, which avoids the
+    /// cancellation of `1 + tanh(..)` for negative `x`.
     pub fn gelu(&self) -> Tensor {
         require_float("gelu", self);
-        let c = (2.0 / std::f64::consts::PI).sqrt();
+        let c = 2.0 * (2.0 / std::f64::consts::PI).sqrt();
         let inner = (self + &(self.mul(self).mul(self) * 0.044715)) * c;
-        self * &((inner.tanh() + 1.0) * 0.5)
+        self * &inner.sigmoid()
     }
 
     /// `log(1 + exp(x))`, computed without overflow.
@@ -218,7 +221,12 @@ impl Tensor {
     }
 
     pub fn logical_and(&self, other: &Tensor) -> Tensor {
-        binary("logical_and", &self.truthy(), &other.truthy(), BinaryOp::And)
+        binary(
+            "logical_and",
+            &self.truthy(),
+            &other.truthy(),
+            BinaryOp::And,
+        )
     }
 
     pub fn logical_or(&self, other: &Tensor) -> Tensor {
@@ -226,7 +234,12 @@ impl Tensor {
     }
 
     pub fn logical_xor(&self, other: &Tensor) -> Tensor {
-        binary("logical_xor", &self.truthy(), &other.truthy(), BinaryOp::Xor)
+        binary(
+            "logical_xor",
+            &self.truthy(),
+            &other.truthy(),
+            BinaryOp::Xor,
+        )
     }
 
     pub fn logical_not(&self) -> Tensor {
@@ -235,7 +248,10 @@ impl Tensor {
 
     fn require_bits(&self, op: &str) {
         if self.dtype().is_float() {
-            panic!("{op}: expects an integer or bool tensor, got {}", self.dtype());
+            panic!(
+                "{op}: expects an integer or bool tensor, got {}",
+                self.dtype()
+            );
         }
     }
 
@@ -262,7 +278,10 @@ impl Tensor {
     /// Shifts left by `other` bits; shifting by the bit width or more gives 0.
     pub fn shift_left(&self, other: &Tensor) -> Tensor {
         if !self.dtype().is_int() {
-            panic!("shift_left: expects an integer tensor, got {}", self.dtype());
+            panic!(
+                "shift_left: expects an integer tensor, got {}",
+                self.dtype()
+            );
         }
         binary("shift_left", self, other, BinaryOp::Shl)
     }
@@ -270,7 +289,10 @@ impl Tensor {
     /// Shifts right by `other` bits (arithmetic for signed types).
     pub fn shift_right(&self, other: &Tensor) -> Tensor {
         if !self.dtype().is_int() {
-            panic!("shift_right: expects an integer tensor, got {}", self.dtype());
+            panic!(
+                "shift_right: expects an integer tensor, got {}",
+                self.dtype()
+            );
         }
         binary("shift_right", self, other, BinaryOp::Shr)
     }

@@ -129,7 +129,10 @@ impl Tensor {
                 perm.len()
             );
         }
-        let p: Vec<usize> = perm.iter().map(|&a| normalize_axis("permute", a, n)).collect();
+        let p: Vec<usize> = perm
+            .iter()
+            .map(|&a| normalize_axis("permute", a, n))
+            .collect();
         let mut seen = vec![false; n];
         for &a in &p {
             if seen[a] {
@@ -152,7 +155,10 @@ impl Tensor {
     /// Exchanges two axes.
     pub fn swapaxes(&self, a: isize, b: isize) -> Tensor {
         let n = self.ndim();
-        let (a, b) = (normalize_axis("swapaxes", a, n), normalize_axis("swapaxes", b, n));
+        let (a, b) = (
+            normalize_axis("swapaxes", a, n),
+            normalize_axis("swapaxes", b, n),
+        );
         let mut perm: Vec<isize> = (0..n as isize).collect();
         perm.swap(a, b);
         self.permute(&perm)
@@ -161,7 +167,10 @@ impl Tensor {
     /// Moves axis `src` to position `dst`, keeping the others in order.
     pub fn moveaxis(&self, src: isize, dst: isize) -> Tensor {
         let n = self.ndim();
-        let (s, d) = (normalize_axis("moveaxis", src, n), normalize_axis("moveaxis", dst, n));
+        let (s, d) = (
+            normalize_axis("moveaxis", src, n),
+            normalize_axis("moveaxis", dst, n),
+        );
         let mut perm: Vec<isize> = (0..n as isize).filter(|&a| a != s as isize).collect();
         perm.insert(d, s as isize);
         self.permute(&perm)
@@ -238,7 +247,11 @@ impl Tensor {
             let k = st.unsigned_abs();
             if st > 0 {
                 start[a] = first;
-                end[a] = if count == 0 { first } else { first + (count - 1) * k + 1 };
+                end[a] = if count == 0 {
+                    first
+                } else {
+                    first + (count - 1) * k + 1
+                };
             } else {
                 // Take the same elements in increasing order, then flip.
                 let lo = first + 1 - if count == 0 { 1 } else { (count - 1) * k + 1 };
@@ -324,9 +337,10 @@ impl Tensor {
     /// ```
     pub fn assign(&self, src: &Tensor) {
         super::check_same_dtype("assign", self, src);
-        if self.strides().is_some_and(|s| {
-            s.iter().zip(self.shape()).any(|(&st, &n)| st == 0 && n > 1)
-        }) {
+        if self
+            .strides()
+            .is_some_and(|s| s.iter().zip(self.shape()).any(|(&st, &n)| st == 0 && n > 1))
+        {
             panic!("assign: the destination is a broadcast view whose elements alias one another");
         }
         let src = src.broadcast_to_for("assign", self.shape());
@@ -346,5 +360,192 @@ impl Tensor {
                 self.shape()
             ),
         }
+    }
+}
+
+/// The composites: padding, joining, splitting, repeating and rolling, built
+/// from the views above and the `Pad`/`Concat` primitives.
+impl Tensor {
+    /// Pads every axis with `value` (converted to the dtype): `pads[i] =
+    /// (before, after)` for axis `i`, exactly one pair per axis. Always a
+    /// fresh tensor.
+    ///
+    /// ```
+    /// use nx::Tensor;
+    /// let x = Tensor::from_slice(&[1i32, 2], &[2]);
+    /// assert_eq!(x.pad(&[(1, 2)], 9.0).to_vec::<i32>(), vec![9, 1, 2, 9, 9]);
+    /// ```
+    pub fn pad(&self, pads: &[(usize, usize)], value: f64) -> Tensor {
+        if pads.len() != self.ndim() {
+            panic!(
+                "pad: expected {} (before, after) pairs, one per axis of shape {:?}, got {}",
+                self.ndim(),
+                self.shape(),
+                pads.len()
+            );
+        }
+        bind(
+            Prim::Pad {
+                lo: pads.iter().map(|p| p.0).collect(),
+                hi: pads.iter().map(|p| p.1).collect(),
+                value,
+            },
+            &[self],
+        )
+    }
+
+    /// Joins tensors of one dtype along an existing axis; their shapes must
+    /// agree on every other axis. Always a fresh tensor.
+    pub fn concatenate(xs: &[Tensor], axis: isize) -> Tensor {
+        let Some(first) = xs.first() else {
+            panic!("concatenate: needs at least one tensor");
+        };
+        let a = normalize_axis("concatenate", axis, first.ndim());
+        for (i, x) in xs.iter().enumerate().skip(1) {
+            if x.dtype() != first.dtype() {
+                panic!(
+                    "concatenate: dtype mismatch: tensor 0 is {} (shape {:?}) but tensor {i} is {} (shape {:?})",
+                    first.dtype(),
+                    first.shape(),
+                    x.dtype(),
+                    x.shape()
+                );
+            }
+            let agree = x.ndim() == first.ndim()
+                && (0..first.ndim()).all(|d| d == a || x.shape()[d] == first.shape()[d]);
+            if !agree {
+                panic!(
+                    "concatenate: shapes {:?} (tensor 0) and {:?} (tensor {i}) must agree except on axis {axis}",
+                    first.shape(),
+                    x.shape()
+                );
+            }
+        }
+        let refs: Vec<&Tensor> = xs.iter().collect();
+        bind(Prim::Concat { axis: a }, &refs)
+    }
+
+    /// Joins tensors of one shape and dtype along a new axis `axis` (an axis
+    /// of the result, so `-1` appends it last).
+    pub fn stack(xs: &[Tensor], axis: isize) -> Tensor {
+        let Some(first) = xs.first() else {
+            panic!("stack: needs at least one tensor");
+        };
+        let a = normalize_axis("stack", axis, first.ndim() + 1);
+        for (i, x) in xs.iter().enumerate().skip(1) {
+            if x.dtype() != first.dtype() {
+                panic!(
+                    "stack: dtype mismatch: tensor 0 is {} but tensor {i} is {}",
+                    first.dtype(),
+                    x.dtype()
+                );
+            }
+            if x.shape() != first.shape() {
+                panic!(
+                    "stack: shapes {:?} (tensor 0) and {:?} (tensor {i}) must be equal",
+                    first.shape(),
+                    x.shape()
+                );
+            }
+        }
+        let parts: Vec<Tensor> = xs.iter().map(|x| x.unsqueeze(a as isize)).collect();
+        Tensor::concatenate(&parts, a as isize)
+    }
+
+    /// Cuts `axis` into consecutive pieces of the given sizes, which must sum
+    /// to the axis length. The pieces are views of `self`.
+    ///
+    /// For equal sections, use [`Tensor::chunk`].
+    pub fn split(&self, sizes: &[usize], axis: isize) -> Vec<Tensor> {
+        let a = normalize_axis("split", axis, self.ndim());
+        let n = self.shape()[a];
+        let total: usize = sizes.iter().sum();
+        if total != n {
+            panic!(
+                "split: sizes {sizes:?} sum to {total} but axis {axis} of shape {:?} has length {n}",
+                self.shape()
+            );
+        }
+        let mut at = 0;
+        sizes
+            .iter()
+            .map(|&k| {
+                let part = self.narrow(a as isize, at, k);
+                at += k;
+                part
+            })
+            .collect()
+    }
+
+    /// Cuts `axis` into pieces of `ceil(len / n)` elements (views), the last
+    /// one possibly smaller: `torch.chunk`. There may be fewer than `n`
+    /// pieces (length 6 in 4 chunks gives 3 pieces of 2); an empty axis gives
+    /// one empty piece.
+    ///
+    /// ```
+    /// use nx::{Tensor, DType};
+    /// let x = Tensor::arange(0.0, 5.0, 1.0, DType::I32);
+    /// let c: Vec<_> = x.chunk(2, 0).iter().map(|t| t.to_vec::<i32>()).collect();
+    /// assert_eq!(c, vec![vec![0, 1, 2], vec![3, 4]]);
+    /// ```
+    pub fn chunk(&self, n: usize, axis: isize) -> Vec<Tensor> {
+        if n == 0 {
+            panic!("chunk: the number of chunks must be positive, got 0");
+        }
+        let a = normalize_axis("chunk", axis, self.ndim());
+        let len = self.shape()[a];
+        if len == 0 {
+            return vec![self.clone()];
+        }
+        let size = len.div_ceil(n);
+        let sizes: Vec<usize> = (0..len.div_ceil(size))
+            .map(|i| size.min(len - i * size))
+            .collect();
+        self.split(&sizes, a as isize)
+    }
+
+    /// Repeats each element `repeats` times along `axis`: `numpy.repeat`
+    /// (`[1, 2]` twice gives `[1, 1, 2, 2]`). With `repeats == 1` the result
+    /// may share storage with `self` (as `reshape` does); otherwise it is fresh.
+    pub fn repeat(&self, repeats: usize, axis: isize) -> Tensor {
+        let a = normalize_axis("repeat", axis, self.ndim());
+        let mut wide = self.shape().to_vec();
+        wide.insert(a + 1, repeats);
+        let mut out = self.shape().to_vec();
+        out[a] *= repeats;
+        self.unsqueeze(a as isize + 1)
+            .broadcast_to(&wide)
+            .reshape(&out)
+    }
+
+    /// Repeats the whole tensor `reps[i]` times along axis `i`: `numpy.tile`.
+    /// Shorter `reps` are padded with leading 1s; a longer one gives the
+    /// tensor leading size-1 axes first. When every rep is 1 the result may
+    /// share storage with `self` (as `reshape` does); otherwise it is fresh.
+    pub fn tile(&self, reps: &[usize]) -> Tensor {
+        let n = self.ndim().max(reps.len());
+        let mut shape = vec![1; n - self.ndim()];
+        shape.extend_from_slice(self.shape());
+        let mut r = vec![1; n - reps.len()];
+        r.extend_from_slice(reps);
+        // [1, s0, 1, s1, ...] broadcast to [r0, s0, r1, s1, ...].
+        let split: Vec<usize> = shape.iter().flat_map(|&s| [1, s]).collect();
+        let wide: Vec<usize> = (0..n).flat_map(|i| [r[i], shape[i]]).collect();
+        let out: Vec<usize> = (0..n).map(|i| r[i] * shape[i]).collect();
+        self.reshape(&split).broadcast_to(&wide).reshape(&out)
+    }
+
+    /// Rotates the elements of `axis` by `shift` places (`numpy.roll` along
+    /// one axis): element `i` moves to `(i + shift) mod len`. A fresh tensor.
+    pub fn roll(&self, shift: isize, axis: isize) -> Tensor {
+        let a = normalize_axis("roll", axis, self.ndim());
+        let n = self.shape()[a];
+        let k = if n == 0 {
+            0
+        } else {
+            shift.rem_euclid(n as isize) as usize
+        };
+        let ai = a as isize;
+        Tensor::concatenate(&[self.narrow(ai, n - k, k), self.narrow(ai, 0, n - k)], ai)
     }
 }
