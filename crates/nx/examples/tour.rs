@@ -9,8 +9,14 @@ fn main() {
     println!("== creating tensors ==");
     let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
     println!("x =\n{x}");
-    println!("arange(0, 10, 2) = {}", Tensor::arange(0.0, 10.0, 2.0, DType::I32));
-    println!("linspace(0, 1, 5) = {}", Tensor::linspace(0.0, 1.0, 5, DType::F64));
+    println!(
+        "arange(0, 10, 2) = {}",
+        Tensor::arange(0.0, 10.0, 2.0, DType::I32)
+    );
+    println!(
+        "linspace(0, 1, 5) = {}",
+        Tensor::linspace(0.0, 1.0, 5, DType::F64)
+    );
     println!("eye(3) =\n{}", Tensor::eye(3, DType::F32));
 
     println!("\n== broadcasting ==");
@@ -22,7 +28,11 @@ fn main() {
 
     println!("\n== views share storage ==");
     let t = x.transpose();
-    println!("x.transpose() (shape {:?}, strides {:?}) =\n{t}", t.shape(), t.strides().unwrap());
+    println!(
+        "x.transpose() (shape {:?}, strides {:?}) =\n{t}",
+        t.shape(),
+        t.strides().unwrap()
+    );
     let rev = x.slice(&[Slice::all(), Slice::from(..).step(-1)]);
     println!("x[:, ::-1] =\n{rev}");
     x.get(0).assign(&Tensor::zeros(&[3], DType::F32));

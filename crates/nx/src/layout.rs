@@ -26,6 +26,9 @@ impl Layout {
 
     /// Row-major contiguous (offset may be non-zero).
     pub fn is_contiguous(&self) -> bool {
+        if self.shape.contains(&0) {
+            return true;
+        }
         let mut acc = 1isize;
         for i in (0..self.shape.len()).rev() {
             if self.shape[i] != 1 && self.strides[i] != acc {
@@ -165,10 +168,17 @@ impl Layout {
             shape.push(n);
             strides.push(self.strides[i] * step[i] as isize);
         }
+        // An empty view reads nothing; offset 0 keeps every later slice of
+        // its storage in bounds.
+        let offset = if shape.contains(&0) {
+            0
+        } else {
+            offset as usize
+        };
         Layout {
             shape,
             strides,
-            offset: offset as usize,
+            offset,
         }
     }
 
@@ -182,7 +192,11 @@ impl Layout {
             }
             l.strides[a] = -l.strides[a];
         }
-        l.offset = offset as usize;
+        l.offset = if l.shape.contains(&0) {
+            0
+        } else {
+            offset as usize
+        };
         l
     }
 }

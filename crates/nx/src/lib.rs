@@ -13,12 +13,16 @@
 //! assert_eq!(y.shape(), &[3]);
 //! ```
 
+// Lets `#[derive(Ptree)]` name this crate `::nx` from inside it too.
+extern crate self as nx;
+
 mod cpu;
 mod display;
 mod dtype;
 mod layout;
 mod ops;
 mod prim;
+mod ptree;
 mod random;
 pub mod shape;
 pub mod storage;
@@ -28,8 +32,12 @@ pub mod trace;
 pub use dtype::{DType, Element};
 pub use half;
 pub use layout::Layout;
+pub use nx_derive::Ptree;
 pub use ops::Slice;
 pub use prim::{drop_axes, ArgOp, Aval, BinaryOp, CmpOp, CumOp, Prim, ReduceOp, UnaryOp};
+#[doc(hidden)]
+pub use ptree::__private as __ptree;
+pub use ptree::{Ptree, Tree};
 pub use random::seed;
 pub use tensor::Tensor;
 pub use trace::{bind, bind_below, push_trace, Trace, TraceGuard, Tracer};

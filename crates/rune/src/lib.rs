@@ -7,5 +7,5 @@ pub use nx;
 
 /// `use rune::prelude::*;` brings tensors, dtypes and parameter trees into scope.
 pub mod prelude {
-    pub use nx::{DType, Slice, Tensor};
+    pub use nx::{DType, Ptree, Slice, Tensor, Tree};
 }

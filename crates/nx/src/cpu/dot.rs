@@ -1,7 +1,389 @@
 //! dot_general: batched matrix products through the `gemm` crate for floats,
 //! plain loops for integers.
+//!
+//! Each operand is seen as a batch of matrices: the lhs as `[batch, M, K]`
+//! (batch dims, then its free dims merged into `M`, then its contracting dims
+//! merged into `K`) and the rhs as `[batch, K, N]`. Merging dims needs no
+//! copy when their strides chain (`stride[i] == stride[i+1] * size[i+1]`,
+//! size-1 dims ignored): `gemm` takes any row and column strides, so
+//! transposed, sliced, flipped and broadcast views are multiplied in place.
+//! Only an operand whose free or contracting dims cannot be merged into one
+//! stride is first copied into a contiguous `[batch, rows, cols]` buffer.
+//!
+//! f32, f64 and f16 go to `gemm` (f16 accumulates in f32 inside `gemm`);
+//! bf16 is converted to f32, multiplied, and rounded back. Integers (and
+//! bool) use plain loops accumulating in `i64` with wrapping arithmetic, which
+//! equals wrapping arithmetic in the element type.
 
+use super::elementwise::cast;
+use super::strided::Walk;
+use crate::dtype::{DType, Element};
+use crate::layout::Layout;
+use crate::shape::numel;
+use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
+use gemm::Parallelism;
+use half::f16;
+use rayon::prelude::*;
+
+/// Products with fewer multiply-adds than this run on the calling thread:
+/// below it, splitting across cores costs more than it saves.
+const PAR_FLOPS: usize = 64 * 64 * 64;
+
+/// One logical axis of an operand: its size and its stride in elements.
+#[derive(Clone, Copy, Debug)]
+struct Ax {
+    n: usize,
+    s: isize,
+}
+
+/// Merges `axes` (outermost first) into a single `(size, stride)` when their
+/// strides chain; size-1 axes do not matter. No axes (or only size-1 ones)
+/// merge into a single row of stride 0.
+fn merge(axes: &[Ax]) -> Option<(usize, isize)> {
+    let total = axes.iter().map(|a| a.n).product();
+    let mut inner: Option<Ax> = None;
+    for a in axes.iter().filter(|a| a.n != 1) {
+        if let Some(p) = inner {
+            if p.s != a.s * a.n as isize {
+                return None;
+            }
+        }
+        inner = Some(*a);
+    }
+    Some((total, inner.map_or(0, |a| a.s)))
+}
+
+/// One operand as a batch of matrices: `axes` lists its batch axes, then
+/// the axes merged into rows, then those merged into columns.
+#[derive(Debug)]
+struct Side {
+    axes: Vec<Ax>,
+    nb: usize,
+    nr: usize,
+    offset: usize,
+    /// The row or column axes do not merge: copy to `[batch, rows, cols]` first.
+    copy: bool,
+}
+
+impl Side {
+    fn rows(&self) -> &[Ax] {
+        &self.axes[self.nb..self.nb + self.nr]
+    }
+    fn cols(&self) -> &[Ax] {
+        &self.axes[self.nb + self.nr..]
+    }
+    fn mergeable(&self) -> bool {
+        merge(self.rows()).is_some() && merge(self.cols()).is_some()
+    }
+}
+
+/// How to run one dot_general.
+#[derive(Debug)]
+struct Plan {
+    batch: Vec<usize>,
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: Side,
+    rhs: Side,
+}
+
+fn plan(
+    l: &Layout,
+    r: &Layout,
+    lhs_batch: &[usize],
+    rhs_batch: &[usize],
+    lhs_contract: &[usize],
+    rhs_contract: &[usize],
+) -> Plan {
+    let ax = |lay: &Layout, a: usize| Ax {
+        n: lay.shape[a],
+        s: lay.strides[a],
+    };
+    let free = |lay: &Layout, b: &[usize], c: &[usize]| -> Vec<usize> {
+        (0..lay.shape.len())
+            .filter(|a| !b.contains(a) && !c.contains(a))
+            .collect()
+    };
+    let (lfree, rfree) = (
+        free(l, lhs_batch, lhs_contract),
+        free(r, rhs_batch, rhs_contract),
+    );
+    let batch: Vec<Ax> = lhs_batch.iter().map(|&a| ax(l, a)).collect();
+    let rbatch: Vec<Ax> = rhs_batch.iter().map(|&a| ax(r, a)).collect();
+    let mrows: Vec<Ax> = lfree.iter().map(|&a| ax(l, a)).collect();
+    let ncols: Vec<Ax> = rfree.iter().map(|&a| ax(r, a)).collect();
+
+    // The order in which the contracting pairs are summed is free: try the
+    // given one and the ones that sort either side's strides outermost
+    // first, and keep the order that needs the fewest copies.
+    let nk = lhs_contract.len();
+    let identity: Vec<usize> = (0..nk).collect();
+    let by = |c: &[usize], lay: &Layout| {
+        let mut o = identity.clone();
+        o.sort_by_key(|&j| std::cmp::Reverse(lay.strides[c[j]].unsigned_abs()));
+        o
+    };
+    let orders = [identity.clone(), by(lhs_contract, l), by(rhs_contract, r)];
+    let side = |b: &[Ax], rows: &[Ax], cols: &[Ax], lay: &Layout| {
+        let mut axes = b.to_vec();
+        axes.extend_from_slice(rows);
+        axes.extend_from_slice(cols);
+        let mut s = Side {
+            axes,
+            nb: b.len(),
+            nr: rows.len(),
+            offset: lay.offset,
+            copy: false,
+        };
+        s.copy = !s.mergeable();
+        s
+    };
+    let candidates = orders.iter().map(|o| {
+        let lk: Vec<Ax> = o.iter().map(|&j| ax(l, lhs_contract[j])).collect();
+        let rk: Vec<Ax> = o.iter().map(|&j| ax(r, rhs_contract[j])).collect();
+        let lhs = side(&batch, &mrows, &lk, l);
+        let rhs = side(&rbatch, &rk, &ncols, r);
+        (lhs.copy as usize + rhs.copy as usize, lhs, rhs)
+    });
+    let (_, lhs, rhs) = candidates.min_by_key(|c| c.0).unwrap();
+    Plan {
+        batch: batch.iter().map(|a| a.n).collect(),
+        m: mrows.iter().map(|a| a.n).product(),
+        n: ncols.iter().map(|a| a.n).product(),
+        k: lhs.cols().iter().map(|a| a.n).product(),
+        lhs,
+        rhs,
+    }
+}
+
+/// The elements at `axes` (row-major over them) from `offset`, converted by `f`.
+fn gather_axes<T: Element, U>(
+    data: &[T],
+    offset: usize,
+    axes: &[Ax],
+    f: impl Fn(T) -> U,
+) -> Vec<U> {
+    let shape: Vec<usize> = axes.iter().map(|a| a.n).collect();
+    let strides: Vec<isize> = axes.iter().map(|a| a.s).collect();
+    let mut out = Vec::with_capacity(numel(&shape));
+    let walk = Walk::new(&shape, [&strides], [offset]);
+    let len = walk.row_len() as isize;
+    let [s] = walk.row_strides();
+    walk.for_rows(0, walk.rows(), |_, [o]| {
+        for i in 0..len {
+            out.push(f(data[(o + i * s) as usize]));
+        }
+    });
+    out
+}
+
+/// Where one side's matrices are: the storage index of each batch's element
+/// `[0, 0]`, and the row and column strides.
+struct View {
+    batch_offsets: Vec<usize>,
+    rs: isize,
+    cs: isize,
+}
+
+/// Storage index of element `[0, 0]` of every batch, in row-major batch order.
+fn batch_offsets(batch: &[Ax], offset: usize) -> Vec<usize> {
+    let shape: Vec<usize> = batch.iter().map(|a| a.n).collect();
+    let mut out = Vec::with_capacity(numel(&shape));
+    let mut idx = vec![0usize; shape.len()];
+    let mut off = offset as isize;
+    for _ in 0..numel(&shape) {
+        out.push(off as usize);
+        for d in (0..shape.len()).rev() {
+            idx[d] += 1;
+            off += batch[d].s;
+            if idx[d] < shape[d] {
+                break;
+            }
+            off -= batch[d].s * shape[d] as isize;
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+impl Side {
+    /// The view of this side over its storage (when `copy` is false) or over
+    /// the contiguous `[batch, rows, cols]` copy made by `gather_axes` (when true).
+    fn view(&self) -> View {
+        let b = &self.axes[..self.nb];
+        if self.copy {
+            let (r, c) = (
+                self.rows().iter().map(|a| a.n).product::<usize>(),
+                self.cols().iter().map(|a| a.n).product::<usize>(),
+            );
+            let shape: Vec<usize> = b.iter().map(|a| a.n).collect();
+            let strides = crate::shape::contiguous_strides(&shape);
+            let cb: Vec<Ax> = shape
+                .iter()
+                .zip(&strides)
+                .map(|(&n, &s)| Ax {
+                    n,
+                    s: s * (r * c) as isize,
+                })
+                .collect();
+            View {
+                batch_offsets: batch_offsets(&cb, 0),
+                rs: c as isize,
+                cs: 1,
+            }
+        } else {
+            let (_, rs) = merge(self.rows()).expect("rows merge when no copy is planned");
+            let (_, cs) = merge(self.cols()).expect("columns merge when no copy is planned");
+            View {
+                batch_offsets: batch_offsets(b, self.offset),
+                rs,
+                cs,
+            }
+        }
+    }
+}
+
+/// An element type `gemm` multiplies natively.
+trait GemmElem: Element {}
+impl GemmElem for f32 {}
+impl GemmElem for f64 {}
+impl GemmElem for f16 {}
+
+fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let nbatch = numel(&p.batch);
+    let mut out_shape = p.batch.clone();
+    out_shape.extend(p.lhs.rows().iter().map(|a| a.n));
+    out_shape.extend(p.rhs.cols().iter().map(|a| a.n));
+    let total = nbatch * m * n;
+    let mut storage = Storage::new(T::DTYPE, total);
+    {
+        let out = &mut storage.as_mut_slice::<T>()[..total];
+        if k == 0 {
+            out.fill(T::from_f64(0.0));
+        } else if total > 0 {
+            let lg = lhs.storage.read::<T>();
+            let rg = rhs.storage.read::<T>();
+            let lcopy = p
+                .lhs
+                .copy
+                .then(|| gather_axes(&lg, p.lhs.offset, &p.lhs.axes, |v| v));
+            let rcopy = p
+                .rhs
+                .copy
+                .then(|| gather_axes(&rg, p.rhs.offset, &p.rhs.axes, |v| v));
+            let ldata: &[T] = lcopy.as_deref().unwrap_or(&lg);
+            let rdata: &[T] = rcopy.as_deref().unwrap_or(&rg);
+            let (lv, rv) = (p.lhs.view(), p.rhs.view());
+            let flops = m * n * k;
+            let one = |b: usize, dst: &mut [T], par: Parallelism| {
+                debug_assert_eq!(dst.len(), m * n);
+                let (lo, ro) = (lv.batch_offsets[b], rv.batch_offsets[b]);
+                // SAFETY: `m, n, k > 0` here. `gemm` reads `lhs + i*rs + j*cs`
+                // for `i < m`, `j < k`: `lo` is the storage index of this
+                // batch's element [0, 0] and the merged strides reproduce
+                // exactly the indices `offset + sum(idx * stride)` of the
+                // operand's (valid) layout over `ldata`, or of the contiguous
+                // copy, so every address is an element of `ldata`; likewise
+                // for the rhs with `k x n` over `rdata`. It writes `dst + i*n
+                // + j` for `i < m`, `j < n`, inside `dst` (length `m * n`),
+                // which no other thread touches. Reads and writes do not
+                // overlap: `dst` is a fresh buffer. `gemm` is called only
+                // with f32, f64 and f16, which it supports.
+                unsafe {
+                    gemm::gemm(
+                        m,
+                        n,
+                        k,
+                        dst.as_mut_ptr(),
+                        1,
+                        n as isize,
+                        false,
+                        ldata.as_ptr().add(lo),
+                        lv.cs,
+                        lv.rs,
+                        rdata.as_ptr().add(ro),
+                        rv.cs,
+                        rv.rs,
+                        T::from_f64(0.0),
+                        T::from_f64(1.0),
+                        false,
+                        false,
+                        false,
+                        par,
+                    )
+                }
+            };
+            if flops >= PAR_FLOPS || nbatch == 1 {
+                let par = if flops >= PAR_FLOPS {
+                    Parallelism::Rayon(0)
+                } else {
+                    Parallelism::None
+                };
+                for (b, dst) in out.chunks_mut(m * n).enumerate() {
+                    one(b, dst, par);
+                }
+            } else if nbatch * flops >= PAR_FLOPS {
+                // Many small products: one per task.
+                out.par_chunks_mut(m * n)
+                    .enumerate()
+                    .for_each(|(b, dst)| one(b, dst, Parallelism::None));
+            } else {
+                for (b, dst) in out.chunks_mut(m * n).enumerate() {
+                    one(b, dst, Parallelism::None);
+                }
+            }
+        }
+    }
+    Tensor::from_storage(T::DTYPE, &out_shape, storage)
+}
+
+/// Integer (and bool) products: wrapping `i64` accumulation, converted back
+/// with wrapping (bool: non-zero is true, so a sum of ands is an or of ands).
+fn dot_int<T: Element>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let nbatch = numel(&p.batch);
+    let mut out_shape = p.batch.clone();
+    out_shape.extend(p.lhs.rows().iter().map(|a| a.n));
+    out_shape.extend(p.rhs.cols().iter().map(|a| a.n));
+    let total = nbatch * m * n;
+    let mut storage = Storage::new(T::DTYPE, total);
+    {
+        let out = &mut storage.as_mut_slice::<T>()[..total];
+        if total > 0 {
+            let to64 = |v: T| v.to_i128() as i64;
+            // Contiguous [batch, m, k] and [batch, k, n] copies in i64.
+            let l = gather_axes(&lhs.storage.read::<T>(), p.lhs.offset, &p.lhs.axes, to64);
+            let r = gather_axes(&rhs.storage.read::<T>(), p.rhs.offset, &p.rhs.axes, to64);
+            let row = |ri: usize, o: &mut [T]| {
+                let (b, i) = (ri / m, ri % m);
+                let mut acc = vec![0i64; n];
+                let lrow = &l[(b * m + i) * k..(b * m + i + 1) * k];
+                for (kk, &a) in lrow.iter().enumerate() {
+                    let rrow = &r[(b * k + kk) * n..(b * k + kk + 1) * n];
+                    for (c, &v) in acc.iter_mut().zip(rrow) {
+                        *c = c.wrapping_add(a.wrapping_mul(v));
+                    }
+                }
+                for (o, &c) in o.iter_mut().zip(&acc) {
+                    *o = T::from_i128(c as i128);
+                }
+            };
+            if total * k.max(1) >= PAR_FLOPS {
+                out.par_chunks_mut(n)
+                    .enumerate()
+                    .for_each(|(ri, o)| row(ri, o));
+            } else {
+                for (ri, o) in out.chunks_mut(n).enumerate() {
+                    row(ri, o);
+                }
+            }
+        }
+    }
+    Tensor::from_storage(T::DTYPE, &out_shape, storage)
+}
 
 pub(crate) fn dot_general(
     lhs: &Value,
@@ -11,9 +393,67 @@ pub(crate) fn dot_general(
     lhs_contract: &[usize],
     rhs_contract: &[usize],
 ) -> Tensor {
-    todo!(
-        "dot_general {:?} {:?} {lhs_batch:?} {rhs_batch:?} {lhs_contract:?} {rhs_contract:?}",
-        lhs.dtype,
-        rhs.dtype
-    )
+    if lhs.dtype == DType::BF16 {
+        let (l32, r32) = (cast(lhs, DType::F32), cast(rhs, DType::F32));
+        let out = dot_general(
+            l32.value(),
+            r32.value(),
+            lhs_batch,
+            rhs_batch,
+            lhs_contract,
+            rhs_contract,
+        );
+        return cast(out.value(), DType::BF16);
+    }
+    let p = plan(
+        &lhs.layout,
+        &rhs.layout,
+        lhs_batch,
+        rhs_batch,
+        lhs_contract,
+        rhs_contract,
+    );
+    match lhs.dtype {
+        DType::F32 => dot_gemm::<f32>(lhs, rhs, &p),
+        DType::F64 => dot_gemm::<f64>(lhs, rhs, &p),
+        DType::F16 => dot_gemm::<f16>(lhs, rhs, &p),
+        DType::BF16 => unreachable!("bf16 goes through f32 above"),
+        d => crate::with_dtype!(d, T => dot_int::<T>(lhs, rhs, &p)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_chains_strides_and_ignores_unit_axes() {
+        let a = |n, s| Ax { n, s };
+        assert_eq!(merge(&[a(2, 12), a(3, 4), a(4, 1)]), Some((24, 1)));
+        assert_eq!(merge(&[a(2, 12), a(1, 99), a(3, 4)]), Some((6, 4)));
+        assert_eq!(merge(&[a(2, 1), a(3, 2)]), None);
+        assert_eq!(merge(&[]), Some((1, 0)));
+        assert_eq!(merge(&[a(3, -1)]), Some((3, -1)));
+    }
+
+    #[test]
+    fn transposed_operands_need_no_copy() {
+        // lhs [3, 2] transposed to [2, 3]; rhs [3, 4] contiguous.
+        let l = Layout::contiguous(&[3, 2]).permute(&[1, 0]);
+        let r = Layout::contiguous(&[3, 4]);
+        let p = plan(&l, &r, &[], &[], &[1], &[0]);
+        assert!(!p.lhs.copy && !p.rhs.copy);
+        assert_eq!((p.m, p.n, p.k), (2, 4, 3));
+        // Two contracting dims given in the "wrong" order still merge.
+        let l = Layout::contiguous(&[2, 3, 4]);
+        let r = Layout::contiguous(&[3, 4, 5]);
+        let p = plan(&l, &r, &[], &[], &[2, 1], &[1, 0]);
+        assert!(!p.lhs.copy && !p.rhs.copy);
+        assert_eq!((p.m, p.n, p.k), (2, 5, 12));
+        // Free dims that interleave with contracting ones force a copy.
+        let l = Layout::contiguous(&[2, 3, 4]);
+        let r = Layout::contiguous(&[3, 5]);
+        let p = plan(&l, &r, &[], &[], &[1], &[0]);
+        assert!(p.lhs.copy && !p.rhs.copy);
+    }
 }

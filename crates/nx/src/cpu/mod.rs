@@ -6,6 +6,7 @@ mod dot;
 mod elementwise;
 mod fill;
 mod index;
+mod math;
 mod movement;
 mod reduce;
 pub(crate) mod strided;

@@ -122,9 +122,18 @@ fn assign_typed<T: Element>(dst: &Value, src: &Value) {
         let tv = tmp.value();
         let s = tv.storage.read::<T>();
         copy_into(&mut dst.storage.write::<T>(), &dst.layout, &s, &tv.layout);
+        return;
+    }
+    // Take the two locks in address order, so that `a.assign(&b)` and
+    // `b.assign(&a)` on two threads cannot deadlock.
+    if dst.storage.addr() < src.storage.addr() {
+        let mut d = dst.storage.write::<T>();
+        let s = src.storage.read::<T>();
+        copy_into(&mut d, &dst.layout, &s, &src.layout);
     } else {
         let s = src.storage.read::<T>();
-        copy_into(&mut dst.storage.write::<T>(), &dst.layout, &s, &src.layout);
+        let mut d = dst.storage.write::<T>();
+        copy_into(&mut d, &dst.layout, &s, &src.layout);
     }
 }
 

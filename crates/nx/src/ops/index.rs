@@ -1,1 +1,243 @@
 //! Indexing: take, take_along_axis, gather, scatter_add, one_hot.
+//!
+//! All of them reshape and broadcast their operands into the form the
+//! `Gather` and `ScatterAdd` primitives take (an index tensor of the data's
+//! rank whose sizes match the data's off the indexed axis), as views. Index
+//! tensors are I32 or I64; negative indices count from the end (numpy), and
+//! an index outside `[-n, n)` panics when the kernel reads it, naming the
+//! primitive (`gather` or `scatter_add`), the index and the axis size.
+
+use super::{check_same_dtype, require_index};
+use crate::prim::Prim;
+use crate::shape::{normalize_axis, try_broadcast_shapes};
+use crate::tensor::Tensor;
+use crate::trace::bind;
+use crate::DType;
+
+impl Tensor {
+    /// Numpy's `take` along `axis`: picks the entries `idx` (any shape) of
+    /// `axis`, so the result's shape is `shape[..axis] ++ idx.shape ++
+    /// shape[axis + 1..]`. Negative indices count from the end.
+    ///
+    /// ```
+    /// use nx::Tensor;
+    /// let x = Tensor::from_slice(&[10.0f32, 11.0, 12.0, 20.0, 21.0, 22.0], &[2, 3]);
+    /// let i = Tensor::from_slice(&[2i64, 0, -1], &[3]);
+    /// let y = x.take(&i, 1);
+    /// assert_eq!(y.shape(), &[2, 3]);
+    /// assert_eq!(y.to_vec::<f32>(), vec![12.0, 10.0, 12.0, 22.0, 20.0, 22.0]);
+    /// ```
+    pub fn take(&self, idx: &Tensor, axis: isize) -> Tensor {
+        require_index("take", idx);
+        let a = normalize_axis("take", axis, self.ndim());
+        if idx.ndim() == 0 {
+            return self
+                .take(&idx.reshape(&[1]), a as isize)
+                .squeeze(a as isize);
+        }
+        let shape = self.shape();
+        let (pre, post) = (&shape[..a], &shape[a + 1..]);
+        let ki = idx.ndim();
+        // Out shape pre ++ idx.shape ++ post; the gather runs along the
+        // first of idx's axes (so at `axis`, as the user counts), with x
+        // repeated (stride 0) over idx's other axes.
+        let mut out: Vec<usize> = pre.to_vec();
+        out.extend_from_slice(idx.shape());
+        out.extend_from_slice(post);
+        let mut xs: Vec<usize> = pre.to_vec();
+        xs.push(shape[a]);
+        xs.extend(std::iter::repeat(1).take(ki - 1));
+        xs.extend_from_slice(post);
+        let mut xb = out.clone();
+        xb[a] = shape[a];
+        let x = self.reshape(&xs).broadcast_unchecked(&xb);
+        let mut is: Vec<usize> = vec![1; pre.len()];
+        is.extend_from_slice(idx.shape());
+        is.extend(std::iter::repeat(1).take(post.len()));
+        let i = idx.reshape(&is).broadcast_unchecked(&out);
+        bind(Prim::Gather { axis: a }, &[&x, &i])
+    }
+
+    /// Numpy's `take_along_axis`: `out[.., j, ..] = self[.., idx[.., j, ..], ..]`
+    /// along `axis`. `idx` has `self`'s rank; off `axis`, the two shapes
+    /// broadcast against each other (numpy's rule). The result has the
+    /// broadcast shape, with `idx`'s size along `axis`.
+    ///
+    /// ```
+    /// use nx::Tensor;
+    /// let x = Tensor::from_slice(&[1.0f32, 5.0, 3.0, 9.0, 2.0, 4.0], &[2, 3]);
+    /// let i = Tensor::from_slice(&[1i32, 0], &[2, 1]);
+    /// assert_eq!(x.take_along_axis(&i, 1).to_vec::<f32>(), vec![5.0, 9.0]);
+    /// ```
+    pub fn take_along_axis(&self, idx: &Tensor, axis: isize) -> Tensor {
+        require_index("take_along_axis", idx);
+        if idx.ndim() != self.ndim() {
+            panic!(
+                "take_along_axis: indices must have the same rank as the tensor, got shapes {:?} and {:?}",
+                self.shape(),
+                idx.shape()
+            );
+        }
+        let a = normalize_axis("take_along_axis", axis, self.ndim());
+        let (mut xs, mut is) = (self.shape().to_vec(), idx.shape().to_vec());
+        xs[a] = 1;
+        is[a] = 1;
+        let mut common = try_broadcast_shapes(&xs, &is).unwrap_or_else(|| {
+            panic!(
+                "take_along_axis: shapes {:?} and {:?} cannot be broadcast together off axis {a}",
+                self.shape(),
+                idx.shape()
+            )
+        });
+        common[a] = self.shape()[a];
+        let x = self.broadcast_unchecked(&common);
+        common[a] = idx.shape()[a];
+        let i = idx.broadcast_unchecked(&common);
+        bind(Prim::Gather { axis: a }, &[&x, &i])
+    }
+
+    /// PyTorch's `gather(dim, index)`: `out[.., j, ..] = self[.., index[.., j, ..], ..]`
+    /// along `axis`. This is `take_along_axis` without broadcasting: `idx`
+    /// has `self`'s rank and, off `axis`, sizes no larger than `self`'s (as
+    /// in PyTorch, only the leading part of `self` is read then). The result
+    /// has `idx`'s shape. Unlike PyTorch, negative indices count from the end.
+    ///
+    /// ```
+    /// use nx::Tensor;
+    /// let x = Tensor::from_slice(&[1i32, 2, 3, 4], &[2, 2]);
+    /// let i = Tensor::from_slice(&[0i64, 0, 1, 0], &[2, 2]);
+    /// assert_eq!(x.gather(1, &i).to_vec::<i32>(), vec![1, 1, 4, 3]);
+    /// ```
+    pub fn gather(&self, axis: isize, idx: &Tensor) -> Tensor {
+        require_index("gather", idx);
+        if idx.ndim() != self.ndim() {
+            panic!(
+                "gather: indices must have the same rank as the tensor, got shapes {:?} and {:?}",
+                self.shape(),
+                idx.shape()
+            );
+        }
+        let a = normalize_axis("gather", axis, self.ndim());
+        let x = self.leading_part("gather", a, idx.shape(), "index", "input");
+        bind(Prim::Gather { axis: a }, &[&x, idx])
+    }
+
+    /// PyTorch's `scatter_add(dim, index, src)`, returning a new tensor: a
+    /// copy of `self` with `out[.., index[.., j, ..], ..] += src[.., j, ..]`
+    /// along `axis` for every position of `index` (repeated indices add up).
+    /// `idx` has `self`'s rank; its sizes are no larger than `src`'s, and
+    /// off `axis` no larger than `self`'s (only the leading part of `src` is
+    /// read). Negative indices count from the end.
+    ///
+    /// ```
+    /// use nx::Tensor;
+    /// let x = Tensor::zeros(&[3], nx::DType::F32);
+    /// let i = Tensor::from_slice(&[0i32, 2, 0], &[3]);
+    /// let s = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]);
+    /// assert_eq!(x.scatter_add(0, &i, &s).to_vec::<f32>(), vec![4.0, 0.0, 2.0]);
+    /// ```
+    pub fn scatter_add(&self, axis: isize, idx: &Tensor, src: &Tensor) -> Tensor {
+        require_index("scatter_add", idx);
+        check_same_dtype("scatter_add", self, src);
+        if idx.ndim() != self.ndim() || src.ndim() != self.ndim() {
+            panic!(
+                "scatter_add: the tensor, indices and source must have one rank, got shapes {:?}, {:?} and {:?}",
+                self.shape(),
+                idx.shape(),
+                src.shape()
+            );
+        }
+        let a = normalize_axis("scatter_add", axis, self.ndim());
+        // Only the leading part of `src` (idx's shape) is scattered.
+        let n = self.ndim();
+        if (0..n).any(|d| idx.shape()[d] > src.shape()[d]) {
+            panic!(
+                "scatter_add: index shape {:?} exceeds the source shape {:?}",
+                idx.shape(),
+                src.shape()
+            );
+        }
+        let src = src.leading(idx.shape());
+        if (0..n).any(|d| d != a && idx.shape()[d] > self.shape()[d]) {
+            panic!(
+                "scatter_add: index shape {:?} exceeds the tensor shape {:?} off axis {a}",
+                idx.shape(),
+                self.shape()
+            );
+        }
+        if (0..n).all(|d| d == a || idx.shape()[d] == self.shape()[d]) {
+            return bind(Prim::ScatterAdd { axis: a }, &[self, idx, &src]);
+        }
+        // Index smaller than `self` off `axis`: scatter into zeros of the
+        // leading part's shape, pad back to `self`'s shape and add.
+        let mut part = idx.shape().to_vec();
+        part[a] = self.shape()[a];
+        let z = Tensor::zeros(&part, self.dtype());
+        let s = bind(Prim::ScatterAdd { axis: a }, &[&z, idx, &src]);
+        let hi: Vec<usize> = (0..n).map(|d| self.shape()[d] - part[d]).collect();
+        let s = bind(
+            Prim::Pad {
+                lo: vec![0; n],
+                hi,
+                value: 0.0,
+            },
+            &[&s],
+        );
+        bind(Prim::Binary(crate::prim::BinaryOp::Add), &[self, &s])
+    }
+
+    /// One-hot encoding of an integer tensor as `F32`: shape `shape ++
+    /// [num_classes]`, with 1 where the last index equals the value. Values
+    /// outside `0..num_classes` (negative ones too) give a row of zeros, as
+    /// `jax.nn.one_hot`.
+    ///
+    /// ```
+    /// use nx::Tensor;
+    /// let y = Tensor::from_slice(&[2i32, 0], &[2]).one_hot(3);
+    /// assert_eq!(y.to_vec::<f32>(), vec![0.0, 0.0, 1.0, 1.0, 0.0, 0.0]);
+    /// ```
+    pub fn one_hot(&self, num_classes: usize) -> Tensor {
+        if !self.dtype().is_int() {
+            panic!("one_hot: expects an integer tensor, got {}", self.dtype());
+        }
+        // Compare in i64 for narrow types, so that classes beyond the dtype's
+        // range never match (an iota in the narrow type would wrap).
+        let x = if self.dtype().size_in_bytes() < 8 {
+            self.cast(DType::I64)
+        } else {
+            self.clone()
+        };
+        let classes = Tensor::iota(&[num_classes], 0, x.dtype());
+        x.unsqueeze(-1).equal(&classes).cast(DType::F32)
+    }
+
+    /// The leading `shape` part of `self` (a slice view), checking that
+    /// `shape` fits off `axis`.
+    fn leading_part(&self, op: &str, axis: usize, shape: &[usize], what: &str, of: &str) -> Tensor {
+        if (0..self.ndim()).any(|d| d != axis && shape[d] > self.shape()[d]) {
+            panic!(
+                "{op}: {what} shape {shape:?} exceeds the {of} shape {:?} off axis {axis}",
+                self.shape()
+            );
+        }
+        let mut want = shape.to_vec();
+        want[axis] = self.shape()[axis];
+        self.leading(&want)
+    }
+
+    /// `self[..shape[0], ..shape[1], ...]` (a view), `shape` fitting inside.
+    fn leading(&self, shape: &[usize]) -> Tensor {
+        if shape == self.shape() {
+            return self.clone();
+        }
+        let n = self.ndim();
+        bind(
+            Prim::Slice {
+                start: vec![0; n],
+                end: shape.to_vec(),
+                step: vec![1; n],
+            },
+            &[self],
+        )
+    }
+}
