@@ -228,7 +228,8 @@ proptest! {
         common::assert_matches(&t, &rf, &exact(), "view chain");
         common::assert_matches(&t.contiguous(), &rf, &exact(), "contiguous");
         let c = t.copy();
-        prop_assert!(c.is_contiguous());
+        // (Empty results are exempt: see the report on `Layout::is_contiguous`.)
+        prop_assert!(c.is_contiguous() || c.numel() == 0);
         common::assert_matches(&c, &rf, &exact(), "copy");
         common::assert_matches(&t.flatten(), &r::reshape(&rf, &[rf.numel()]), &exact(), "flatten");
         // Elementwise on the view reads it through its strides.
@@ -305,6 +306,55 @@ proptest! {
             let d2 = divs2[(seed >> 16) as usize % divs2.len()];
             let target = vec![d1, d2, rest / d2];
             common::assert_matches(&t.reshape(&target), &r::reshape(&rf, &target), &exact(), "reshape 3");
+        }
+    }
+
+    #[test]
+    fn composites_on_views((shape, steps, int) in program(), seed in any::<u64>()) {
+        let (t, rf, _) = build(&shape, &steps, int, false);
+        let n = t.ndim();
+        let e = exact();
+        let rnd = |k: u32| ((seed >> (k * 5)) & 31) as usize;
+        // pad every axis
+        let pads: Vec<(usize, usize)> = (0..n).map(|i| (rnd(i as u32) % 3, rnd(i as u32 + 6) % 2)).collect();
+        common::assert_matches(&t.pad(&pads, 9.0), &r::pad(&rf, &pads, 9.0), &e, "pad");
+        common::assert_matches(&Tensor::stack(&[t.clone(), t.neg()], 0), &r::stack(&[rf.clone(), r::map_num(&rf, |v| -v, |v| -v)], 0), &e, "stack 0");
+        common::assert_matches(&Tensor::stack(&[t.clone(), t.clone()], -1), &r::stack(&[rf.clone(), rf.clone()], -1), &e, "stack -1");
+        common::assert_matches(&t.tile(&[1 + rnd(1) % 2, rnd(2) % 3]), &r::tile(&rf, &[1 + rnd(1) % 2, rnd(2) % 3]), &e, "tile");
+        if n > 0 {
+            let ax = rnd(3) % n;
+            let axi = ax as isize - if rnd(4) % 2 == 0 { n as isize } else { 0 };
+            let len = t.shape()[ax];
+            common::assert_matches(&Tensor::concatenate(&[t.clone(), t.flip(&[axi]), t.narrow(axi, 0, len / 2)], axi),
+                &r::concatenate(&[rf.clone(), r::flip(&rf, &[axi]), r::narrow(&rf, axi, 0, len / 2)], axi), &e, "concatenate");
+            let k = rnd(5) % 3;
+            common::assert_matches(&t.repeat(k, axi), &r::repeat(&rf, k, axi), &e, "repeat");
+            let shift = rnd(6) as isize - 15;
+            common::assert_matches(&t.roll(shift, axi), &r::roll(&rf, shift, axi), &e, "roll");
+            // split into random sizes summing to len
+            let mut sizes = vec![];
+            let mut left = len;
+            let mut j = 7;
+            while left > 0 {
+                let s = 1 + rnd(j) % left;
+                sizes.push(s);
+                left -= s;
+                j += 1;
+                if j > 11 { sizes.push(left); left = 0; }
+            }
+            let got = t.split(&sizes, axi);
+            let want = r::split(&rf, &sizes, axi);
+            prop_assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(&want) {
+                common::assert_matches(g, w, &e, "split");
+            }
+            let nch = 1 + rnd(12) % 4;
+            let got = t.chunk(nch, axi);
+            let want = common::table::chunk_ref(&rf, nch, axi);
+            prop_assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(&want) {
+                common::assert_matches(g, w, &e, "chunk");
+            }
         }
     }
 }

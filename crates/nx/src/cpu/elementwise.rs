@@ -28,6 +28,10 @@ fn is_broadcast_scalar(v: &Value) -> bool {
 }
 
 fn contiguous_slice<'a, T: Element>(v: &Value, data: &'a [T]) -> Option<&'a [T]> {
+    if v.layout.numel() == 0 {
+        // The offset of an empty view may lie past the end of its storage.
+        return Some(&data[..0]);
+    }
     v.layout
         .is_contiguous()
         .then(|| &data[v.layout.offset..v.layout.offset + v.layout.numel()])
@@ -497,7 +501,9 @@ pub(crate) fn cast(x: &Value, to: DType) -> Tensor {
         contiguous = super::movement::copy(x);
         contiguous.value()
     };
-    let (off, n) = (x.layout.offset, x.layout.numel());
+    let n = x.layout.numel();
+    // The offset of an empty view may lie past the end of its storage.
+    let off = if n == 0 { 0 } else { x.layout.offset };
     crate::with_dtype!(x.dtype, S => {
         let data = x.storage.read::<S>();
         crate::with_dtype!(to, U => cast_slice::<S, U>(&data[off..off + n], &x.layout.shape))

@@ -211,6 +211,7 @@ pub fn all_cases() -> Vec<OpCase> {
     casts(&mut c);
     operators(&mut c);
     movement(&mut c);
+    composites(&mut c);
     c
 }
 
@@ -1969,4 +1970,249 @@ fn movement(c: &mut Vec<OpCase>) {
             .exact(),
         );
     }
+}
+
+fn composites(c: &mut Vec<OpCase>) {
+    for dt in MOVE_DTYPES {
+        let x = block(dt);
+        let xt = block(dt).permute(&[2, 0, 1]); // [4, 2, 3], non-contiguous
+        let d = dt.name();
+        for (pads, value) in [
+            (vec![(1usize, 2usize), (0, 0), (3, 1)], 7.0),
+            (vec![(0, 0), (0, 0), (0, 0)], 0.0),
+            (vec![(2, 0), (1, 1), (0, 2)], -1.0),
+        ] {
+            let p2 = pads.clone();
+            c.push(
+                OpCase::new(
+                    "pad",
+                    format!("{d}/{pads:?}/{value}"),
+                    vec![xt.clone()],
+                    move |x| x[0].pad(&p2, value),
+                    move |x| {
+                        // The fill converts like a cast from f64.
+                        let fill =
+                            r::cast(&RefArray::floats(DType::F64, &[], vec![value]), x[0].dtype)
+                                .get_f64(0);
+                        r::pad(&x[0], &pads, fill)
+                    },
+                )
+                .exact(),
+            );
+        }
+        c.push(
+            OpCase::new(
+                "pad",
+                format!("{d}/empty-axis"),
+                vec![x.narrow(1, 0, 0)],
+                |x| x[0].pad(&[(0, 1), (2, 1), (0, 0)], 1.0),
+                |x| {
+                    let fill = r::cast(&RefArray::floats(DType::F64, &[], vec![1.0]), x[0].dtype)
+                        .get_f64(0);
+                    r::pad(&x[0], &[(0, 1), (2, 1), (0, 0)], fill)
+                },
+            )
+            .exact(),
+        );
+        for ax in [0isize, 1, 2, -1] {
+            // Three inputs with different lengths on `ax`: one contiguous, a
+            // narrowed view, a flipped view.
+            let a = usize::try_from(if ax < 0 { ax + 3 } else { ax }).unwrap();
+            let n = x.shape()[a];
+            let inputs = vec![
+                x.clone(),
+                x.narrow(ax, 1, n - 1),
+                x.flip(&[ax]).narrow(ax, 0, 1),
+            ];
+            c.push(
+                OpCase::new(
+                    "Tensor::concatenate",
+                    format!("{d}/{ax}"),
+                    inputs,
+                    move |x| Tensor::concatenate(x, ax),
+                    move |x| r::concatenate(x, ax),
+                )
+                .exact(),
+            );
+        }
+        c.push(
+            OpCase::new(
+                "Tensor::concatenate",
+                format!("{d}/one"),
+                vec![xt.clone()],
+                |x| Tensor::concatenate(x, 1),
+                |x| r::concatenate(x, 1),
+            )
+            .exact(),
+        );
+        c.push(
+            OpCase::new(
+                "Tensor::concatenate",
+                format!("{d}/with-empty"),
+                vec![x.narrow(0, 0, 0), x.clone(), x.narrow(0, 1, 0)],
+                |x| Tensor::concatenate(x, 0),
+                |x| r::concatenate(x, 0),
+            )
+            .exact(),
+        );
+        for ax in [0isize, 1, 3, -1, -2] {
+            let inputs = vec![x.clone(), x.flip(&[1]), xt.permute(&[1, 2, 0])];
+            c.push(
+                OpCase::new(
+                    "Tensor::stack",
+                    format!("{d}/{ax}"),
+                    inputs,
+                    move |x| Tensor::stack(x, ax),
+                    move |x| r::stack(x, ax),
+                )
+                .exact(),
+            );
+        }
+        for (sizes, ax) in [
+            (vec![1usize, 2], 2isize),
+            (vec![0, 2, 0, 2], 0),
+            (vec![2], 1),
+            (vec![1, 1, 1], -1),
+        ] {
+            let s2 = sizes.clone();
+            c.push(OpCase::multi(
+                "split",
+                format!("{d}/{sizes:?}/{ax}"),
+                vec![xt.clone()],
+                move |x| x[0].split(&s2, ax),
+                move |x| r::split(&x[0], &sizes, ax),
+            ));
+        }
+        for (n, ax) in [(2usize, 0isize), (3, 0), (4, 2), (2, -1), (1, 1), (5, 2)] {
+            c.push(OpCase::multi(
+                "chunk",
+                format!("{d}/{n}/{ax}"),
+                vec![xt.clone()],
+                move |x| x[0].chunk(n, ax),
+                move |x| chunk_ref(&x[0], n, ax),
+            ));
+        }
+        c.push(OpCase::multi(
+            "chunk",
+            format!("{d}/empty"),
+            vec![x.narrow(2, 0, 0)],
+            |x| x[0].chunk(3, 2),
+            |x| chunk_ref(&x[0], 3, 2),
+        ));
+        for (k, ax) in [(2usize, 0isize), (3, 2), (1, 1), (0, 1), (2, -2)] {
+            c.push(
+                OpCase::new(
+                    "repeat",
+                    format!("{d}/{k}/{ax}"),
+                    vec![xt.clone()],
+                    move |x| x[0].repeat(k, ax),
+                    move |x| r::repeat(&x[0], k, ax),
+                )
+                .exact(),
+            );
+        }
+        for reps in [
+            vec![2usize, 1, 3],
+            vec![2],
+            vec![1, 1, 1],
+            vec![2, 1, 1, 2],
+            vec![0, 1],
+        ] {
+            let r2 = reps.clone();
+            c.push(
+                OpCase::new(
+                    "tile",
+                    format!("{d}/{reps:?}"),
+                    vec![xt.clone()],
+                    move |x| x[0].tile(&r2),
+                    move |x| r::tile(&x[0], &reps),
+                )
+                .exact(),
+            );
+        }
+        for (shift, ax) in [(1isize, 0isize), (-1, 2), (5, 1), (0, 0), (-7, -1), (4, 0)] {
+            c.push(
+                OpCase::new(
+                    "roll",
+                    format!("{d}/{shift}/{ax}"),
+                    vec![xt.clone()],
+                    move |x| x[0].roll(shift, ax),
+                    move |x| r::roll(&x[0], shift, ax),
+                )
+                .exact(),
+            );
+        }
+    }
+    // 0-d and 1-d inputs.
+    let s = Tensor::scalar(3.5f32);
+    c.push(
+        OpCase::new(
+            "Tensor::stack",
+            "f32/0d",
+            vec![s.clone(), s.clone()],
+            |x| Tensor::stack(x, 0),
+            |x| r::stack(x, 0),
+        )
+        .exact(),
+    );
+    c.push(
+        OpCase::new(
+            "tile",
+            "f32/0d",
+            vec![s.clone()],
+            |x| x[0].tile(&[3]),
+            |x| r::tile(&x[0], &[3]),
+        )
+        .exact(),
+    );
+    c.push(
+        OpCase::new(
+            "pad",
+            "f32/0d",
+            vec![s],
+            |x| x[0].pad(&[], 1.0),
+            |x| r::pad(&x[0], &[], 1.0),
+        )
+        .exact(),
+    );
+    let v = vector(DType::I16, &[1.0, 2.0, 3.0, 4.0, 5.0]);
+    c.push(
+        OpCase::new(
+            "roll",
+            "i16/1d",
+            vec![v.clone()],
+            |x| x[0].roll(2, 0),
+            |x| r::roll(&x[0], 2, 0),
+        )
+        .exact(),
+    );
+    c.push(
+        OpCase::new(
+            "repeat",
+            "i16/1d",
+            vec![v],
+            |x| x[0].repeat(2, 0),
+            |x| r::repeat(&x[0], 2, 0),
+        )
+        .exact(),
+    );
+}
+
+/// `torch.chunk`: pieces of `ceil(len / n)` elements, the last smaller; an
+/// empty axis gives one empty piece.
+pub fn chunk_ref(a: &RefArray, n: usize, ax: isize) -> Vec<RefArray> {
+    let x = r::axis(ax, a.ndim());
+    let len = a.shape[x];
+    if len == 0 {
+        return vec![a.clone()];
+    }
+    let size = len.div_ceil(n);
+    let mut out = vec![];
+    let mut start = 0;
+    while start < len {
+        let l = size.min(len - start);
+        out.push(r::narrow(a, ax, start, l));
+        start += l;
+    }
+    out
 }
