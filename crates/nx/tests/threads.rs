@@ -180,14 +180,9 @@ fn within(secs: u64, f: impl FnOnce() + Send + 'static) {
         .expect("did not finish in time (deadlock?)");
 }
 
-// Known bug (reported): `cpu::movement::assign_typed` takes the read lock of
-// the source storage, then the write lock of the destination. `a.assign(&b)`
-// on one thread and `b.assign(&a)` on another can each hold their read lock
-// and wait forever for the other's write lock. Seen here about one run in
-// two with 3000 iterations. Taking the two locks in a fixed order (by storage
-// address) fixes it; remove the `ignore` then.
+// `assign` takes the two storage locks in address order, so two threads
+// assigning each tensor into the other cannot deadlock.
 #[test]
-#[ignore = "known deadlock: assign locks source then destination (lock-order inversion)"]
 fn cross_assignments_between_two_tensors_do_not_deadlock() {
     // a <- b on one thread while b <- a on another: each assign reads its
     // source and writes its destination; lock order must not deadlock.
