@@ -180,14 +180,11 @@ fn within(secs: u64, f: impl FnOnce() + Send + 'static) {
         .expect("did not finish in time (deadlock?)");
 }
 
-// Known bug (reported): `cpu::movement::assign_typed` takes the read lock of
-// the source storage, then the write lock of the destination. `a.assign(&b)`
-// on one thread and `b.assign(&a)` on another can each hold their read lock
-// and wait forever for the other's write lock. Seen here about one run in
-// two with 3000 iterations. Taking the two locks in a fixed order (by storage
-// address) fixes it; remove the `ignore` then.
+// `assign` takes the source's read lock and the destination's write lock;
+// taken in a fixed order, so that `a.assign(&b)` and `b.assign(&a)` on two
+// threads cannot each hold one and wait for the other (this deadlocked about
+// one run in two before the locks were ordered by storage address).
 #[test]
-#[ignore = "known deadlock: assign locks source then destination (lock-order inversion)"]
 fn cross_assignments_between_two_tensors_do_not_deadlock() {
     // a <- b on one thread while b <- a on another: each assign reads its
     // source and writes its destination; lock order must not deadlock.
