@@ -1000,7 +1000,7 @@ pub fn logsumexp(a: &RefArray, axes: &[isize], keepdims: bool) -> RefArray {
         if v.iter().any(|x| x.is_nan()) {
             return f64::NAN;
         }
-        if v.iter().any(|&x| x == f64::INFINITY) {
+        if v.contains(&f64::INFINITY) {
             return f64::INFINITY;
         }
         let m = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
