@@ -105,7 +105,7 @@ fn tensor_is_one_leaf() {
     assert_eq!(y.to_vec::<f32>(), vec![2.0, 4.0, 6.0]);
     let z = x.map2_leaves(&y, &mut |a, b| a + b);
     assert_eq!(z.to_vec::<f32>(), vec![3.0, 6.0, 9.0]);
-    let w = x.with_leaves(&[y.clone()]);
+    let w = x.with_leaves(std::slice::from_ref(&y));
     assert!(w.shares_storage_with(&y));
     check_tree(&s(7.0), &[7.0]);
 }
