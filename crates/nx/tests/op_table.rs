@@ -282,10 +282,10 @@ fn view_operations_share_storage() {
         .narrow(1, 0, 1)
         .assign(&Tensor::scalar(-1.0f32));
     let v = x.to_vec::<f32>();
-    for k in 0..24 {
+    for (k, &got) in v.iter().enumerate() {
         let (i, j, l) = (k / 12, k / 4 % 3, k % 4);
         let want = if i == 1 && j == 2 { -1.0 } else { k as f32 };
-        assert_eq!(v[k], want, "at {i},{j},{l}");
+        assert_eq!(got, want, "at {i},{j},{l}");
     }
     // A reshape of a transposed tensor cannot be a view; it is still right.
     let t = x.transpose();
@@ -305,6 +305,7 @@ fn empty_views_read_write_and_reshape() {
     assert_eq!((&v + 1.0).shape(), &[1, 1, 0]);
     v.assign(&Tensor::ones(&[0], DType::F64));
     let e = Tensor::zeros(&[2, 0], DType::I32);
+    assert!(e.is_contiguous());
     assert_eq!(e.flip(&[0]).to_vec::<i32>(), Vec::<i32>::new());
     assert_eq!(e.reshape(&[1, 0]).shape(), &[1, 0]);
     assert_eq!(
@@ -314,6 +315,7 @@ fn empty_views_read_write_and_reshape() {
     assert_eq!(e.transpose().reshape(&[0, 7]).shape(), &[0, 7]);
     let b = Tensor::zeros(&[0], DType::F32).broadcast_to(&[3, 0]);
     assert_eq!(b.copy().shape(), &[3, 0]);
+    assert!(b.copy().is_contiguous());
 }
 
 #[test]

@@ -180,8 +180,10 @@ fn within(secs: u64, f: impl FnOnce() + Send + 'static) {
         .expect("did not finish in time (deadlock?)");
 }
 
-// `assign` takes the two storage locks in address order, so two threads
-// assigning each tensor into the other cannot deadlock.
+// `assign` takes the source's read lock and the destination's write lock;
+// taken in a fixed order, so that `a.assign(&b)` and `b.assign(&a)` on two
+// threads cannot each hold one and wait for the other (this deadlocked about
+// one run in two before the locks were ordered by storage address).
 #[test]
 fn cross_assignments_between_two_tensors_do_not_deadlock() {
     // a <- b on one thread while b <- a on another: each assign reads its

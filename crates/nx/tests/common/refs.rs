@@ -734,12 +734,9 @@ pub fn reduction_groups(
     axes: &[isize],
     keepdims: bool,
 ) -> (Vec<usize>, Vec<Vec<usize>>) {
+    // An empty `axes` reduces nothing (numpy's `axis=()`).
     let n = a.ndim();
-    let xs: Vec<usize> = if axes.is_empty() {
-        (0..n).collect()
-    } else {
-        axes.iter().map(|&x| axis(x, n)).collect()
-    };
+    let xs: Vec<usize> = axes.iter().map(|&x| axis(x, n)).collect();
     let kept_shape: Vec<usize> = (0..n)
         .map(|i| if xs.contains(&i) { 1 } else { a.shape[i] })
         .collect();
@@ -925,4 +922,407 @@ pub fn matmul(a: &RefArray, b: &RefArray) -> RefArray {
         out = squeeze(&out, -1);
     }
     out
+}
+
+/// Every axis of a rank-`n` array (for `sum_all` and friends).
+pub fn all_axes(n: usize) -> Vec<isize> {
+    (0..n as isize).collect()
+}
+
+pub fn sum(a: &RefArray, axes: &[isize], keepdims: bool) -> RefArray {
+    if a.is_float() {
+        reduce_f(a, axes, keepdims, |v| v.iter().sum())
+    } else {
+        reduce_i(a, axes, keepdims, |v| {
+            v.iter().fold(0i128, |s, &x| s.wrapping_add(x))
+        })
+    }
+}
+
+pub fn prod(a: &RefArray, axes: &[isize], keepdims: bool) -> RefArray {
+    if a.is_float() {
+        reduce_f(a, axes, keepdims, |v| v.iter().product())
+    } else {
+        reduce_i(a, axes, keepdims, |v| {
+            v.iter().fold(1i128, |s, &x| s.wrapping_mul(x))
+        })
+    }
+}
+
+pub fn mean(a: &RefArray, axes: &[isize], keepdims: bool) -> RefArray {
+    reduce_f(a, axes, keepdims, |v| {
+        v.iter().sum::<f64>() / v.len() as f64
+    })
+}
+
+pub fn var(a: &RefArray, axes: &[isize], keepdims: bool) -> RefArray {
+    reduce_f(a, axes, keepdims, |v| {
+        let m = v.iter().sum::<f64>() / v.len() as f64;
+        v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / v.len() as f64
+    })
+}
+
+pub fn std(a: &RefArray, axes: &[isize], keepdims: bool) -> RefArray {
+    map_f(&var(a, axes, keepdims), f64::sqrt)
+}
+
+/// NaN-propagating maximum; on bool "any".
+pub fn max(a: &RefArray, axes: &[isize], keepdims: bool) -> RefArray {
+    if a.is_float() {
+        reduce_f(a, axes, keepdims, |v| {
+            if v.iter().any(|x| x.is_nan()) {
+                f64::NAN
+            } else {
+                v.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+            }
+        })
+    } else {
+        reduce_i(a, axes, keepdims, |v| *v.iter().max().unwrap())
+    }
+}
+
+pub fn min(a: &RefArray, axes: &[isize], keepdims: bool) -> RefArray {
+    if a.is_float() {
+        reduce_f(a, axes, keepdims, |v| {
+            if v.iter().any(|x| x.is_nan()) {
+                f64::NAN
+            } else {
+                v.iter().cloned().fold(f64::INFINITY, f64::min)
+            }
+        })
+    } else {
+        reduce_i(a, axes, keepdims, |v| *v.iter().min().unwrap())
+    }
+}
+
+pub fn logsumexp(a: &RefArray, axes: &[isize], keepdims: bool) -> RefArray {
+    reduce_f(a, axes, keepdims, |v| {
+        if v.iter().any(|x| x.is_nan()) {
+            return f64::NAN;
+        }
+        if v.contains(&f64::INFINITY) {
+            return f64::INFINITY;
+        }
+        let m = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        if m == f64::NEG_INFINITY {
+            return m;
+        }
+        m + v.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+    })
+}
+
+/// `all`/`any`: a bool array over the truthiness (`!= 0`, NaN is true).
+pub fn all_any(a: &RefArray, axes: &[isize], keepdims: bool, any: bool) -> RefArray {
+    let t = map_pred(a, |x| x != 0.0, |x| x != 0);
+    let (shape, groups) = reduction_groups(&t, axes, keepdims);
+    let v = t.i();
+    let out = groups
+        .iter()
+        .map(|g| {
+            if any {
+                g.iter().any(|&k| v[k] != 0)
+            } else {
+                g.iter().all(|&k| v[k] != 0)
+            }
+        })
+        .collect();
+    RefArray::bools(&shape, out)
+}
+
+/// Index of the first maximum (or minimum) along `axis`, as I32; a NaN
+/// counts as the extreme (the first NaN wins).
+pub fn arg(a: &RefArray, ax: isize, keepdims: bool, is_max: bool) -> RefArray {
+    let x = axis(ax, a.ndim());
+    let (shape, groups) = reduction_groups(a, &[x as isize], keepdims);
+    let out = groups
+        .iter()
+        .map(|g| {
+            let vals: Vec<f64> = g.iter().map(|&k| a.get_f64(k)).collect();
+            let ints: Option<Vec<i128>> =
+                (!a.is_float()).then(|| g.iter().map(|&k| a.i()[k]).collect());
+            let mut best = 0usize;
+            for j in 0..vals.len() {
+                if a.is_float() {
+                    if vals[best].is_nan() {
+                        break;
+                    }
+                    if vals[j].is_nan() {
+                        best = j;
+                        break;
+                    }
+                    if (is_max && vals[j] > vals[best]) || (!is_max && vals[j] < vals[best]) {
+                        best = j;
+                    }
+                } else {
+                    let v = ints.as_ref().unwrap();
+                    if (is_max && v[j] > v[best]) || (!is_max && v[j] < v[best]) {
+                        best = j;
+                    }
+                }
+            }
+            best as i128
+        })
+        .collect();
+    RefArray::ints(DType::I32, &shape, out)
+}
+
+pub fn softmax(a: &RefArray, ax: isize) -> RefArray {
+    along_axis_f(a, ax, |v| {
+        let m = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = v.iter().map(|x| (x - m).exp()).collect();
+        let s: f64 = e.iter().sum();
+        e.iter().map(|x| x / s).collect()
+    })
+}
+
+pub fn log_softmax(a: &RefArray, ax: isize) -> RefArray {
+    along_axis_f(a, ax, |v| {
+        let m = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let s: f64 = v.iter().map(|x| (x - m).exp()).sum();
+        v.iter().map(|x| x - m - s.ln()).collect()
+    })
+}
+
+pub fn cumsum(a: &RefArray, ax: isize) -> RefArray {
+    if a.is_float() {
+        along_axis_f(a, ax, |v| {
+            let mut s = 0.0;
+            v.iter()
+                .map(|x| {
+                    s += x;
+                    s
+                })
+                .collect()
+        })
+    } else {
+        along_axis_i(a, ax, |v| {
+            let mut s = 0i128;
+            v.iter()
+                .map(|&x| {
+                    s = s.wrapping_add(x);
+                    s
+                })
+                .collect()
+        })
+    }
+}
+
+pub fn cumprod(a: &RefArray, ax: isize) -> RefArray {
+    if a.is_float() {
+        along_axis_f(a, ax, |v| {
+            let mut s = 1.0;
+            v.iter()
+                .map(|x| {
+                    s *= x;
+                    s
+                })
+                .collect()
+        })
+    } else {
+        along_axis_i(a, ax, |v| {
+            let mut s = 1i128;
+            v.iter()
+                .map(|&x| {
+                    s = super::wrap_int(s.wrapping_mul(x), a.dtype);
+                    s
+                })
+                .collect()
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Indexing.
+
+fn norm_index(i: i128, n: usize) -> usize {
+    let j = if i < 0 { i + n as i128 } else { i };
+    assert!(
+        j >= 0 && (j as usize) < n,
+        "reference: index {i} out of range for {n}"
+    );
+    j as usize
+}
+
+/// numpy `take` along `axis`: shape `pre ++ idx.shape ++ post`.
+pub fn take(a: &RefArray, idx: &RefArray, ax: isize) -> RefArray {
+    let x = axis(ax, a.ndim());
+    let pre = &a.shape[..x];
+    let post = &a.shape[x + 1..];
+    let mut shape = pre.to_vec();
+    shape.extend_from_slice(&idx.shape);
+    shape.extend_from_slice(post);
+    let ki = idx.ndim();
+    let ashape = a.shape.clone();
+    let iv = idx.i().to_vec();
+    let ishape = idx.shape.clone();
+    a.select(&shape, |o| {
+        let ipos = ravel(&o[x..x + ki], &ishape);
+        let j = norm_index(iv[ipos], ashape[x]);
+        let mut src = o[..x].to_vec();
+        src.push(j);
+        src.extend_from_slice(&o[x + ki..]);
+        ravel(&src, &ashape)
+    })
+}
+
+/// numpy `take_along_axis`: idx broadcasts against `a` off `axis`.
+pub fn take_along_axis(a: &RefArray, idx: &RefArray, ax: isize) -> RefArray {
+    let x = axis(ax, a.ndim());
+    let n = a.ndim();
+    let mut sa = a.shape.clone();
+    sa[x] = 1;
+    let mut si = idx.shape.clone();
+    si[x] = 1;
+    let mut shape = broadcast_shapes(&sa, &si);
+    shape[x] = idx.shape[x];
+    let ashape = a.shape.clone();
+    let ishape = idx.shape.clone();
+    let iv = idx.i().to_vec();
+    a.select(&shape, |o| {
+        let ipos: Vec<usize> = (0..n)
+            .map(|d| if ishape[d] == 1 { 0 } else { o[d] })
+            .collect();
+        let j = norm_index(iv[ravel(&ipos, &ishape)], ashape[x]);
+        let src: Vec<usize> = (0..n)
+            .map(|d| {
+                if d == x {
+                    j
+                } else if ashape[d] == 1 {
+                    0
+                } else {
+                    o[d]
+                }
+            })
+            .collect();
+        ravel(&src, &ashape)
+    })
+}
+
+/// torch `gather(axis, idx)`: shape of idx, no broadcasting.
+pub fn gather(a: &RefArray, ax: isize, idx: &RefArray) -> RefArray {
+    let x = axis(ax, a.ndim());
+    let ashape = a.shape.clone();
+    let ishape = idx.shape.clone();
+    let iv = idx.i().to_vec();
+    a.select(&idx.shape, |o| {
+        let j = norm_index(iv[ravel(o, &ishape)], ashape[x]);
+        let mut src = o.to_vec();
+        src[x] = j;
+        ravel(&src, &ashape)
+    })
+}
+
+/// torch `scatter_add(axis, idx, src)` on a copy of `a`.
+pub fn scatter_add(a: &RefArray, ax: isize, idx: &RefArray, src: &RefArray) -> RefArray {
+    let x = axis(ax, a.ndim());
+    let iv = idx.i().to_vec();
+    let mut out_f: Vec<f64> = if a.is_float() { a.f().to_vec() } else { vec![] };
+    let mut out_i: Vec<i128> = if a.is_float() { vec![] } else { a.i().to_vec() };
+    for p in all_indices(&idx.shape) {
+        let j = norm_index(iv[ravel(&p, &idx.shape)], a.shape[x]);
+        let mut d = p.clone();
+        d[x] = j;
+        let k = ravel(&d, &a.shape);
+        let s = ravel(&p, &src.shape);
+        if a.is_float() {
+            out_f[k] += src.f()[s];
+        } else {
+            out_i[k] = out_i[k].wrapping_add(src.i()[s]);
+        }
+    }
+    if a.is_float() {
+        RefArray::floats(a.dtype, &a.shape, out_f)
+    } else {
+        RefArray::ints(a.dtype, &a.shape, out_i)
+    }
+}
+
+/// `one_hot`: F32, rows of zeros for values outside `0..n`.
+pub fn one_hot(a: &RefArray, n: usize) -> RefArray {
+    let mut shape = a.shape.clone();
+    shape.push(n);
+    let v = a.i();
+    let out = all_indices(&shape)
+        .iter()
+        .map(|idx| {
+            let k = ravel(&idx[..idx.len() - 1], &a.shape);
+            (v[k] == idx[idx.len() - 1] as i128) as i32 as f64
+        })
+        .collect();
+    RefArray::floats(DType::F32, &shape, out)
+}
+
+// ---------------------------------------------------------------------------
+// More linear algebra.
+
+/// numpy `dot`.
+pub fn dot(a: &RefArray, b: &RefArray) -> RefArray {
+    if a.ndim() == 0 || b.ndim() == 0 {
+        return zip_num(a, b, |x, y| x * y, i128::wrapping_mul);
+    }
+    let ca = a.ndim() - 1;
+    let cb = b.ndim().saturating_sub(2);
+    let k = a.shape[ca];
+    assert_eq!(k, b.shape[cb]);
+    let mut shape: Vec<usize> = a.shape[..ca].to_vec();
+    let bo: Vec<usize> = (0..b.ndim()).filter(|&d| d != cb).collect();
+    shape.extend(bo.iter().map(|&d| b.shape[d]));
+    let na = ca;
+    let idxs = all_indices(&shape);
+    let term = |o: &[usize], p: usize| -> (usize, usize) {
+        let mut ia = o[..na].to_vec();
+        ia.push(p);
+        let mut ib = vec![0; b.ndim()];
+        for (t, &d) in bo.iter().enumerate() {
+            ib[d] = o[na + t];
+        }
+        ib[cb] = p;
+        (ravel(&ia, &a.shape), ravel(&ib, &b.shape))
+    };
+    if a.is_float() {
+        let (x, y) = (a.f(), b.f());
+        let v = idxs
+            .iter()
+            .map(|o| {
+                (0..k)
+                    .map(|p| {
+                        let (i, j) = term(o, p);
+                        x[i] * y[j]
+                    })
+                    .sum()
+            })
+            .collect();
+        RefArray::floats(a.dtype, &shape, v)
+    } else {
+        let (x, y) = (a.i(), b.i());
+        let v = idxs
+            .iter()
+            .map(|o| {
+                (0..k).fold(0i128, |s, p| {
+                    let (i, j) = term(o, p);
+                    s.wrapping_add(x[i].wrapping_mul(y[j]))
+                })
+            })
+            .collect();
+        RefArray::ints(a.dtype, &shape, v)
+    }
+}
+
+/// numpy `outer` over the flattened inputs.
+pub fn outer(a: &RefArray, b: &RefArray) -> RefArray {
+    let (m, n) = (a.numel(), b.numel());
+    let ac = a.reshaped(&[m, 1]);
+    let bc = b.reshaped(&[1, n]);
+    zip_num(&ac, &bc, |x, y| x * y, i128::wrapping_mul)
+}
+
+/// `tril` (`lower`) / `triu` over the last two axes.
+pub fn triangle(a: &RefArray, k: isize, lower: bool) -> RefArray {
+    let n = a.ndim();
+    let shape = a.shape.clone();
+    a.select_or(&shape, 0.0, |o| {
+        let (i, j) = (o[n - 2] as isize, o[n - 1] as isize);
+        let keep = if lower { j <= i + k } else { j >= i + k };
+        keep.then(|| ravel(o, &shape))
+    })
 }

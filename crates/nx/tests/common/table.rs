@@ -212,6 +212,9 @@ pub fn all_cases() -> Vec<OpCase> {
     operators(&mut c);
     movement(&mut c);
     composites(&mut c);
+    reductions(&mut c);
+    indexing(&mut c);
+    linalg(&mut c);
     c
 }
 
@@ -668,7 +671,8 @@ type UnaryFn = fn(&Tensor) -> Tensor;
 fn unary_float(c: &mut Vec<OpCase>) {
     let inf = f64::INFINITY;
     let nan = f64::NAN;
-    let list: Vec<(&'static str, UnaryFn, fn(f64) -> f64, Vec<f64>, f64)> = vec![
+    type Row = (&'static str, UnaryFn, fn(f64) -> f64, Vec<f64>, f64);
+    let list: Vec<Row> = vec![
         (
             "sqrt",
             Tensor::sqrt,
@@ -712,7 +716,7 @@ fn unary_float(c: &mut Vec<OpCase>) {
             "log",
             Tensor::log,
             f64::ln,
-            vec![1.0, 2.718, 0.5, 100.0, 1e-3, 0.0, -0.0, -1.0, inf, nan, 3e4],
+            vec![1.0, 2.5, 0.5, 100.0, 1e-3, 0.0, -0.0, -1.0, inf, nan, 3e4],
             1.0,
         ),
         (
@@ -926,9 +930,8 @@ fn unary_numeric(c: &mut Vec<OpCase>) {
             Tensor::relu,
             (
                 |x| {
-                    if x.is_nan() {
-                        x
-                    } else if x > 0.0 {
+                    // NaN stays NaN.
+                    if x.is_nan() || x > 0.0 {
                         x
                     } else {
                         0.0
@@ -1153,7 +1156,8 @@ fn activations(c: &mut Vec<OpCase>) {
         0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.5, -3.0, 10.0, -10.0, 30.0, -30.0, 1e-3,
     ];
     let narrow = vec![0.0, 0.5, 1.0, 2.5, 3.0, 10.0, 0.25, -0.25, -0.5];
-    let list: Vec<(&'static str, UnaryFn, fn(f64) -> f64)> = vec![
+    type Row = (&'static str, UnaryFn, fn(f64) -> f64);
+    let list: Vec<Row> = vec![
         ("gelu", Tensor::gelu, r::gelu),
         ("softplus", Tensor::softplus, r::softplus),
         ("silu", Tensor::silu, |x| x * r::sigmoid(x)),
@@ -1825,7 +1829,8 @@ fn movement(c: &mut Vec<OpCase>) {
                 Slice::from(..).step(-3),
                 Slice::new(3, None, -1),
             ],
-            vec![Slice::from(0..=-1)],
+            // `0..=-1` (clippy calls it empty): through the end, as numpy's `0:`.
+            vec![Slice::from(std::ops::RangeInclusive::new(0, -1))],
         ];
         for s in slices {
             let s2 = s.clone();
@@ -2215,4 +2220,566 @@ pub fn chunk_ref(a: &RefArray, n: usize, ax: isize) -> Vec<RefArray> {
         start += l;
     }
     out
+}
+
+type ReduceFn = fn(&Tensor, &[isize], bool) -> Tensor;
+type ReduceRef = fn(&RefArray, &[isize], bool) -> RefArray;
+
+/// Axes lists tried on the `[2, 3, 4]` block: none, one (both signs),
+/// several (unsorted), all.
+const AXES: [&[isize]; 6] = [&[], &[0], &[-1], &[2, 0], &[1], &[0, 1, 2]];
+
+fn reduction_inputs(dt: DType) -> Vec<(String, Tensor)> {
+    let mut v = vec![
+        ("block".to_string(), block(dt)),
+        ("view".to_string(), block(dt).permute(&[2, 0, 1]).flip(&[1])),
+    ];
+    if dt.is_float() {
+        let inf = f64::INFINITY;
+        v.push((
+            "specials".to_string(),
+            tensor(
+                dt,
+                &[3, 4],
+                &[
+                    1.0,
+                    f64::NAN,
+                    3.0,
+                    -1.0,
+                    inf,
+                    2.0,
+                    -inf,
+                    0.0,
+                    -0.0,
+                    5.0,
+                    5.0,
+                    -2.0,
+                ],
+            ),
+        ));
+    }
+    v
+}
+
+fn reductions(c: &mut Vec<OpCase>) {
+    // (name, op, reference, dtypes, tolerance scale for floats)
+    let numeric: Vec<DType> = NUMERIC.to_vec();
+    let floats: Vec<DType> = FLOATS.to_vec();
+    let all: Vec<DType> = DType::ALL.to_vec();
+    let list: Vec<(&'static str, ReduceFn, ReduceRef, &Vec<DType>, f64)> = vec![
+        ("sum", Tensor::sum, r::sum, &numeric, 4.0),
+        ("prod", Tensor::prod, r::prod, &numeric, 8.0),
+        ("mean", Tensor::mean, r::mean, &floats, 4.0),
+        ("var", Tensor::var, r::var, &floats, 8.0),
+        ("std", Tensor::std, r::std, &floats, 8.0),
+        ("logsumexp", Tensor::logsumexp, r::logsumexp, &floats, 4.0),
+        ("max", Tensor::max, r::max, &all, 0.0),
+        ("min", Tensor::min, r::min, &all, 0.0),
+        (
+            "all",
+            Tensor::all,
+            |a, x, k| r::all_any(a, x, k, false),
+            &all,
+            0.0,
+        ),
+        (
+            "any",
+            Tensor::any,
+            |a, x, k| r::all_any(a, x, k, true),
+            &all,
+            0.0,
+        ),
+    ];
+    for (name, f, rf, dtypes, tol) in list {
+        for &dt in dtypes {
+            for (what, x) in reduction_inputs(dt) {
+                let n = x.ndim();
+                for axes in AXES {
+                    // The specials input is 2-D.
+                    if axes.iter().any(|&a| a >= n as isize) {
+                        continue;
+                    }
+                    for keepdims in [false, true] {
+                        let ax = axes.to_vec();
+                        let ax2 = ax.clone();
+                        c.push(
+                            OpCase::new(
+                                name,
+                                format!("{dt}/{what}/{axes:?}/{keepdims}"),
+                                vec![x.clone()],
+                                move |x| f(&x[0], &ax, keepdims),
+                                move |x| rf(&x[0], &ax2, keepdims),
+                            )
+                            .tol(tol),
+                        );
+                    }
+                }
+            }
+            // Over an empty axis: sum 0, prod 1, mean NaN, all true, any false.
+            if !matches!(name, "max" | "min" | "logsumexp") {
+                let e = Tensor::zeros(&[2, 0, 3], dt);
+                c.push(
+                    OpCase::new(
+                        name,
+                        format!("{dt}/empty-axis"),
+                        vec![e],
+                        move |x| f(&x[0], &[1], false),
+                        move |x| rf(&x[0], &[1], false),
+                    )
+                    .tol(tol),
+                );
+            }
+        }
+    }
+    for dt in NUMERIC {
+        c.push(
+            OpCase::new(
+                "sum_all",
+                dt.name(),
+                vec![block(dt)],
+                |x| x[0].sum_all(),
+                |x| r::sum(&x[0], &r::all_axes(3), false),
+            )
+            .tol(4.0),
+        );
+    }
+    for dt in FLOATS {
+        c.push(
+            OpCase::new(
+                "mean_all",
+                dt.name(),
+                vec![block(dt).transpose()],
+                |x| x[0].mean_all(),
+                |x| r::mean(&x[0], &r::all_axes(3), false),
+            )
+            .tol(4.0),
+        );
+    }
+    // argmax / argmin: first index on ties, NaN wins.
+    for dt in DType::ALL {
+        for (what, x) in reduction_inputs(dt) {
+            for ax in 0..x.ndim() as isize {
+                for keepdims in [false, true] {
+                    for (name, is_max) in [("argmax", true), ("argmin", false)] {
+                        let a = if ax == 1 {
+                            -1 - (x.ndim() as isize - 2)
+                        } else {
+                            ax
+                        };
+                        c.push(OpCase::new(
+                            name,
+                            format!("{dt}/{what}/{a}/{keepdims}"),
+                            vec![x.clone()],
+                            move |x| {
+                                if is_max {
+                                    x[0].argmax(a, keepdims)
+                                } else {
+                                    x[0].argmin(a, keepdims)
+                                }
+                            },
+                            move |x| r::arg(&x[0], a, keepdims, is_max),
+                        ));
+                    }
+                }
+            }
+        }
+        // Ties: the first index.
+        let t = tensor_i(
+            if dt.is_float() { DType::I32 } else { dt },
+            &[5],
+            &[1, 1, 0, 1, 0],
+        );
+        let t = if dt.is_float() { t.cast(dt) } else { t };
+        c.push(OpCase::new(
+            "argmax",
+            format!("{dt}/ties"),
+            vec![t.clone()],
+            |x| x[0].argmax(0, false),
+            |x| r::arg(&x[0], 0, false, true),
+        ));
+        c.push(OpCase::new(
+            "argmin",
+            format!("{dt}/ties"),
+            vec![t],
+            |x| x[0].argmin(0, false),
+            |x| r::arg(&x[0], 0, false, false),
+        ));
+    }
+    // softmax / log_softmax along each axis; a -inf entry; large values.
+    type AxisFn = fn(&Tensor, isize) -> Tensor;
+    type AxisRef = fn(&RefArray, isize) -> RefArray;
+    let along: Vec<(&'static str, AxisFn, AxisRef)> = vec![
+        ("softmax", Tensor::softmax, r::softmax),
+        ("log_softmax", Tensor::log_softmax, r::log_softmax),
+    ];
+    for (name, f, rf) in along {
+        for dt in FLOATS {
+            for ax in [0isize, 1, -1] {
+                c.push(
+                    OpCase::new(
+                        name,
+                        format!("{dt}/{ax}"),
+                        vec![block(dt)],
+                        move |x| f(&x[0], ax),
+                        move |x| rf(&x[0], ax),
+                    )
+                    .tol(4.0),
+                );
+            }
+            let big = tensor(
+                dt,
+                &[2, 3],
+                &[1000.0, 1001.0, 999.0, f64::NEG_INFINITY, 0.0, -3.0],
+            );
+            let big = if matches!(dt, DType::F16) {
+                tensor(
+                    dt,
+                    &[2, 3],
+                    &[100.0, 101.0, 99.0, f64::NEG_INFINITY, 0.0, -3.0],
+                )
+            } else {
+                big
+            };
+            c.push(
+                OpCase::new(
+                    name,
+                    format!("{dt}/stable"),
+                    vec![big],
+                    move |x| f(&x[0], 1),
+                    move |x| rf(&x[0], 1),
+                )
+                .tol(4.0),
+            );
+        }
+    }
+    // cumsum / cumprod
+    type CumFn = fn(&Tensor, isize) -> Tensor;
+    let cum: Vec<(&'static str, CumFn, AxisRef, f64)> = vec![
+        ("cumsum", Tensor::cumsum, r::cumsum, 4.0),
+        ("cumprod", Tensor::cumprod, r::cumprod, 8.0),
+    ];
+    for (name, f, rf, tol) in cum {
+        for dt in NUMERIC {
+            for ax in [0isize, 1, 2, -1] {
+                c.push(
+                    OpCase::new(
+                        name,
+                        format!("{dt}/{ax}"),
+                        vec![block(dt).flip(&[2])],
+                        move |x| f(&x[0], ax),
+                        move |x| rf(&x[0], ax),
+                    )
+                    .tol(tol),
+                );
+            }
+        }
+        // Wrapping integers.
+        let w = tensor_i(DType::I8, &[4], &[100, 100, -128, 3]);
+        c.push(OpCase::new(
+            name,
+            "i8/wrap",
+            vec![w],
+            move |x| f(&x[0], 0),
+            move |x| rf(&x[0], 0),
+        ));
+        let e = Tensor::zeros(&[0, 3], DType::F32);
+        c.push(OpCase::new(
+            name,
+            "f32/empty",
+            vec![e],
+            move |x| f(&x[0], 0),
+            move |x| rf(&x[0], 0),
+        ));
+    }
+}
+
+fn indexing(c: &mut Vec<OpCase>) {
+    for dt in MOVE_DTYPES {
+        let x = block(dt);
+        let d = dt.name();
+        for idt in [DType::I32, DType::I64] {
+            let i = idt.name();
+            let cases: Vec<(Vec<usize>, Vec<i128>, isize)> = vec![
+                (vec![3], vec![1, 0, 1], 0),
+                (vec![], vec![2], 1),
+                (vec![2, 2], vec![3, -1, 0, -4], 2),
+                (vec![4], vec![-1, -2, -3, 0], -2),
+                (vec![0], vec![], 2),
+            ];
+            for (ishape, ivals, ax) in cases {
+                let idx = tensor_i(idt, &ishape, &ivals);
+                c.push(
+                    OpCase::new(
+                        "take",
+                        format!("{d}/{i}/{ishape:?}/{ax}"),
+                        vec![x.clone(), idx],
+                        move |x| x[0].take(&x[1], ax),
+                        move |x| r::take(&x[0], &x[1], ax),
+                    )
+                    .exact(),
+                );
+            }
+            // take_along_axis: same rank; broadcasting off the axis.
+            let t1 = tensor_i(idt, &[2, 3, 2], &[3, 0, -1, 2, 1, 1, 0, 0, 2, 3, -4, 1]);
+            c.push(
+                OpCase::new(
+                    "take_along_axis",
+                    format!("{d}/{i}/full"),
+                    vec![x.clone(), t1],
+                    |x| x[0].take_along_axis(&x[1], 2),
+                    |x| r::take_along_axis(&x[0], &x[1], 2),
+                )
+                .exact(),
+            );
+            let t2 = tensor_i(idt, &[2, 1, 1], &[2, -3]);
+            c.push(
+                OpCase::new(
+                    "take_along_axis",
+                    format!("{d}/{i}/broadcast"),
+                    vec![x.clone(), t2],
+                    |x| x[0].take_along_axis(&x[1], 1),
+                    |x| r::take_along_axis(&x[0], &x[1], 1),
+                )
+                .exact(),
+            );
+            let t3 = tensor_i(idt, &[3, 1, 4], &[0, 1, 1, 0, 1, 1, 0, 0, -1, -2, 0, 1]);
+            c.push(
+                OpCase::new(
+                    "take_along_axis",
+                    format!("{d}/{i}/axis0"),
+                    vec![x.narrow(1, 0, 1), t3],
+                    |x| x[0].take_along_axis(&x[1], 0),
+                    |x| r::take_along_axis(&x[0], &x[1], 0),
+                )
+                .exact(),
+            );
+            // gather: idx shape fits inside x off the axis.
+            let g = tensor_i(idt, &[2, 2, 3], &[0, 1, 2, 2, 2, 0, -1, 0, 1, 1, 1, 1]);
+            c.push(
+                OpCase::new(
+                    "gather",
+                    format!("{d}/{i}/1"),
+                    vec![x.clone(), g.clone()],
+                    |x| x[0].gather(1, &x[1]),
+                    |x| r::gather(&x[0], 1, &x[1]),
+                )
+                .exact(),
+            );
+            let g0 = tensor_i(idt, &[3, 1, 2], &[1, 0, 0, 0, 1, -1]);
+            c.push(
+                OpCase::new(
+                    "gather",
+                    format!("{d}/{i}/0"),
+                    vec![x.clone(), g0],
+                    |x| x[0].gather(0, &x[1]),
+                    |x| r::gather(&x[0], 0, &x[1]),
+                )
+                .exact(),
+            );
+            c.push(
+                OpCase::new(
+                    "gather",
+                    format!("{d}/{i}/view"),
+                    vec![x.permute(&[0, 2, 1]), g],
+                    |x| x[0].gather(-1, &x[1]),
+                    |x| r::gather(&x[0], -1, &x[1]),
+                )
+                .exact(),
+            );
+        }
+    }
+    // scatter_add: numeric dtypes, repeated indices add up.
+    for dt in NUMERIC {
+        let base = block(dt);
+        let idx = tensor_i(
+            DType::I64,
+            &[2, 2, 3],
+            &[0, 2, 2, 2, 2, 0, -1, 0, 1, 1, 1, 1],
+        );
+        let src = tensor(
+            dt,
+            &[2, 3, 4],
+            &(0..24).map(|v| (v % 5) as f64).collect::<Vec<_>>(),
+        );
+        c.push(
+            OpCase::new(
+                "scatter_add",
+                format!("{dt}/1"),
+                vec![base.clone(), idx, src.clone()],
+                |x| x[0].scatter_add(1, &x[1], &x[2]),
+                |x| r::scatter_add(&x[0], 1, &x[1], &x[2]),
+            )
+            .tol(2.0),
+        );
+        let idx0 = tensor_i(DType::I32, &[3, 1, 2], &[1, 0, 0, 0, 1, -1]);
+        let src0 = tensor(
+            dt,
+            &[3, 3, 4],
+            &(0..36).map(|v| (v % 7) as f64 - 2.0).collect::<Vec<_>>(),
+        )
+        .flip(&[0]);
+        c.push(
+            OpCase::new(
+                "scatter_add",
+                format!("{dt}/0"),
+                vec![base.clone(), idx0, src0],
+                |x| x[0].scatter_add(0, &x[1], &x[2]),
+                |x| r::scatter_add(&x[0], 0, &x[1], &x[2]),
+            )
+            .tol(2.0),
+        );
+    }
+    // one_hot: integers; out-of-range and negative values give zero rows.
+    for dt in INTS {
+        let (lo, hi) = int_range(dt);
+        let v = tensor_i(dt, &[2, 3], &[0, 2, 1, -1, hi, lo]);
+        for n in [0usize, 3, 5] {
+            c.push(
+                OpCase::new(
+                    "one_hot",
+                    format!("{dt}/{n}"),
+                    vec![v.clone()],
+                    move |x| x[0].one_hot(n),
+                    move |x| r::one_hot(&x[0], n),
+                )
+                .exact(),
+            );
+        }
+    }
+}
+
+fn linalg(c: &mut Vec<OpCase>) {
+    let mm_dtypes = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::I8,
+    ];
+    for dt in mm_dtypes {
+        let d = dt.name();
+        let vals = |seed: u64, n: usize| -> Vec<f64> {
+            if dt.is_float() {
+                pseudo_random(seed, n, -2.0, 2.0)
+                    .iter()
+                    .map(|v| (v * 8.0).round() / 8.0)
+                    .collect()
+            } else {
+                super::pseudo_random_ints(seed, n, 0, 5)
+            }
+        };
+        let shapes: Vec<(Vec<usize>, Vec<usize>)> = vec![
+            (vec![2, 3], vec![3, 4]),
+            (vec![3], vec![3, 4]),
+            (vec![2, 3], vec![3]),
+            (vec![3], vec![3]),
+            (vec![2, 1, 2, 3], vec![3, 3, 2]),
+            (vec![4, 2, 3], vec![3, 5]),
+            (vec![2, 0], vec![0, 3]),
+            (vec![0, 2, 3], vec![3, 1]),
+            (vec![1, 7], vec![7, 1]),
+        ];
+        for (k, (sa, sb)) in shapes.into_iter().enumerate() {
+            let a = tensor(dt, &sa, &vals(k as u64, super::numel(&sa)));
+            let b = tensor(dt, &sb, &vals(100 + k as u64, super::numel(&sb)));
+            c.push(
+                OpCase::new(
+                    "matmul",
+                    format!("{d}/{sa:?}@{sb:?}"),
+                    vec![a, b],
+                    |x| x[0].matmul(&x[1]),
+                    |x| r::matmul(&x[0], &x[1]),
+                )
+                .tol(4.0),
+            );
+        }
+        // Transposed and strided operands.
+        let a = tensor(dt, &[3, 2], &vals(50, 6)).transpose();
+        let b = tensor(dt, &[4, 6], &vals(51, 24))
+            .slice(&[Slice::all(), Slice::from(..).step(-2)])
+            .transpose();
+        c.push(
+            OpCase::new(
+                "matmul",
+                format!("{d}/views"),
+                vec![a, b],
+                |x| x[0].matmul(&x[1]),
+                |x| r::matmul(&x[0], &x[1]),
+            )
+            .tol(4.0),
+        );
+        // dot
+        let dshapes: Vec<(Vec<usize>, Vec<usize>)> = vec![
+            (vec![4], vec![4]),
+            (vec![2, 3], vec![3, 2]),
+            (vec![2, 3, 4], vec![4]),
+            (vec![2, 3, 4], vec![5, 4, 2]),
+            (vec![], vec![2, 2]),
+            (vec![3], vec![3, 2]),
+        ];
+        for (k, (sa, sb)) in dshapes.into_iter().enumerate() {
+            let a = tensor(dt, &sa, &vals(200 + k as u64, super::numel(&sa)));
+            let b = tensor(dt, &sb, &vals(300 + k as u64, super::numel(&sb)));
+            c.push(
+                OpCase::new(
+                    "dot",
+                    format!("{d}/{sa:?}.{sb:?}"),
+                    vec![a, b],
+                    |x| x[0].dot(&x[1]),
+                    |x| r::dot(&x[0], &x[1]),
+                )
+                .tol(4.0),
+            );
+        }
+        let a = tensor(dt, &[3], &vals(400, 3));
+        let b = tensor(dt, &[2, 2], &vals(401, 4)).transpose();
+        c.push(
+            OpCase::new(
+                "outer",
+                d,
+                vec![a, b],
+                |x| x[0].outer(&x[1]),
+                |x| r::outer(&x[0], &x[1]),
+            )
+            .exact(),
+        );
+    }
+    for dt in [
+        DType::F32,
+        DType::F64,
+        DType::I64,
+        DType::U8,
+        DType::Bool,
+        DType::BF16,
+    ] {
+        for k in [-1isize, 0, 1, 5, -5] {
+            let x = block(dt).narrow(1, 0, 3); // [2, 3, 4]
+            let m = block(dt).get(0).transpose(); // [4, 3], a view
+            for (what, t) in [("3d", x), ("view", m)] {
+                c.push(
+                    OpCase::new(
+                        "tril",
+                        format!("{dt}/{what}/{k}"),
+                        vec![t.clone()],
+                        move |x| x[0].tril(k),
+                        move |x| r::triangle(&x[0], k, true),
+                    )
+                    .exact(),
+                );
+                c.push(
+                    OpCase::new(
+                        "triu",
+                        format!("{dt}/{what}/{k}"),
+                        vec![t],
+                        move |x| x[0].triu(k),
+                        move |x| r::triangle(&x[0], k, false),
+                    )
+                    .exact(),
+                );
+            }
+        }
+    }
 }
