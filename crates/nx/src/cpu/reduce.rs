@@ -31,8 +31,11 @@ use num_traits::{Bounded, Float, One, WrappingAdd, WrappingMul, Zero};
 use rayon::prelude::*;
 use std::marker::PhantomData;
 
-/// Independent accumulators of the contiguous fold.
-const LANES: usize = 32;
+/// The contiguous fold keeps `NV` vectors of `VW` independent lane
+/// accumulators (in registers: every index into them is a constant).
+const VW: usize = 8;
+const NV: usize = 8;
+const LANES: usize = VW * NV;
 /// Elements per block of the contiguous fold: each lane sums `BLOCK / LANES`
 /// elements, then the block's result joins the wide total.
 const BLOCK: usize = 4096;
@@ -355,25 +358,29 @@ impl Fold for BoolFold {
 /// One block of a contiguous run, folded in `LANES` independent lanes.
 #[inline(always)]
 fn fold_block<F: Fold>(f: F, xs: &[F::In]) -> F::Lane {
-    let mut acc = [f.lane0(); LANES];
+    let mut acc = [[f.lane0(); VW]; NV];
     let mut chunks = xs.chunks_exact(LANES);
     for c in &mut chunks {
         let c: &[F::In; LANES] = c.try_into().unwrap();
-        for i in 0..LANES {
-            acc[i] = f.step(acc[i], c[i]);
+        for (k, a) in acc.iter_mut().enumerate() {
+            for (i, a) in a.iter_mut().enumerate() {
+                *a = f.step(*a, c[k * VW + i]);
+            }
         }
     }
-    for (a, &x) in acc.iter_mut().zip(chunks.remainder()) {
-        *a = f.step(*a, x);
+    // The remainder goes to a separate accumulator: indexing the lanes with
+    // a runtime index would keep them in memory instead of registers.
+    let mut tail = f.lane0();
+    for &x in chunks.remainder() {
+        tail = f.step(tail, x);
     }
-    let mut w = LANES / 2;
-    while w > 0 {
-        for i in 0..w {
-            acc[i] = f.merge(acc[i], acc[i + w]);
+    let mut v = acc[0];
+    for a in &acc[1..] {
+        for (v, &a) in v.iter_mut().zip(a) {
+            *v = f.merge(*v, a);
         }
-        w /= 2;
     }
-    acc[0]
+    v.iter().fold(tail, |t, &l| f.merge(t, l))
 }
 
 /// A contiguous run on the calling thread.
@@ -588,29 +595,70 @@ fn plan(l: &Layout, axes: &[usize]) -> Plan {
     }
 }
 
+/// Folds `rows` rows (positions of `outer` from `base`) of `rn` elements
+/// by `rs`, rows joined in order.
+fn fold_rows<F: Fold>(
+    f: F,
+    data: &[F::In],
+    outer: &[(usize, isize)],
+    base: isize,
+    rows: std::ops::Range<usize>,
+    (rn, rs): (usize, isize),
+) -> F::Total {
+    let mut ro = Odo::new(outer);
+    ro.seek(base, rows.start);
+    let mut t = f.total0();
+    for _ in rows {
+        let off = ro.off;
+        let part = if rs == 1 {
+            fold_contig(f, &data[off as usize..off as usize + rn])
+        } else {
+            fold_strided(f, data, off, rn, rs)
+        };
+        t = f.join(t, part);
+        ro.next();
+    }
+    t
+}
+
+/// A single output of a large non-contiguous reduction: the rows (or, for
+/// one long strided row, pieces of it) are split across cores; the partial
+/// totals join in order, so the result does not depend on the thread count.
+fn fold_rows_par<F: Fold>(f: F, data: &[F::In], p: &Plan) -> F::Total {
+    let (rn, rs) = *p.red.last().unwrap();
+    let outer = &p.red[..p.red.len() - 1];
+    let rows = p.red_n / rn;
+    if rows == 1 {
+        let mut parts = vec![f.total0(); rn.div_ceil(PAR_CHUNK)];
+        par_chunks(&mut parts, 1, &|i, t| {
+            let len = PAR_CHUNK.min(rn - i * PAR_CHUNK);
+            t[0] = fold_strided(f, data, p.base + (i * PAR_CHUNK) as isize * rs, len, rs);
+        });
+        return parts.into_iter().fold(f.total0(), |a, b| f.join(a, b));
+    }
+    let per = (PAR_CHUNK / rn).max(1);
+    let mut parts = vec![f.total0(); rows.div_ceil(per)];
+    par_chunks(&mut parts, 1, &|i, t| {
+        let r = i * per..((i + 1) * per).min(rows);
+        t[0] = fold_rows(f, data, outer, p.base, r, (rn, rs));
+    });
+    parts.into_iter().fold(f.total0(), |a, b| f.join(a, b))
+}
+
 /// For each output element, fold its reduced elements row by row.
 fn horizontal<F: Fold>(f: F, data: &[F::In], p: &Plan, out: &mut [F::In]) {
     let (rn, rs) = *p.red.last().unwrap();
     let outer = &p.red[..p.red.len() - 1];
     let rows = p.red_n / rn;
+    if out.len() == 1 && p.red_n >= 2 * PAR_MIN {
+        out[0] = f.finish(fold_rows_par(f, data, p));
+        return;
+    }
     split_out(out, 1, p.red_n, &|start, chunk| {
         let mut ko = Odo::new(&p.kept);
         ko.seek(p.base, start);
-        let mut ro = Odo::new(outer);
         for o in chunk.iter_mut() {
-            ro.seek(ko.off, 0);
-            let mut t = f.total0();
-            for _ in 0..rows {
-                let off = ro.off;
-                let part = if rs == 1 {
-                    fold_contig(f, &data[off as usize..off as usize + rn])
-                } else {
-                    fold_strided(f, data, off, rn, rs)
-                };
-                t = f.join(t, part);
-                ro.next();
-            }
-            *o = f.finish(t);
+            *o = f.finish(fold_rows(f, data, outer, ko.off, 0..rows, (rn, rs)));
             ko.next();
         }
     });
@@ -685,21 +733,29 @@ fn vertical_task<F: Fold>(
 /// accumulate elementwise (vectorized) into a row of accumulators.
 fn vertical<F: Fold>(f: F, data: &[F::In], p: &Plan, out: &mut [F::In]) {
     let (m, _) = *p.kept.last().unwrap();
+    let rows = out.len() / m;
     let par = out.len() * p.red_n >= PAR_MIN;
-    if m > CW {
+    // Column block width: at most `CW`; with few output rows and enough
+    // work, narrower blocks so that every core gets some.
+    let cw = if par && rows < 4 {
+        m.div_ceil(4).next_multiple_of(16).min(CW)
+    } else {
+        m.min(CW)
+    };
+    if cw < m {
         // Tasks are column blocks of one output row.
         if par {
             // Rows in parallel; within a row, column blocks in parallel.
             par_chunks(out, m, &|start, row| {
-                par_chunks(row, CW, &|j0, ch| {
+                par_chunks(row, cw, &|j0, ch| {
                     vertical_task(f, data, p, start / m, j0, ch, &mut VBufs::new())
                 })
             });
         } else {
             let mut bufs = VBufs::new();
             for (r, row) in out.chunks_mut(m).enumerate() {
-                for (c, ch) in row.chunks_mut(CW).enumerate() {
-                    vertical_task(f, data, p, r, c * CW, ch, &mut bufs);
+                for (c, ch) in row.chunks_mut(cw).enumerate() {
+                    vertical_task(f, data, p, r, c * cw, ch, &mut bufs);
                 }
             }
         }
@@ -846,11 +902,21 @@ fn arg_typed<T: Element>(x: &Value, axis: usize, max: bool) -> Tensor {
                         let base = oo.off;
                         let mut best = data[base as usize];
                         let mut bi = 0;
-                        for i in 1..len {
-                            let v = data[(base + i as isize * st) as usize];
-                            if better(max, v, best) {
-                                best = v;
-                                bi = i;
+                        if st == 1 {
+                            let row = &data[base as usize..base as usize + len];
+                            for (i, &v) in row.iter().enumerate().skip(1) {
+                                if better(max, v, best) {
+                                    best = v;
+                                    bi = i;
+                                }
+                            }
+                        } else {
+                            for i in 1..len {
+                                let v = data[(base + i as isize * st) as usize];
+                                if better(max, v, best) {
+                                    best = v;
+                                    bi = i;
+                                }
                             }
                         }
                         *o = bi as i32;
