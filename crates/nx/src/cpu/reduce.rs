@@ -982,20 +982,40 @@ fn cum_typed<T: Element, A: Copy + Send + Sync>(
         let sp = split_axis(l, axis);
         let (len, st, inner_n) = (sp.len, sp.stride, sp.inner_n);
         let unit = len * inner_n;
+        let contiguous_inner = sp.inner.len() == 1 && sp.inner[0].1 == 1;
         if n > 0 {
             split_out(out, unit, 1, &|start, chunk| {
                 let mut io = Odo::new(&sp.inner);
                 let mut acc: Vec<A> = Vec::with_capacity(inner_n);
                 for (k, block) in chunk.chunks_mut(unit).enumerate() {
                     let base = offset_of(&sp.outer, l.offset as isize, start / unit + k);
+                    if inner_n == 1 {
+                        // Scanning along the last (non-trivial) axis.
+                        let mut s = init;
+                        for (i, o) in block.iter_mut().enumerate() {
+                            s = step(s, data[(base + i as isize * st) as usize]);
+                            *o = fin(s);
+                        }
+                        continue;
+                    }
                     acc.clear();
                     acc.resize(inner_n, init);
                     for (a, row) in block.chunks_mut(inner_n).enumerate() {
-                        io.seek(base + a as isize * st, 0);
-                        for (o, s) in row.iter_mut().zip(acc.iter_mut()) {
-                            *s = step(*s, data[io.off as usize]);
-                            *o = fin(*s);
-                            io.next();
+                        let off = base + a as isize * st;
+                        if contiguous_inner {
+                            // Whole input rows, elementwise (vectorizes).
+                            let xs = &data[off as usize..off as usize + inner_n];
+                            for ((o, s), &x) in row.iter_mut().zip(acc.iter_mut()).zip(xs) {
+                                *s = step(*s, x);
+                                *o = fin(*s);
+                            }
+                        } else {
+                            io.seek(off, 0);
+                            for (o, s) in row.iter_mut().zip(acc.iter_mut()) {
+                                *s = step(*s, data[io.off as usize]);
+                                *o = fin(*s);
+                                io.next();
+                            }
                         }
                     }
                 }
