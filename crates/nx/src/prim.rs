@@ -192,6 +192,9 @@ pub enum Prim {
     },
     /// A fresh contiguous copy.
     Copy,
+    /// A copy through which gradients do not flow (`rune::detach`): identity
+    /// with a zero derivative.
+    StopGradient,
     /// `take_along_axis(x, idx, axis)`: `idx` (I32/I64) has `x`'s rank and,
     /// off `axis`, its sizes; out has `idx`'s shape.
     Gather {
@@ -235,6 +238,7 @@ impl Prim {
             Prim::Pad { .. } => "pad".into(),
             Prim::Concat { .. } => "concat".into(),
             Prim::Copy => "copy".into(),
+            Prim::StopGradient => "stop_gradient".into(),
             Prim::Gather { .. } => "gather".into(),
             Prim::ScatterAdd { .. } => "scatter_add".into(),
             Prim::DotGeneral { .. } => "dot_general".into(),
@@ -248,7 +252,9 @@ impl Prim {
             Prim::Full { shape, dtype, .. } | Prim::Iota { shape, dtype, .. } => {
                 Aval::new(shape, *dtype)
             }
-            Prim::Unary(_) | Prim::Binary(_) | Prim::Copy | Prim::Assign => ins[0].clone(),
+            Prim::Unary(_) | Prim::Binary(_) | Prim::Copy | Prim::StopGradient | Prim::Assign => {
+                ins[0].clone()
+            }
             Prim::Compare(_) => Aval::new(&ins[0].shape, DType::Bool),
             Prim::Where => ins[1].clone(),
             Prim::Cast(d) => Aval::new(&ins[0].shape, *d),

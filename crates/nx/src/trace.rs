@@ -8,6 +8,11 @@
 //! staging trace or `with_debug`); with none, it runs the eager kernel.
 //! Levels keep nested transformations apart: an outer `grad`'s tracer meeting
 //! an inner one's is a constant to the inner trace, never confused with it.
+//!
+//! While a trace processes a primitive, the *ceiling* is its level: tensor
+//! operations its rule performs go to the traces below it (or the eager
+//! kernels), never back to itself or to traces above. Pushing a new trace
+//! lifts the ceiling for the new trace's extent.
 
 use crate::prim::{Aval, Prim};
 use crate::tensor::Tensor;
@@ -23,6 +28,9 @@ pub trait Trace {
     /// lower-level values, call ordinary tensor operations on them (or
     /// `bind_below(level, ...)` to skip this trace, as a dynamic trace must).
     fn process(&self, prim: Prim, inputs: &[&Tensor]) -> Tensor;
+    /// For transformations that find a trace by level (`trace_at`) and need
+    /// its concrete type (custom differentiation rules do).
+    fn as_any(&self) -> &dyn Any;
 }
 
 /// The per-tensor state of a trace (primal and tangent, node on a tape, ...).
@@ -35,6 +43,13 @@ pub trait Tracer: Send + Sync + 'static {
     /// produce one (a staged or batched value) panics with its own message.
     fn read(&self) -> Tensor;
     fn as_any(&self) -> &dyn Any;
+    /// For a tracer whose transformation has returned: the value it stood
+    /// for, which later operations use as a constant (a differentiation
+    /// tracer escaping through an auxiliary output). `None`, the default,
+    /// makes such use an error.
+    fn escaped_value(&self) -> Option<Tensor> {
+        None
+    }
 }
 
 struct Frame {
@@ -46,11 +61,14 @@ thread_local! {
     static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
     /// Mirror of the stack's length, so the eager fast path skips the RefCell.
     static DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// Only traces of level below the ceiling receive operations.
+    static CEILING: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
 /// Pops its trace when dropped (also on unwinding).
 pub struct TraceGuard {
     level: usize,
+    ceiling: usize,
 }
 
 impl TraceGuard {
@@ -67,7 +85,36 @@ impl Drop for TraceGuard {
             s.truncate(self.level - 1);
             DEPTH.with(|d| d.set(s.len()));
         });
+        CEILING.with(|c| c.set(self.ceiling));
     }
+}
+
+/// Restores the previous ceiling when dropped.
+struct CeilingGuard(usize);
+
+impl CeilingGuard {
+    fn set(level: usize) -> CeilingGuard {
+        CeilingGuard(CEILING.with(|c| c.replace(level)))
+    }
+}
+
+impl Drop for CeilingGuard {
+    fn drop(&mut self) {
+        CEILING.with(|c| c.set(self.0));
+    }
+}
+
+/// The current ceiling: operations go to traces of level below it.
+pub fn ceiling() -> usize {
+    CEILING.with(|c| c.get())
+}
+
+/// Runs `f` with the ceiling at `level`: its operations skip the trace at
+/// `level` and those above. A transformation's rule uses it to run user code
+/// (a custom rule, a rematerialized function) on the values below it.
+pub fn with_ceiling<R>(level: usize, f: impl FnOnce() -> R) -> R {
+    let _guard = CeilingGuard::set(level);
+    f()
 }
 
 /// Pushes a trace built for the next level; it stays active until the guard drops.
@@ -81,7 +128,19 @@ pub fn push_trace<T: Trace + 'static>(make: impl FnOnce(usize) -> T, dynamic: bo
         s.push(Frame { trace, dynamic });
         DEPTH.with(|d| d.set(s.len()));
     });
-    TraceGuard { level }
+    let ceiling = CEILING.with(|c| c.replace(usize::MAX));
+    TraceGuard { level, ceiling }
+}
+
+/// The trace at `level` (1 = bottom). Panics if there is none.
+pub fn trace_at(level: usize) -> Rc<dyn Trace> {
+    STACK.with(|s| {
+        let s = s.borrow();
+        match s.get(level.wrapping_sub(1)) {
+            Some(frame) => frame.trace.clone(),
+            None => panic!("trace_at: no trace at level {level} (depth {})", s.len()),
+        }
+    })
 }
 
 /// Number of traces active on this thread.
@@ -92,20 +151,47 @@ pub fn depth() -> usize {
 /// Applies a primitive: the eager kernel, or the owning trace's rule.
 pub fn bind(prim: Prim, inputs: &[&Tensor]) -> Tensor {
     if DEPTH.with(|d| d.get()) == 0 {
-        if let Some(t) = inputs.iter().find(|t| t.is_traced()) {
-            panic!(
-                "{}: a traced tensor ({:?}) is used outside the transformation that created it",
-                prim.name(),
-                t
-            );
+        if inputs.iter().any(|t| t.is_traced()) {
+            let owned = resolve_escaped(inputs);
+            let refs: Vec<&Tensor> = owned.iter().collect();
+            if let Some(t) = refs.iter().find(|t| t.is_traced()) {
+                panic!(
+                    "{}: a traced tensor ({:?}) is used outside the transformation that created it",
+                    prim.name(),
+                    t
+                );
+            }
+            return crate::cpu::eval(prim, &refs);
         }
         return crate::cpu::eval(prim, inputs);
     }
-    bind_below(usize::MAX, prim, inputs)
+    bind_below(ceiling(), prim, inputs)
+}
+
+/// The inputs with escaped tracers replaced by the values they stood for.
+fn resolve_escaped(inputs: &[&Tensor]) -> Vec<Tensor> {
+    inputs
+        .iter()
+        .map(|t| {
+            let mut t = (*t).clone();
+            while let Some(v) = t.tracer().and_then(|tr| tr.escaped_value()) {
+                t = v;
+            }
+            t
+        })
+        .collect()
 }
 
 /// Like `bind`, but considers only traces of level below `ceiling`.
 pub fn bind_below(ceiling: usize, prim: Prim, inputs: &[&Tensor]) -> Tensor {
+    if inputs
+        .iter()
+        .any(|t| t.tracer().is_some_and(|tr| tr.escaped_value().is_some()))
+    {
+        let owned = resolve_escaped(inputs);
+        let refs: Vec<&Tensor> = owned.iter().collect();
+        return bind_below(ceiling, prim, &refs);
+    }
     let mut top = 0;
     for t in inputs {
         if let Some(tr) = t.tracer() {
@@ -134,7 +220,10 @@ pub fn bind_below(ceiling: usize, prim: Prim, inputs: &[&Tensor]) -> Tensor {
         (top > 0).then(|| s[top - 1].trace.clone())
     });
     match trace {
-        Some(trace) => trace.process(prim, inputs),
+        Some(trace) => {
+            let _guard = CeilingGuard::set(top);
+            trace.process(prim, inputs)
+        }
         None => crate::cpu::eval(prim, inputs),
     }
 }

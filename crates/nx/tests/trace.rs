@@ -14,6 +14,9 @@ struct Recorder {
 }
 
 impl Trace for Recorder {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
     fn process(&self, prim: Prim, inputs: &[&Tensor]) -> Tensor {
         self.log.borrow_mut().push(prim.name());
         bind_below(self.level, prim, inputs)
@@ -93,6 +96,9 @@ impl Tracer for AbstractTracer {
 }
 
 impl Trace for Abstract {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
     fn process(&self, prim: Prim, inputs: &[&Tensor]) -> Tensor {
         let avals: Vec<Aval> = inputs.iter().map(|t| t.aval()).collect();
         let refs: Vec<&Aval> = avals.iter().collect();
@@ -171,6 +177,9 @@ impl Forwarding {
 }
 
 impl Trace for Forwarding {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
     fn process(&self, prim: Prim, inputs: &[&Tensor]) -> Tensor {
         let vals: Vec<Tensor> = inputs.iter().map(|t| self.lift(t)).collect();
         let refs: Vec<&Tensor> = vals.iter().collect();

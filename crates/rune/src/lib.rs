@@ -1,9 +1,40 @@
-//! Rune: composable function transformations (grad, jvp, vjp, vmap, jit, ...)
-//! over `nx` tensors and parameter trees.
+//! Rune: composable function transformations over `nx` tensors and
+//! parameter trees.
 //!
-//! For now it re-exports `nx`; the transformations arrive issue by issue.
+//! Differentiation: [`grad`], [`value_and_grad`], [`value_and_grad_aux`],
+//! [`vjp`], [`vjp_fun`], [`jvp`], [`jvp_aux`], [`hvp`], custom rules
+//! ([`custom_vjp`], [`custom_jvp`]), [`remat`], [`check_grads`], and
+//! gradient control ([`detach`], [`no_grad`]).
+//!
+//! Each transformation is a trace (`nx::Trace`) in a file of its own
+//! (`jvp.rs`, `vjp.rs`) with one rule per primitive; the functions users
+//! call live in `autodiff.rs`, `custom.rs`, `check_grads.rs` and
+//! `gradient_control.rs`.
+//!
+//! ```
+//! use rune::prelude::*;
+//! let x = Tensor::scalar(2.0f64);
+//! // d/dx [x * d/dy (x * y)] = d/dx [x * x] = 2x = 4: no perturbation confusion.
+//! let g = rune::grad(|x: &Tensor| x * rune::grad(|y: &Tensor| x * y, &Tensor::scalar(1.0f64)), &x);
+//! assert_eq!(g.item::<f64>(), 4.0);
+//! ```
 
 pub use nx;
+
+mod autodiff;
+mod check_grads;
+mod custom;
+mod gradient_control;
+mod jvp;
+mod rules;
+mod vjp;
+
+pub use autodiff::{
+    grad, hvp, jvp, jvp_aux, value_and_grad, value_and_grad_aux, vjp, vjp_fun, Pullback,
+};
+pub use check_grads::{check_grads, check_grads_with, CheckGradsOpts};
+pub use custom::{custom_jvp, custom_vjp, remat};
+pub use gradient_control::{detach, no_grad};
 
 /// `use rune::prelude::*;` brings tensors, dtypes and parameter trees into scope.
 pub mod prelude {

@@ -42,7 +42,7 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
             let vs: Vec<_> = inputs.iter().map(|t| t.value()).collect();
             movement::concat(&vs, axis)
         }
-        Prim::Copy => movement::copy(v(0)),
+        Prim::Copy | Prim::StopGradient => movement::copy(v(0)),
         Prim::Gather { axis } => index::gather(v(0), v(1), axis),
         Prim::ScatterAdd { axis } => index::scatter_add(v(0), v(1), v(2), axis),
         Prim::DotGeneral {

@@ -1,0 +1,220 @@
+//! Forward mode: the jvp trace. A tracer carries a primal value and its
+//! tangent; each primitive's rule computes the output tangent with ordinary
+//! tensor operations (so forward mode nests with everything else).
+//!
+//! A zero tangent is symbolic: an operation whose inputs all have zero
+//! tangents (or whose derivative is zero) returns a plain value, not a tracer.
+
+use crate::gradient_control::is_inactive;
+use crate::rules::{
+    binary_partials, cumprod_jvp, extremum_weights, prod_others, reduce_sum, unary_partial,
+    zeros_like,
+};
+use nx::trace::Tracer;
+use nx::{bind, Aval, CumOp, Prim, ReduceOp, Tensor, Trace};
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Identifies one jvp trace; tracers point to it, and it says whether the
+/// trace is still running (a tracer escaping it becomes its primal).
+pub(crate) struct Tag {
+    alive: AtomicBool,
+}
+
+impl Tag {
+    pub(crate) fn new() -> Arc<Tag> {
+        Arc::new(Tag {
+            alive: AtomicBool::new(true),
+        })
+    }
+    pub(crate) fn end(&self) {
+        self.alive.store(false, Ordering::Release);
+    }
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+}
+
+pub(crate) struct JvpTracer {
+    pub primal: Tensor,
+    pub tangent: Tensor,
+    aval: Aval,
+    level: usize,
+    tag: Arc<Tag>,
+}
+
+impl Tracer for JvpTracer {
+    fn aval(&self) -> &Aval {
+        &self.aval
+    }
+    fn level(&self) -> usize {
+        self.level
+    }
+    fn read(&self) -> Tensor {
+        self.primal.clone()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn escaped_value(&self) -> Option<Tensor> {
+        (!self.tag.is_alive()).then(|| self.primal.clone())
+    }
+}
+
+pub(crate) struct JvpTrace {
+    pub level: usize,
+    pub tag: Arc<Tag>,
+}
+
+impl JvpTrace {
+    /// `t` as a tracer of this trace: its primal and tangent (None when `t`
+    /// is a constant to this trace).
+    pub(crate) fn unpack(&self, t: &Tensor) -> (Tensor, Option<Tensor>) {
+        match t.tracer().and_then(|tr| tr.as_any().downcast_ref::<JvpTracer>()) {
+            Some(tr) if Arc::ptr_eq(&tr.tag, &self.tag) => {
+                (tr.primal.clone(), Some(tr.tangent.clone()))
+            }
+            _ => (t.clone(), None),
+        }
+    }
+
+    /// A tracer of this trace, or the primal itself when the tangent is zero.
+    pub(crate) fn pack(&self, primal: Tensor, tangent: Option<Tensor>) -> Tensor {
+        match tangent {
+            Some(tangent) if primal.dtype().is_float() => Tensor::from_tracer(JvpTracer {
+                aval: primal.aval(),
+                primal,
+                tangent,
+                level: self.level,
+                tag: self.tag.clone(),
+            }),
+            _ => primal,
+        }
+    }
+}
+
+impl Trace for JvpTrace {
+    fn process(&self, prim: Prim, inputs: &[&Tensor]) -> Tensor {
+        let (primals, tangents): (Vec<Tensor>, Vec<Option<Tensor>>) =
+            inputs.iter().map(|t| self.unpack(t)).unzip();
+        if prim == Prim::Assign && tangents.iter().any(Option::is_some) {
+            panic!(
+                "assign: cannot write to or from a tensor being differentiated (inside jvp); \
+                 build a new tensor instead (where_, concatenate, pad)"
+            );
+        }
+        let refs: Vec<&Tensor> = primals.iter().collect();
+        let out = bind(prim.clone(), &refs);
+        if is_inactive(self.level) || !out.dtype().is_float() {
+            return out;
+        }
+        let tangent = jvp_rule(&prim, &primals, &tangents, &out);
+        self.pack(out, tangent)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The output tangent of `prim` at `primals` given the input tangents (None
+/// = zero), and the primal output `out`. `None` means a zero tangent.
+fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> Option<Tensor> {
+    // Applies a primitive that is linear in its first input to its tangent.
+    let linear = |t: &Option<Tensor>| t.as_ref().map(|t| bind(prim.clone(), &[t]));
+    match prim {
+        Prim::Full { .. } | Prim::Iota { .. } => None,
+        Prim::Unary(op) => {
+            let t = ts[0].as_ref()?;
+            unary_partial(*op, &xs[0], out).apply(t)
+        }
+        Prim::Binary(op) => {
+            let needs = [ts[0].is_some(), ts[1].is_some()];
+            let [px, py] = binary_partials(*op, &xs[0], &xs[1], out, needs);
+            let a = ts[0].as_ref().and_then(|t| px.apply(t));
+            let b = ts[1].as_ref().and_then(|t| py.apply(t));
+            add_opt(a, b)
+        }
+        Prim::Compare(_) | Prim::ArgReduce { .. } | Prim::StopGradient => None,
+        Prim::Where => {
+            if ts[1].is_none() && ts[2].is_none() {
+                return None;
+            }
+            let a = ts[1].clone().unwrap_or_else(|| zeros_like(&xs[1]));
+            let b = ts[2].clone().unwrap_or_else(|| zeros_like(&xs[2]));
+            Some(bind(Prim::Where, &[&xs[0], &a, &b]))
+        }
+        Prim::Cast(dtype) => {
+            if dtype.is_float() && xs[0].dtype().is_float() {
+                linear(&ts[0])
+            } else {
+                None
+            }
+        }
+        Prim::Reduce { op, axes } => {
+            let t = ts[0].as_ref()?;
+            match op {
+                ReduceOp::Sum => linear(&ts[0]),
+                ReduceOp::Prod => Some(reduce_sum(&(t * prod_others(&xs[0], axes)), axes)),
+                ReduceOp::Max | ReduceOp::Min => {
+                    Some(reduce_sum(&(t * extremum_weights(&xs[0], out, axes)), axes))
+                }
+            }
+        }
+        Prim::Cumulative { op, axis } => match op {
+            CumOp::Sum => linear(&ts[0]),
+            CumOp::Prod => Some(cumprod_jvp(&xs[0], ts[0].as_ref()?, *axis)),
+        },
+        Prim::Reshape { .. }
+        | Prim::Broadcast { .. }
+        | Prim::Permute { .. }
+        | Prim::Slice { .. }
+        | Prim::Flip { .. }
+        | Prim::Copy => linear(&ts[0]),
+        Prim::Pad { lo, hi, .. } => ts[0].as_ref().map(|t| {
+            let zero_pad = Prim::Pad {
+                lo: lo.clone(),
+                hi: hi.clone(),
+                value: 0.0,
+            };
+            bind(zero_pad, &[t])
+        }),
+        Prim::Concat { .. } => {
+            if ts.iter().all(Option::is_none) {
+                return None;
+            }
+            let parts: Vec<Tensor> = ts
+                .iter()
+                .zip(xs)
+                .map(|(t, x)| t.clone().unwrap_or_else(|| zeros_like(x)))
+                .collect();
+            let refs: Vec<&Tensor> = parts.iter().collect();
+            Some(bind(prim.clone(), &refs))
+        }
+        Prim::Gather { .. } => ts[0].as_ref().map(|t| bind(prim.clone(), &[t, &xs[1]])),
+        Prim::ScatterAdd { .. } => {
+            if ts[0].is_none() && ts[2].is_none() {
+                return None;
+            }
+            let base = ts[0].clone().unwrap_or_else(|| zeros_like(&xs[0]));
+            let upd = ts[2].clone().unwrap_or_else(|| zeros_like(&xs[2]));
+            Some(bind(prim.clone(), &[&base, &xs[1], &upd]))
+        }
+        Prim::DotGeneral { .. } => {
+            let a = ts[0].as_ref().map(|t| bind(prim.clone(), &[t, &xs[1]]));
+            let b = ts[1].as_ref().map(|t| bind(prim.clone(), &[&xs[0], t]));
+            add_opt(a, b)
+        }
+        Prim::Assign => unreachable!("assign of differentiated values is refused above"),
+    }
+}
+
+/// Sum of two optional (None = zero) tensors.
+pub(crate) fn add_opt(a: Option<Tensor>, b: Option<Tensor>) -> Option<Tensor> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}

@@ -1,0 +1,350 @@
+//! Derivative helpers shared by the forward (`jvp.rs`) and reverse (`vjp.rs`)
+//! rules: elementwise partial derivatives, and the linear maps (and their
+//! transposes) of the structural primitives. Everything here is written with
+//! ordinary tensor operations, so derivatives are themselves differentiable
+//! and batchable.
+
+use nx::{bind, BinaryOp, CumOp, DType, Prim, ReduceOp, Tensor, UnaryOp};
+
+/// The partial derivative of an elementwise operation with respect to one
+/// input: a multiplier applied to a tangent or a cotangent.
+pub(crate) enum Partial {
+    Zero,
+    One,
+    MinusOne,
+    By(Tensor),
+}
+
+impl Partial {
+    /// `t` scaled by this partial; `None` for a zero partial.
+    pub(crate) fn apply(&self, t: &Tensor) -> Option<Tensor> {
+        match self {
+            Partial::Zero => None,
+            Partial::One => Some(t.clone()),
+            Partial::MinusOne => Some(-t),
+            Partial::By(d) => Some(t * d),
+        }
+    }
+}
+
+/// `d out / d x` for `out = op(x)`.
+pub(crate) fn unary_partial(op: UnaryOp, x: &Tensor, out: &Tensor) -> Partial {
+    use std::f64::consts::{LN_2, PI};
+    let one = || x.scalar_like(1.0);
+    let by = Partial::By;
+    match op {
+        UnaryOp::Neg => Partial::MinusOne,
+        UnaryOp::Abs => by(x.sign()),
+        UnaryOp::Sign
+        | UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Round
+        | UnaryOp::Trunc
+        | UnaryOp::Not => Partial::Zero,
+        UnaryOp::Sqrt => by(out.recip() * 0.5),
+        UnaryOp::Rsqrt => by(out / x * -0.5),
+        UnaryOp::Recip => by(-out.square()),
+        UnaryOp::Exp => by(out.clone()),
+        UnaryOp::Exp2 => by(out * LN_2),
+        UnaryOp::Log => by(x.recip()),
+        UnaryOp::Log2 => by(x.recip() * (1.0 / LN_2)),
+        UnaryOp::Log1p => by((x + 1.0).recip()),
+        UnaryOp::Expm1 => by(out + 1.0),
+        UnaryOp::Sin => by(x.cos()),
+        UnaryOp::Cos => by(-x.sin()),
+        UnaryOp::Tan => by(out.square() + 1.0),
+        UnaryOp::Asin => by((one() - x.square()).rsqrt()),
+        UnaryOp::Acos => by(-(one() - x.square()).rsqrt()),
+        UnaryOp::Atan => by((x.square() + 1.0).recip()),
+        UnaryOp::Sinh => by(x.cosh()),
+        UnaryOp::Cosh => by(x.sinh()),
+        UnaryOp::Tanh => by(one() - out.square()),
+        UnaryOp::Asinh => by((x.square() + 1.0).rsqrt()),
+        UnaryOp::Acosh => by((x.square() - 1.0).rsqrt()),
+        UnaryOp::Atanh => by((one() - x.square()).recip()),
+        UnaryOp::Erf => by((-x.square()).exp() * (2.0 / PI.sqrt())),
+        UnaryOp::Sigmoid => by(out * (one() - out)),
+    }
+}
+
+/// `(d out / d x, d out / d y)` for `out = op(x, y)`; a partial is computed
+/// only for the inputs in `needs`.
+pub(crate) fn binary_partials(
+    op: BinaryOp,
+    x: &Tensor,
+    y: &Tensor,
+    out: &Tensor,
+    needs: [bool; 2],
+) -> [Partial; 2] {
+    let by = Partial::By;
+    let [px, py] = match op {
+        BinaryOp::Add => [Partial::One, Partial::One],
+        BinaryOp::Sub => [Partial::One, Partial::MinusOne],
+        BinaryOp::Mul => [by(y.clone()), by(x.clone())],
+        BinaryOp::Div => [
+            lazy(needs[0], || y.recip()),
+            lazy(needs[1], || -(out / y)),
+        ],
+        // x - trunc(x / y) * y
+        BinaryOp::Rem => [Partial::One, lazy(needs[1], || -(x / y).trunc())],
+        BinaryOp::Pow => [
+            lazy(needs[0], || {
+                let d = y * x.pow(&(y - 1.0));
+                Tensor::where_(&y.equal(&y.scalar_like(0.0)), &y.scalar_like(0.0), &d)
+            }),
+            lazy(needs[1], || {
+                let zero = x.equal(&x.scalar_like(0.0));
+                let safe_x = Tensor::where_(&zero, &x.scalar_like(1.0), x);
+                out * safe_x.log()
+            }),
+        ],
+        // Ties split the derivative evenly, as JAX does.
+        BinaryOp::Max => extremum_partials(&x.greater(y), &x.equal(y), x),
+        BinaryOp::Min => extremum_partials(&x.less(y), &x.equal(y), x),
+        BinaryOp::Atan2 => {
+            let denom = (x.square() + y.square()).recip();
+            [by(y * &denom), by(-(x * &denom))]
+        }
+        BinaryOp::And
+        | BinaryOp::Or
+        | BinaryOp::Xor
+        | BinaryOp::Shl
+        | BinaryOp::Shr => [Partial::Zero, Partial::Zero],
+    };
+    [
+        if needs[0] { px } else { Partial::Zero },
+        if needs[1] { py } else { Partial::Zero },
+    ]
+}
+
+fn lazy(needed: bool, f: impl FnOnce() -> Tensor) -> Partial {
+    if needed {
+        Partial::By(f())
+    } else {
+        Partial::Zero
+    }
+}
+
+/// Partials of max/min: 1 for the operand chosen, 1/2 each on ties.
+fn extremum_partials(first_wins: &Tensor, tie: &Tensor, like: &Tensor) -> [Partial; 2] {
+    let half = Tensor::where_(tie, &like.scalar_like(0.5), &like.scalar_like(0.0));
+    let dx = Tensor::where_(first_wins, &like.scalar_like(1.0), &half);
+    let dy = like.scalar_like(1.0) - &dx;
+    [Partial::By(dx), Partial::By(dy)]
+}
+
+/// Zeros of `like`'s shape and dtype.
+pub(crate) fn zeros_like(like: &Tensor) -> Tensor {
+    Tensor::zeros(like.shape(), like.dtype())
+}
+
+/// Sum over `axes` (sorted, distinct).
+pub(crate) fn reduce_sum(x: &Tensor, axes: &[usize]) -> Tensor {
+    bind(
+        Prim::Reduce {
+            op: ReduceOp::Sum,
+            axes: axes.to_vec(),
+        },
+        &[x],
+    )
+}
+
+/// The transpose of a reduction over `axes`: `ct` (reduced shape) broadcast
+/// back to `shape`.
+pub(crate) fn unreduce(ct: &Tensor, shape: &[usize], axes: &[usize]) -> Tensor {
+    let kept: Vec<usize> = (0..shape.len())
+        .map(|i| if axes.contains(&i) { 1 } else { shape[i] })
+        .collect();
+    ct.reshape(&kept).broadcast_to(shape)
+}
+
+/// The transpose of broadcasting `shape` to `ct`'s shape: sums the axes that
+/// broadcasting added or stretched.
+pub(crate) fn sum_to_shape(ct: &Tensor, shape: &[usize]) -> Tensor {
+    if ct.shape() == shape {
+        return ct.clone();
+    }
+    let lead = ct.ndim() - shape.len();
+    let axes: Vec<usize> = (0..ct.ndim())
+        .filter(|&a| a < lead || (shape[a - lead] == 1 && ct.shape()[a] != 1))
+        .collect();
+    reduce_sum(ct, &axes).reshape(shape)
+}
+
+/// Weights that route a max/min reduction's derivative to the extreme
+/// elements, shared evenly among ties: `(x == out) / count`, of `x`'s shape.
+pub(crate) fn extremum_weights(x: &Tensor, out: &Tensor, axes: &[usize]) -> Tensor {
+    let hit = x.equal(&unreduce(out, x.shape(), axes)).cast(x.dtype());
+    let count = reduce_sum(&hit, axes);
+    hit / unreduce(&count, x.shape(), axes)
+}
+
+/// For each element, the product of the other elements of its reduction
+/// group over `axes` (no division, so zeros are handled exactly).
+pub(crate) fn prod_others(x: &Tensor, axes: &[usize]) -> Tensor {
+    let nd = x.ndim();
+    // Move the reduced axes last and flatten them into one.
+    let mut perm: Vec<usize> = (0..nd).filter(|a| !axes.contains(a)).collect();
+    perm.extend_from_slice(axes);
+    let moved = bind(Prim::Permute { perm: perm.clone() }, &[x]);
+    let kept: Vec<usize> = moved.shape()[..nd - axes.len()].to_vec();
+    let n: usize = axes.iter().map(|&a| x.shape()[a]).product();
+    let mut flat_shape = kept.clone();
+    flat_shape.push(n);
+    let flat = moved.reshape(&flat_shape);
+    let others = exclusive_products(&flat);
+    let back = others.reshape(moved.shape());
+    bind(
+        Prim::Permute {
+            perm: inverse_perm(&perm),
+        },
+        &[&back],
+    )
+}
+
+/// Along the last axis: for each position, the product of all other
+/// positions (prefix product times suffix product).
+fn exclusive_products(x: &Tensor) -> Tensor {
+    let last = x.ndim() - 1;
+    let n = x.shape()[last];
+    if n == 0 {
+        return x.clone();
+    }
+    let shifted = |c: &Tensor| {
+        let mut pads = vec![(0, 0); x.ndim()];
+        pads[last] = (1, 0);
+        c.narrow(last as isize, 0, n - 1).pad(&pads, 1.0)
+    };
+    let prefix = shifted(&x.cumprod(-1));
+    let suffix = shifted(&x.flip(&[-1]).cumprod(-1)).flip(&[-1]);
+    prefix * suffix
+}
+
+/// `perm`'s inverse: `inverse[perm[i]] = i`.
+pub(crate) fn inverse_perm(perm: &[usize]) -> Vec<usize> {
+    let mut inv = vec![0; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p] = i;
+    }
+    inv
+}
+
+/// The lower-triangular "j <= i" mask `[n, n]` that writes a running product
+/// along the last axis as a product over a new axis:
+/// `cumprod(x)[i] = prod_j where(j <= i, x[j], 1)`.
+fn running_mask(n: usize) -> Tensor {
+    let i = Tensor::iota(&[n, n], 0, DType::I32);
+    let j = Tensor::iota(&[n, n], 1, DType::I32);
+    j.less_equal(&i)
+}
+
+/// `x` with `axis` moved last, then spread to `[..., n, n]` as
+/// `where(j <= i, x[j], 1)` (see `running_mask`).
+fn running_matrix(x: &Tensor, axis: usize, fill: f64) -> (Tensor, Tensor) {
+    let xm = x.moveaxis(axis as isize, -1);
+    let n = xm.shape()[xm.ndim() - 1];
+    let mut shape = xm.shape().to_vec();
+    shape.insert(shape.len() - 1, n);
+    let mask = running_mask(n).broadcast_to(&shape);
+    let spread = xm.unsqueeze(-2).broadcast_to(&shape);
+    let m = Tensor::where_(&mask, &spread, &x.scalar_like(fill));
+    (m, mask)
+}
+
+/// Tangent of `cumprod(x)` along `axis` for tangent `t`.
+pub(crate) fn cumprod_jvp(x: &Tensor, t: &Tensor, axis: usize) -> Tensor {
+    let (m, _) = running_matrix(x, axis, 1.0);
+    let (tm, _) = running_matrix(t, axis, 0.0);
+    let last = m.ndim() - 1;
+    let others = prod_others(&m, &[last]);
+    reduce_sum(&(tm * others), &[last]).moveaxis(-1, axis as isize)
+}
+
+/// Cotangent of `x` for `cumprod(x)` along `axis` given `ct`.
+pub(crate) fn cumprod_vjp(x: &Tensor, ct: &Tensor, axis: usize) -> Tensor {
+    let (m, mask) = running_matrix(x, axis, 1.0);
+    let last = m.ndim() - 1;
+    let others = prod_others(&m, &[last]);
+    let ctm = ct.moveaxis(axis as isize, -1).unsqueeze(-1);
+    let contrib = Tensor::where_(&mask, &(others * ctm), &x.scalar_like(0.0));
+    reduce_sum(&contrib, &[last - 1]).moveaxis(-1, axis as isize)
+}
+
+/// Running sum along `axis` from the end (the transpose of `cumsum`).
+pub(crate) fn reverse_cumsum(ct: &Tensor, axis: usize) -> Tensor {
+    let flip = |t: &Tensor| bind(Prim::Flip { axes: vec![axis] }, &[t]);
+    flip(&bind(Prim::Cumulative { op: CumOp::Sum, axis }, &[&flip(ct)]))
+}
+
+/// The transpose of `Slice { start, step }` taken from a tensor of `shape`:
+/// `ct` placed at the sliced positions, zeros elsewhere.
+pub(crate) fn unslice(ct: &Tensor, shape: &[usize], start: &[usize], step: &[usize]) -> Tensor {
+    let mut t = ct.clone();
+    let mut pads = Vec::with_capacity(shape.len());
+    for a in 0..shape.len() {
+        let m = t.shape()[a];
+        let mut len = m;
+        if step[a] > 1 && m > 0 {
+            // Interleave step - 1 zeros after each element, then cut to fit.
+            let mut spread_pads = vec![(0, 0); t.ndim() + 1];
+            spread_pads[a + 1] = (0, step[a] - 1);
+            let spread = t.unsqueeze(a as isize + 1).pad(&spread_pads, 0.0);
+            let mut merged = t.shape().to_vec();
+            merged[a] = m * step[a];
+            len = (m * step[a]).min(shape[a] - start[a]);
+            t = spread.reshape(&merged).narrow(a as isize, 0, len);
+        }
+        pads.push((start[a], shape[a] - start[a] - len));
+    }
+    t.pad(&pads, 0.0)
+}
+
+/// Cotangent of the left operand of `DotGeneral` (JAX's
+/// `_dot_general_transpose_lhs`): contract `ct` with `y` over `y`'s free
+/// axes, batch over the batch axes, then permute into `x`'s axis order.
+/// With `swap`, `ct`'s free axes are ordered (y's, x's) instead.
+pub(crate) fn dot_transpose_lhs(
+    ct: &Tensor,
+    x_ndim: usize,
+    y: &Tensor,
+    x_batch: &[usize],
+    y_batch: &[usize],
+    x_contract: &[usize],
+    y_contract: &[usize],
+    swap: bool,
+) -> Tensor {
+    let free = |nd: usize, a: &[usize], b: &[usize]| -> Vec<usize> {
+        (0..nd).filter(|i| !a.contains(i) && !b.contains(i)).collect()
+    };
+    let x_kept = free(x_ndim, x_contract, x_batch);
+    let y_kept = free(y.ndim(), y_contract, y_batch);
+    let nb = x_batch.len();
+    let ans_batch: Vec<usize> = (0..nb).collect();
+    let ans_y: Vec<usize> = if swap {
+        (nb..nb + y_kept.len()).collect()
+    } else {
+        (nb + x_kept.len()..nb + x_kept.len() + y_kept.len()).collect()
+    };
+    let prod = bind(
+        Prim::DotGeneral {
+            lhs_batch: ans_batch,
+            rhs_batch: y_batch.to_vec(),
+            lhs_contract: ans_y,
+            rhs_contract: y_kept,
+        },
+        &[ct, y],
+    );
+    // prod's axes hold x's batch axes, x's kept axes, then x's contracted
+    // axes in the order of y's contracted axes (ascending).
+    let mut order: Vec<usize> = (0..y_contract.len()).collect();
+    order.sort_by_key(|&i| y_contract[i]);
+    let mut labels: Vec<usize> = x_batch.to_vec();
+    labels.extend_from_slice(&x_kept);
+    labels.extend(order.iter().map(|&i| x_contract[i]));
+    let perm = inverse_perm(&labels);
+    if perm.iter().enumerate().all(|(i, &p)| i == p) {
+        prod
+    } else {
+        bind(Prim::Permute { perm }, &[&prod])
+    }
+}

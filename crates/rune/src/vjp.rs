@@ -1,0 +1,353 @@
+//! Reverse mode: the vjp trace and its tape.
+//!
+//! A tracer is a value plus a variable on a tape. Each primitive applied to
+//! a tracer runs on the values and appends a node holding its reverse rule:
+//! a closure over exactly the residuals that rule needs (often a partial
+//! derivative computed during the forward pass, as JAX's linearize does).
+//! The backward pass walks the nodes in reverse with ordinary tensor
+//! operations, so it can itself be differentiated or transformed.
+
+use crate::gradient_control::is_inactive;
+use crate::jvp::Tag;
+use crate::rules::{
+    binary_partials, cumprod_vjp, dot_transpose_lhs, extremum_weights, inverse_perm, prod_others,
+    reverse_cumsum, sum_to_shape, unary_partial, unreduce, unslice, zeros_like,
+};
+use nx::trace::Tracer;
+use nx::{bind, Aval, CumOp, Prim, ReduceOp, Tensor, Trace};
+use std::any::Any;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// A node's reverse rule: output cotangents (None = zero) to input
+/// cotangents (None = zero or not needed).
+pub(crate) type Rule = Box<dyn Fn(&[Option<Tensor>]) -> Vec<Option<Tensor>>>;
+
+struct Node {
+    /// The tape variable of each input, None for constants.
+    inputs: Vec<Option<usize>>,
+    outputs: Vec<usize>,
+    rule: Rule,
+}
+
+/// The recorded computation: variables (their shapes and dtypes) and the
+/// nodes that produced them, in execution order.
+#[derive(Default)]
+pub(crate) struct Tape {
+    vars: RefCell<Vec<Aval>>,
+    nodes: RefCell<Vec<Node>>,
+}
+
+impl Tape {
+    pub(crate) fn new_var(&self, aval: Aval) -> usize {
+        let mut vars = self.vars.borrow_mut();
+        vars.push(aval);
+        vars.len() - 1
+    }
+
+    /// Records a node; returns its output variables.
+    pub(crate) fn push(&self, inputs: Vec<Option<usize>>, outs: &[Aval], rule: Rule) -> Vec<usize> {
+        let outputs: Vec<usize> = outs.iter().map(|a| self.new_var(a.clone())).collect();
+        self.nodes.borrow_mut().push(Node {
+            inputs,
+            outputs: outputs.clone(),
+            rule,
+        });
+        outputs
+    }
+
+    /// Runs the backward pass from `seeds` (variable, cotangent) and returns
+    /// the cotangents of `wanted` (None where nothing flowed). With `consume`,
+    /// nodes are dropped as they are processed, freeing their residuals
+    /// early; the tape cannot be walked again.
+    pub(crate) fn backward(
+        &self,
+        seeds: Vec<(usize, Tensor)>,
+        wanted: &[usize],
+        consume: bool,
+    ) -> Vec<Option<Tensor>> {
+        let mut cts: Vec<Option<Tensor>> = vec![None; self.vars.borrow().len()];
+        for (var, ct) in seeds {
+            accumulate(&mut cts[var], ct);
+        }
+        let mut step = |node: &Node| {
+            let outs: Vec<Option<Tensor>> = node.outputs.iter().map(|&v| cts[v].take()).collect();
+            if outs.iter().all(Option::is_none) {
+                return;
+            }
+            let ins = (node.rule)(&outs);
+            for (input, ct) in node.inputs.iter().zip(ins) {
+                if let (Some(var), Some(ct)) = (input, ct) {
+                    accumulate(&mut cts[*var], ct);
+                }
+            }
+        };
+        if consume {
+            let mut nodes = std::mem::take(&mut *self.nodes.borrow_mut());
+            while let Some(node) = nodes.pop() {
+                step(&node);
+            }
+        } else {
+            for node in self.nodes.borrow().iter().rev() {
+                step(node);
+            }
+        }
+        wanted.iter().map(|&v| cts[v].take()).collect()
+    }
+}
+
+fn accumulate(slot: &mut Option<Tensor>, ct: Tensor) {
+    *slot = Some(match slot.take() {
+        Some(prev) => prev + ct,
+        None => ct,
+    });
+}
+
+pub(crate) struct VjpTracer {
+    pub value: Tensor,
+    pub var: usize,
+    aval: Aval,
+    level: usize,
+    tag: Arc<Tag>,
+}
+
+impl Tracer for VjpTracer {
+    fn aval(&self) -> &Aval {
+        &self.aval
+    }
+    fn level(&self) -> usize {
+        self.level
+    }
+    fn read(&self) -> Tensor {
+        self.value.clone()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn escaped_value(&self) -> Option<Tensor> {
+        (!self.tag.is_alive()).then(|| self.value.clone())
+    }
+}
+
+pub(crate) struct VjpTrace {
+    pub level: usize,
+    pub tag: Arc<Tag>,
+    pub tape: Rc<Tape>,
+}
+
+impl VjpTrace {
+    /// `t`'s value and tape variable (None when `t` is a constant here).
+    pub(crate) fn unpack(&self, t: &Tensor) -> (Tensor, Option<usize>) {
+        match t.tracer().and_then(|tr| tr.as_any().downcast_ref::<VjpTracer>()) {
+            Some(tr) if Arc::ptr_eq(&tr.tag, &self.tag) => (tr.value.clone(), Some(tr.var)),
+            _ => (t.clone(), None),
+        }
+    }
+
+    /// A tracer of this trace for `value`, on variable `var`.
+    pub(crate) fn pack(&self, value: Tensor, var: usize) -> Tensor {
+        Tensor::from_tracer(VjpTracer {
+            aval: value.aval(),
+            value,
+            var,
+            level: self.level,
+            tag: self.tag.clone(),
+        })
+    }
+
+    /// A fresh input variable (a parameter leaf).
+    pub(crate) fn input(&self, value: Tensor) -> Tensor {
+        let var = self.tape.new_var(value.aval());
+        self.pack(value, var)
+    }
+}
+
+impl Trace for VjpTrace {
+    fn process(&self, prim: Prim, inputs: &[&Tensor]) -> Tensor {
+        let (values, vars): (Vec<Tensor>, Vec<Option<usize>>) =
+            inputs.iter().map(|t| self.unpack(t)).unzip();
+        if prim == Prim::Assign && vars.iter().any(Option::is_some) {
+            panic!(
+                "assign: cannot write to or from a tensor being differentiated (inside grad/vjp); \
+                 build a new tensor instead (where_, concatenate, pad)"
+            );
+        }
+        let refs: Vec<&Tensor> = values.iter().collect();
+        let out = bind(prim.clone(), &refs);
+        if is_inactive(self.level) || !out.dtype().is_float() {
+            return out;
+        }
+        let needs: Vec<bool> = vars
+            .iter()
+            .zip(&values)
+            .map(|(v, x)| v.is_some() && x.dtype().is_float())
+            .collect();
+        match vjp_rule(&prim, &values, &out, &needs) {
+            Some(rule) => {
+                let wrapped: Rule = Box::new(move |cts| match &cts[0] {
+                    Some(ct) => rule(ct),
+                    None => vec![],
+                });
+                let var = self.tape.push(vars, &[out.aval()], wrapped)[0];
+                self.pack(out, var)
+            }
+            None => out,
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+type PrimRule = Box<dyn Fn(&Tensor) -> Vec<Option<Tensor>>>;
+
+/// The reverse rule of `prim` applied to `xs` (giving `out`), for the inputs
+/// in `needs`; None when the derivative is zero (nothing is recorded).
+/// Each arm keeps only the residuals its rule reads.
+fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<PrimRule> {
+    let shape0 = xs[0].shape().to_vec();
+    let rule: PrimRule = match prim {
+        Prim::Full { .. }
+        | Prim::Iota { .. }
+        | Prim::Compare(_)
+        | Prim::ArgReduce { .. }
+        | Prim::StopGradient => return None,
+        Prim::Unary(op) => {
+            let p = unary_partial(*op, &xs[0], out);
+            if matches!(p, crate::rules::Partial::Zero) {
+                return None;
+            }
+            Box::new(move |ct| vec![p.apply(ct)])
+        }
+        Prim::Binary(op) => {
+            let [px, py] = binary_partials(*op, &xs[0], &xs[1], out, [needs[0], needs[1]]);
+            Box::new(move |ct| vec![px.apply(ct), py.apply(ct)])
+        }
+        Prim::Where => {
+            let cond = xs[0].clone();
+            Box::new(move |ct| {
+                let zero = zeros_like(ct);
+                vec![
+                    None,
+                    Some(bind(Prim::Where, &[&cond, ct, &zero])),
+                    Some(bind(Prim::Where, &[&cond, &zero, ct])),
+                ]
+            })
+        }
+        Prim::Cast(_) => {
+            let src = xs[0].dtype();
+            if !src.is_float() {
+                return None;
+            }
+            Box::new(move |ct| vec![Some(ct.cast(src))])
+        }
+        Prim::Reduce { op, axes } => {
+            let axes = axes.clone();
+            match op {
+                ReduceOp::Sum => Box::new(move |ct| vec![Some(unreduce(ct, &shape0, &axes))]),
+                ReduceOp::Prod => {
+                    let others = prod_others(&xs[0], &axes);
+                    Box::new(move |ct| vec![Some(unreduce(ct, &shape0, &axes) * &others)])
+                }
+                ReduceOp::Max | ReduceOp::Min => {
+                    let w = extremum_weights(&xs[0], out, &axes);
+                    Box::new(move |ct| vec![Some(unreduce(ct, &shape0, &axes) * &w)])
+                }
+            }
+        }
+        Prim::Cumulative { op, axis } => {
+            let axis = *axis;
+            match op {
+                CumOp::Sum => Box::new(move |ct| vec![Some(reverse_cumsum(ct, axis))]),
+                CumOp::Prod => {
+                    let x = xs[0].clone();
+                    Box::new(move |ct| vec![Some(cumprod_vjp(&x, ct, axis))])
+                }
+            }
+        }
+        Prim::Reshape { .. } => Box::new(move |ct| vec![Some(ct.reshape(&shape0))]),
+        Prim::Broadcast { .. } => Box::new(move |ct| vec![Some(sum_to_shape(ct, &shape0))]),
+        Prim::Permute { perm } => {
+            let inv = inverse_perm(perm);
+            Box::new(move |ct| vec![Some(bind(Prim::Permute { perm: inv.clone() }, &[ct]))])
+        }
+        Prim::Slice { start, step, .. } => {
+            let (start, step) = (start.clone(), step.clone());
+            Box::new(move |ct| vec![Some(unslice(ct, &shape0, &start, &step))])
+        }
+        Prim::Flip { .. } => {
+            let flip = prim.clone();
+            Box::new(move |ct| vec![Some(bind(flip.clone(), &[ct]))])
+        }
+        Prim::Pad { lo, .. } => {
+            let start = lo.clone();
+            let end: Vec<usize> = lo.iter().zip(&shape0).map(|(l, n)| l + n).collect();
+            let step = vec![1; lo.len()];
+            Box::new(move |ct| {
+                let slice = Prim::Slice {
+                    start: start.clone(),
+                    end: end.clone(),
+                    step: step.clone(),
+                };
+                vec![Some(bind(slice, &[ct]))]
+            })
+        }
+        Prim::Concat { axis } => {
+            let axis = *axis;
+            let sizes: Vec<usize> = xs.iter().map(|x| x.shape()[axis]).collect();
+            Box::new(move |ct| {
+                let mut offset = 0;
+                sizes
+                    .iter()
+                    .map(|&n| {
+                        let part = ct.narrow(axis as isize, offset, n);
+                        offset += n;
+                        Some(part)
+                    })
+                    .collect()
+            })
+        }
+        Prim::Copy => Box::new(|ct| vec![Some(ct.clone())]),
+        Prim::Gather { axis } => {
+            let (idx, axis, dtype) = (xs[1].clone(), *axis, xs[0].dtype());
+            Box::new(move |ct| {
+                let zeros = Tensor::zeros(&shape0, dtype);
+                vec![Some(bind(Prim::ScatterAdd { axis }, &[&zeros, &idx, ct])), None]
+            })
+        }
+        Prim::ScatterAdd { axis } => {
+            let (idx, axis) = (xs[1].clone(), *axis);
+            Box::new(move |ct| vec![Some(ct.clone()), None, Some(bind(Prim::Gather { axis }, &[ct, &idx]))])
+        }
+        Prim::DotGeneral {
+            lhs_batch,
+            rhs_batch,
+            lhs_contract,
+            rhs_contract,
+        } => {
+            let (lb, rb, lc, rc) = (
+                lhs_batch.clone(),
+                rhs_batch.clone(),
+                lhs_contract.clone(),
+                rhs_contract.clone(),
+            );
+            let (x_ndim, y_ndim) = (xs[0].ndim(), xs[1].ndim());
+            // Each cotangent needs the other operand only.
+            let y = needs[0].then(|| xs[1].clone());
+            let x = needs[1].then(|| xs[0].clone());
+            Box::new(move |ct| {
+                let dx = y
+                    .as_ref()
+                    .map(|y| dot_transpose_lhs(ct, x_ndim, y, &lb, &rb, &lc, &rc, false));
+                let dy = x
+                    .as_ref()
+                    .map(|x| dot_transpose_lhs(ct, y_ndim, x, &rb, &lb, &rc, &lc, true));
+                vec![dx, dy]
+            })
+        }
+        Prim::Assign => unreachable!("assign of differentiated values is refused above"),
+    };
+    Some(rule)
+}
