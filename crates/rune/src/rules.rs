@@ -325,6 +325,28 @@ pub(crate) fn dot_transpose_lhs(
     } else {
         (nb + x_kept.len()..nb + x_kept.len() + y_kept.len()).collect()
     };
+    // The product's axes, named by the axes of x they hold: in the order
+    // (ct, y): x's batch axes, x's kept axes, then x's contracted axes in
+    // the order of y's (ascending); in the order (y, ct): batch, contracted,
+    // kept. Pick the order that needs no permutation when there is one
+    // (a matmul's weight gradient comes out in its layout directly).
+    let mut order: Vec<usize> = (0..y_contract.len()).collect();
+    order.sort_by_key(|&i| y_contract[i]);
+    let contracted: Vec<usize> = order.iter().map(|&i| x_contract[i]).collect();
+    let labels_ct_first: Vec<usize> = [x_batch, &x_kept, &contracted].concat();
+    let labels_y_first: Vec<usize> = [x_batch, &contracted, &x_kept].concat();
+    let is_identity = |l: &[usize]| l.iter().enumerate().all(|(i, &a)| i == a);
+    if is_identity(&labels_y_first) && !is_identity(&labels_ct_first) {
+        return bind(
+            Prim::DotGeneral {
+                lhs_batch: y_batch.to_vec(),
+                rhs_batch: ans_batch,
+                lhs_contract: y_kept,
+                rhs_contract: ans_y,
+            },
+            &[y, ct],
+        );
+    }
     let prod = bind(
         Prim::DotGeneral {
             lhs_batch: ans_batch,
@@ -334,17 +356,14 @@ pub(crate) fn dot_transpose_lhs(
         },
         &[ct, y],
     );
-    // prod's axes hold x's batch axes, x's kept axes, then x's contracted
-    // axes in the order of y's contracted axes (ascending).
-    let mut order: Vec<usize> = (0..y_contract.len()).collect();
-    order.sort_by_key(|&i| y_contract[i]);
-    let mut labels: Vec<usize> = x_batch.to_vec();
-    labels.extend_from_slice(&x_kept);
-    labels.extend(order.iter().map(|&i| x_contract[i]));
-    let perm = inverse_perm(&labels);
-    if perm.iter().enumerate().all(|(i, &p)| i == p) {
+    if is_identity(&labels_ct_first) {
         prod
     } else {
-        bind(Prim::Permute { perm }, &[&prod])
+        bind(
+            Prim::Permute {
+                perm: inverse_perm(&labels_ct_first),
+            },
+            &[&prod],
+        )
     }
 }
