@@ -1,0 +1,414 @@
+//! Train a small MLP on three interleaved spirals, end to end:
+//!
+//! ```sh
+//! cargo run --release --example train_mlp [-- LOSS_PNG_PATH]
+//! ```
+//!
+//! - the data set (2-D points, 3 classes) is generated from a fixed seed with
+//!   nx's implicit RNG and split into a training and a held-out set;
+//! - the parameters are a `#[derive(Ptree)]` struct, the loss is the mean
+//!   cross-entropy of `log_softmax`, and `rune::value_and_grad` differentiates
+//!   it on each minibatch (eagerly: no jit yet);
+//! - Adam is written with `Ptree::map2_leaves`, leaf by leaf over the tree;
+//! - a progress bar shows the running loss; at the end the held-out accuracy is
+//!   printed (the example fails if it is under 95%) and the loss curve is
+//!   written as a PNG (by default next to the build, in `target/`).
+
+use std::f64::consts::PI;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rune::prelude::*;
+
+const CLASSES: usize = 3;
+const POINTS_PER_CLASS: usize = 1500;
+const HELD_OUT: usize = 900;
+const TURNS: f64 = 2.0; // how many times each arm winds around the origin
+const NOISE: f64 = 0.03; // standard deviation of the jitter added to each point
+const HIDDEN: usize = 64;
+const BATCH: usize = 128;
+const EPOCHS: usize = 200;
+const LEARNING_RATE: f64 = 1e-2;
+const SEED: u64 = 42;
+const MIN_ACCURACY: f64 = 0.95;
+
+/// A 2-HIDDEN-HIDDEN-3 perceptron with tanh activations.
+#[derive(Ptree, Clone)]
+struct Mlp {
+    w1: Tensor,
+    b1: Tensor,
+    w2: Tensor,
+    b2: Tensor,
+    w3: Tensor,
+    b3: Tensor,
+}
+
+impl Mlp {
+    /// Glorot-style initialization from nx's implicit RNG; zero biases.
+    fn init(sizes: [usize; 4]) -> Mlp {
+        let dense = |fan_in: usize, fan_out: usize| {
+            let w = Tensor::randn(&[fan_in, fan_out], DType::F32) * (1.0 / fan_in as f64).sqrt();
+            (w, Tensor::zeros(&[fan_out], DType::F32))
+        };
+        let (w1, b1) = dense(sizes[0], sizes[1]);
+        let (w2, b2) = dense(sizes[1], sizes[2]);
+        let (w3, b3) = dense(sizes[2], sizes[3]);
+        Mlp {
+            w1,
+            b1,
+            w2,
+            b2,
+            w3,
+            b3,
+        }
+    }
+
+    /// Logits `[batch, CLASSES]` for points `[batch, 2]`.
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = (x.matmul(&self.w1) + &self.b1).tanh();
+        let h = (h.matmul(&self.w2) + &self.b2).tanh();
+        h.matmul(&self.w3) + &self.b3
+    }
+}
+
+/// Mean cross-entropy of the logits of `x` against the `I32` labels `y`.
+fn loss(p: &Mlp, x: &Tensor, y: &Tensor) -> Tensor {
+    let log_probs = p.forward(x).log_softmax(-1);
+    -log_probs.take_along_axis(&y.unsqueeze(1), 1).mean_all()
+}
+
+/// Fraction of the points of `x` whose most likely class is their label.
+fn accuracy(p: &Mlp, x: &Tensor, y: &Tensor) -> f64 {
+    let predicted = p.forward(x).argmax(-1, false);
+    predicted.equal(y).cast(DType::F32).mean_all().item::<f32>() as f64
+}
+
+/// Adam (Kingma and Ba, 2015), one `map2_leaves` per tree it updates.
+struct Adam {
+    lr: f64,
+    beta1: f64,
+    beta2: f64,
+    eps: f64,
+    step: i32,
+    m: Mlp, // first moments
+    v: Mlp, // second moments
+}
+
+impl Adam {
+    fn new(params: &Mlp, lr: f64) -> Adam {
+        let zeros = params.map_leaves(&mut |t| t.zeros_like());
+        Adam {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            step: 0,
+            m: zeros.clone(),
+            v: zeros,
+        }
+    }
+
+    fn update(&mut self, params: &Mlp, grads: &Mlp, lr_scale: f64) -> Mlp {
+        let (b1, b2, eps) = (self.beta1, self.beta2, self.eps);
+        self.step += 1;
+        self.m = self
+            .m
+            .map2_leaves(grads, &mut |m, g| m * b1 + g * (1.0 - b1));
+        self.v = self
+            .v
+            .map2_leaves(grads, &mut |v, g| v * b2 + g.square() * (1.0 - b2));
+        // bias-corrected step size: lr * sqrt(1 - b2^t) / (1 - b1^t)
+        let lr =
+            self.lr * lr_scale * (1.0 - b2.powi(self.step)).sqrt() / (1.0 - b1.powi(self.step));
+        let steps = self
+            .m
+            .map2_leaves(&self.v, &mut |m, v| m * lr / (v.sqrt() + eps));
+        params.map2_leaves(&steps, &mut |p, s| p - s)
+    }
+}
+
+/// splitmix64: the small generator that shuffles the examples.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A uniformly random permutation of `0..n` (Fisher-Yates).
+    fn permutation(&mut self, n: usize) -> Vec<i32> {
+        let mut p: Vec<i32> = (0..n as i32).collect();
+        for i in (1..n).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            p.swap(i, j);
+        }
+        p
+    }
+}
+
+/// `CLASSES` spiral arms, `POINTS_PER_CLASS` points each, shuffled:
+/// points `[n, 2]` (F32) and labels `[n]` (I32).
+fn spirals(rng: &mut SplitMix) -> (Tensor, Tensor) {
+    let n = POINTS_PER_CLASS;
+    let mut xs = Vec::new();
+    let mut ys = Vec::new();
+    for class in 0..CLASSES {
+        // radius uniform in [0.1, 1]; the angle winds TURNS times along the arm,
+        // and the arms start 2*pi/CLASSES apart
+        let r = Tensor::rand(&[n], DType::F32) * 0.9 + 0.1;
+        let theta = &r * (2.0 * PI * TURNS) + 2.0 * PI * class as f64 / CLASSES as f64;
+        let px = &r * theta.cos() + Tensor::randn(&[n], DType::F32) * NOISE;
+        let py = &r * theta.sin() + Tensor::randn(&[n], DType::F32) * NOISE;
+        xs.push(Tensor::stack(&[px, py], 1));
+        ys.push(Tensor::full(&[n], class as f64, DType::I32));
+    }
+    let (x, y) = (Tensor::concatenate(&xs, 0), Tensor::concatenate(&ys, 0));
+    let perm = Tensor::from_vec(rng.permutation(CLASSES * n), &[CLASSES * n]);
+    (x.take(&perm, 0), y.take(&perm, 0))
+}
+
+/// Where the loss curve goes: the first argument, else `target/` (found
+/// from this executable's path, `target/<profile>/examples/train_mlp`), else
+/// the system's temporary directory.
+fn plot_path() -> PathBuf {
+    if let Some(arg) = std::env::args_os().nth(1) {
+        return PathBuf::from(arg);
+    }
+    let target = std::env::current_exe().ok().and_then(|exe| {
+        let examples = exe.parent()?;
+        (examples.file_name()? == "examples")
+            .then(|| examples.parent()?.parent().map(PathBuf::from))?
+    });
+    target
+        .unwrap_or_else(std::env::temp_dir)
+        .join("train_mlp_loss.png")
+}
+
+fn main() {
+    let start = Instant::now();
+    nx::seed(SEED);
+    let mut rng = SplitMix(SEED);
+
+    let (x, y) = spirals(&mut rng);
+    let total = x.shape()[0];
+    let n_train = total - HELD_OUT;
+    let (x_train, y_train) = (x.narrow(0, 0, n_train), y.narrow(0, 0, n_train));
+    let (x_test, y_test) = (
+        x.narrow(0, n_train, HELD_OUT),
+        y.narrow(0, n_train, HELD_OUT),
+    );
+    println!(
+        "data: {CLASSES} interleaved spirals, {total} points ({n_train} train, {HELD_OUT} held out)"
+    );
+
+    let mut params = Mlp::init([2, HIDDEN, HIDDEN, CLASSES]);
+    println!(
+        "model: MLP 2-{HIDDEN}-{HIDDEN}-{CLASSES} (tanh), {} parameters in {} tensors",
+        params.leaves().iter().map(|t| t.numel()).sum::<usize>(),
+        params.num_leaves()
+    );
+    let mut adam = Adam::new(&params, LEARNING_RATE);
+
+    let batches_per_epoch = n_train / BATCH; // the last partial batch is dropped
+    let total_steps = EPOCHS * batches_per_epoch;
+    let bar = ProgressBar::new(total_steps as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} steps (eta {eta})  {msg}",
+        )
+        .expect("progress bar template")
+        .progress_chars("=> "),
+    );
+
+    let train_start = Instant::now();
+    let mut losses: Vec<f64> = Vec::with_capacity(total_steps);
+    let mut held_out_losses: Vec<f64> = Vec::with_capacity(EPOCHS);
+    let mut running = f64::NAN; // exponential moving average of the minibatch loss
+    for epoch in 0..EPOCHS {
+        let order = rng.permutation(n_train);
+        for b in 0..batches_per_epoch {
+            let step = losses.len();
+            // cosine decay of the learning rate over the run
+            let lr_scale = 0.5 * (1.0 + (PI * step as f64 / total_steps as f64).cos());
+            let idx = Tensor::from_slice(&order[b * BATCH..(b + 1) * BATCH], &[BATCH]);
+            let (xb, yb) = (x_train.take(&idx, 0), y_train.take(&idx, 0));
+            let (l, grads) = rune::value_and_grad(|p: &Mlp| loss(p, &xb, &yb), &params);
+            params = adam.update(&params, &grads, lr_scale);
+
+            let l = l.item::<f32>() as f64;
+            assert!(l.is_finite(), "loss diverged at step {step}: {l}");
+            losses.push(l);
+            running = if running.is_nan() {
+                l
+            } else {
+                0.95 * running + 0.05 * l
+            };
+            bar.set_message(format!("epoch {}/{EPOCHS}  loss {running:.4}", epoch + 1));
+            bar.inc(1);
+        }
+        held_out_losses.push(loss(&params, &x_test, &y_test).item::<f32>() as f64);
+        if bar.is_hidden() && (epoch + 1) % 25 == 0 {
+            // no terminal to draw the bar on (output piped, CI): a line now and then
+            println!("epoch {:>3}/{EPOCHS}  loss {running:.4}", epoch + 1);
+        }
+    }
+    bar.finish();
+    let train_time = train_start.elapsed().as_secs_f64();
+
+    let train_acc = accuracy(&params, &x_train, &y_train);
+    let test_acc = accuracy(&params, &x_test, &y_test);
+    let test_loss = held_out_losses[EPOCHS - 1];
+    println!(
+        "trained {total_steps} steps ({EPOCHS} epochs x {batches_per_epoch} minibatches of {BATCH}) \
+         in {train_time:.2} s ({:.2} ms/step)",
+        1e3 * train_time / total_steps as f64
+    );
+    println!("train accuracy    {:.2}%", 100.0 * train_acc);
+    println!(
+        "held-out accuracy {:.2}%  (held-out loss {test_loss:.4})",
+        100.0 * test_acc
+    );
+
+    let path = plot_path();
+    match plot::loss_curve(&path, &losses, &held_out_losses, batches_per_epoch) {
+        Ok(with_text) => println!(
+            "loss curve: {}{}",
+            path.display(),
+            if with_text {
+                ""
+            } else {
+                "  (no system font found: drawn without labels)"
+            }
+        ),
+        Err(e) => eprintln!("could not write the loss curve to {}: {e}", path.display()),
+    }
+    println!("total time {:.2} s", start.elapsed().as_secs_f64());
+
+    if test_acc < MIN_ACCURACY {
+        eprintln!(
+            "held-out accuracy {:.2}% is under {:.0}%",
+            100.0 * test_acc,
+            100.0 * MIN_ACCURACY
+        );
+        std::process::exit(1);
+    }
+}
+
+mod plot {
+    use std::path::Path;
+
+    use plotters::prelude::*;
+
+    /// Registers a sans-serif TrueType font from the usual system places for
+    /// plotters' pure-Rust text renderer; false if none is found (the chart is
+    /// then drawn without text).
+    fn register_system_font() -> bool {
+        const CANDIDATES: &[&str] = &[
+            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/TTF/DejaVuSans.ttf",
+            "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
+            "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+            "/usr/share/fonts/liberation-sans/LiberationSans-Regular.ttf",
+            "/System/Library/Fonts/Supplemental/Arial.ttf",
+            "/Library/Fonts/Arial.ttf",
+            "C:\\Windows\\Fonts\\arial.ttf",
+        ];
+        CANDIDATES.iter().any(|path| {
+            std::fs::read(path).ok().is_some_and(|bytes| {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok()
+            })
+        })
+    }
+
+    /// Minibatch losses (faint), their per-epoch means and the held-out loss
+    /// after each epoch, on a log-scale loss axis. Returns whether text
+    /// (caption, labels, legend) was drawn.
+    pub fn loss_curve(
+        path: &Path,
+        losses: &[f64],
+        held_out: &[f64],
+        steps_per_epoch: usize,
+    ) -> Result<bool, Box<dyn std::error::Error>> {
+        let text = register_system_font();
+        let epoch_means: Vec<(f64, f64)> = losses
+            .chunks(steps_per_epoch)
+            .enumerate()
+            .map(|(e, c)| {
+                (
+                    ((e + 1) * steps_per_epoch) as f64,
+                    c.iter().sum::<f64>() / c.len() as f64,
+                )
+            })
+            .collect();
+        let held_out: Vec<(f64, f64)> = held_out
+            .iter()
+            .enumerate()
+            .map(|(e, &l)| (((e + 1) * steps_per_epoch) as f64, l))
+            .collect();
+        let all = losses.iter().chain(held_out.iter().map(|(_, l)| l));
+        let lo = all.clone().cloned().fold(f64::INFINITY, f64::min).max(1e-6) * 0.8;
+        let hi = all.cloned().fold(0.0, f64::max) * 1.25;
+
+        let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut builder = ChartBuilder::on(&root);
+        builder.margin(20);
+        if text {
+            builder
+                .caption(
+                    "train_mlp: cross-entropy on three spirals",
+                    ("sans-serif", 24),
+                )
+                .x_label_area_size(40)
+                .y_label_area_size(60);
+        }
+        let mut chart =
+            builder.build_cartesian_2d(0f64..losses.len() as f64, (lo..hi).log_scale())?;
+        let mut mesh = chart.configure_mesh();
+        mesh.light_line_style(WHITE.mix(0.0));
+        if text {
+            mesh.x_desc("step")
+                .y_desc("cross-entropy (log scale)")
+                .x_label_formatter(&|x| format!("{}", *x as i64));
+        } else {
+            mesh.disable_x_axis().disable_y_axis();
+        }
+        mesh.draw()?;
+
+        let faint = RGBColor(120, 160, 230);
+        chart
+            .draw_series(LineSeries::new(
+                losses.iter().enumerate().map(|(i, &l)| (i as f64, l)),
+                faint.mix(0.5),
+            ))?
+            .label("minibatch loss")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], faint));
+        chart
+            .draw_series(LineSeries::new(epoch_means, RED.stroke_width(2)))?
+            .label("training loss, epoch mean")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.stroke_width(2)));
+        let green = RGBColor(0, 140, 60);
+        chart
+            .draw_series(LineSeries::new(held_out, green.stroke_width(2)))?
+            .label("held-out loss (after each epoch)")
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], green.stroke_width(2))
+            });
+        if text {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()?;
+        Ok(text)
+    }
+}
