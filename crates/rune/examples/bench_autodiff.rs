@@ -114,7 +114,12 @@ fn w4() {
         let (l, g) = rune::value_and_grad(loss, p);
         (l, p.map2_leaves(&g, &mut |w, g| w - g * 0.01))
     };
-    emit("W4", "value_and_grad + SGD (eager)", "ms", bench(|| step(&params), 10, 200));
+    emit(
+        "W4",
+        "value_and_grad + SGD (eager)",
+        "ms",
+        bench(|| step(&params), 10, 200),
+    );
 }
 
 fn w6() {
@@ -123,7 +128,12 @@ fn w6() {
     let x = rng.normal_tensor(&[200], 1.0);
     let v = rng.normal_tensor(&[200], 1.0);
     let f = |x: &Tensor| a.matmul(x).tanh().square().sum_all();
-    emit("W6", "hvp = jvp of grad (eager)", "ms", bench(|| rune::hvp(f, &x, &v), 10, 1000));
+    emit(
+        "W6",
+        "hvp = jvp of grad (eager)",
+        "ms",
+        bench(|| rune::hvp(f, &x, &v), 10, 1000),
+    );
 }
 
 /// 100 elementwise operations, bounded for any input.
@@ -137,12 +147,21 @@ fn chain(x: &Tensor) -> Tensor {
 
 fn c1() {
     let x = Rng(2).normal_tensor(&[64], 1.0);
-    emit("C1", "forward, 100 ops on [64]", "us", bench(|| chain(&x), 200, 2000));
+    emit(
+        "C1",
+        "forward, 100 ops on [64]",
+        "us",
+        bench(|| chain(&x), 200, 2000),
+    );
     emit(
         "C1",
         "grad of the same (forward + tape + backward)",
         "us",
-        bench(|| rune::grad(|x: &Tensor| chain(x).sum_all(), &x), 200, 2000),
+        bench(
+            || rune::grad(|x: &Tensor| chain(x).sum_all(), &x),
+            200,
+            2000,
+        ),
     );
 }
 

@@ -388,8 +388,7 @@ pub fn jvp_aux<P: Ptree, Q: Ptree, A>(
     params: &P,
     tangents: &P,
 ) -> ((Q, Q), A) {
-    let ((out, aux), primals, tans) =
-        forward("jvp_aux", f, params, tangents, |(q, _)| q.leaves());
+    let ((out, aux), primals, tans) = forward("jvp_aux", f, params, tangents, |(q, _)| q.leaves());
     ((out.with_leaves(&primals), out.with_leaves(&tans)), aux)
 }
 

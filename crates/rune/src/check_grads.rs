@@ -14,7 +14,10 @@ pub struct CheckGradsOpts {
 
 impl Default for CheckGradsOpts {
     fn default() -> Self {
-        CheckGradsOpts { tol: 1e-2, eps: 1e-4 }
+        CheckGradsOpts {
+            tol: 1e-2,
+            eps: 1e-4,
+        }
     }
 }
 

@@ -105,7 +105,10 @@ where
         let cts: Vec<Tensor> = cts
             .iter()
             .zip(&out_avals)
-            .map(|(ct, a)| ct.clone().unwrap_or_else(|| Tensor::zeros(&a.shape, a.dtype)))
+            .map(|(ct, a)| {
+                ct.clone()
+                    .unwrap_or_else(|| Tensor::zeros(&a.shape, a.dtype))
+            })
             .collect();
         let grads = bwd(&residual, &template.with_leaves(&cts)).leaves();
         if grads.len() != in_avals.len() {
@@ -133,7 +136,13 @@ where
     let traced: Vec<Tensor> = out_leaves
         .into_iter()
         .zip(out_vars)
-        .map(|(o, var)| if o.dtype().is_float() { vt.pack(o, var) } else { o })
+        .map(|(o, var)| {
+            if o.dtype().is_float() {
+                vt.pack(o, var)
+            } else {
+                o
+            }
+        })
         .collect();
     out.with_leaves(&traced)
 }
@@ -190,7 +199,10 @@ pub fn custom_jvp<P: Ptree, Q: Ptree>(
         })
         .unzip();
     let (out, tout) = with_ceiling(jt.level, || {
-        jvp_rule(&params.with_leaves(&primals), &params.with_leaves(&tangents))
+        jvp_rule(
+            &params.with_leaves(&primals),
+            &params.with_leaves(&tangents),
+        )
     });
     let (outs, touts) = (out.leaves(), tout.leaves());
     if outs.len() != touts.len() {

@@ -71,7 +71,10 @@ impl JvpTrace {
     /// `t` as a tracer of this trace: its primal and tangent (None when `t`
     /// is a constant to this trace).
     pub(crate) fn unpack(&self, t: &Tensor) -> (Tensor, Option<Tensor>) {
-        match t.tracer().and_then(|tr| tr.as_any().downcast_ref::<JvpTracer>()) {
+        match t
+            .tracer()
+            .and_then(|tr| tr.as_any().downcast_ref::<JvpTracer>())
+        {
             Some(tr) if Arc::ptr_eq(&tr.tag, &self.tag) => {
                 (tr.primal.clone(), Some(tr.tangent.clone()))
             }

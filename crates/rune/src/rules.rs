@@ -81,10 +81,7 @@ pub(crate) fn binary_partials(
         BinaryOp::Add => [Partial::One, Partial::One],
         BinaryOp::Sub => [Partial::One, Partial::MinusOne],
         BinaryOp::Mul => [by(y.clone()), by(x.clone())],
-        BinaryOp::Div => [
-            lazy(needs[0], || y.recip()),
-            lazy(needs[1], || -(out / y)),
-        ],
+        BinaryOp::Div => [lazy(needs[0], || y.recip()), lazy(needs[1], || -(out / y))],
         // x - trunc(x / y) * y
         BinaryOp::Rem => [Partial::One, lazy(needs[1], || -(x / y).trunc())],
         BinaryOp::Pow => [
@@ -99,17 +96,15 @@ pub(crate) fn binary_partials(
             }),
         ],
         // Ties split the derivative evenly, as JAX does.
-        BinaryOp::Max => extremum_partials(&x.greater(y), &x.equal(y), x),
-        BinaryOp::Min => extremum_partials(&x.less(y), &x.equal(y), x),
+        BinaryOp::Max => extremum_partials(&x.greater(y), &x.equal(y), x, needs),
+        BinaryOp::Min => extremum_partials(&x.less(y), &x.equal(y), x, needs),
         BinaryOp::Atan2 => {
             let denom = (x.square() + y.square()).recip();
             [by(y * &denom), by(-(x * &denom))]
         }
-        BinaryOp::And
-        | BinaryOp::Or
-        | BinaryOp::Xor
-        | BinaryOp::Shl
-        | BinaryOp::Shr => [Partial::Zero, Partial::Zero],
+        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Shl | BinaryOp::Shr => {
+            [Partial::Zero, Partial::Zero]
+        }
     };
     [
         if needs[0] { px } else { Partial::Zero },
@@ -126,11 +121,23 @@ fn lazy(needed: bool, f: impl FnOnce() -> Tensor) -> Partial {
 }
 
 /// Partials of max/min: 1 for the operand chosen, 1/2 each on ties.
-fn extremum_partials(first_wins: &Tensor, tie: &Tensor, like: &Tensor) -> [Partial; 2] {
+fn extremum_partials(
+    first_wins: &Tensor,
+    tie: &Tensor,
+    like: &Tensor,
+    needs: [bool; 2],
+) -> [Partial; 2] {
     let half = Tensor::where_(tie, &like.scalar_like(0.5), &like.scalar_like(0.0));
     let dx = Tensor::where_(first_wins, &like.scalar_like(1.0), &half);
-    let dy = like.scalar_like(1.0) - &dx;
-    [Partial::By(dx), Partial::By(dy)]
+    let dy = lazy(needs[1], || like.scalar_like(1.0) - &dx);
+    [
+        if needs[0] {
+            Partial::By(dx)
+        } else {
+            Partial::Zero
+        },
+        dy,
+    ]
 }
 
 /// Zeros of `like`'s shape and dtype.
@@ -273,7 +280,13 @@ pub(crate) fn cumprod_vjp(x: &Tensor, ct: &Tensor, axis: usize) -> Tensor {
 /// Running sum along `axis` from the end (the transpose of `cumsum`).
 pub(crate) fn reverse_cumsum(ct: &Tensor, axis: usize) -> Tensor {
     let flip = |t: &Tensor| bind(Prim::Flip { axes: vec![axis] }, &[t]);
-    flip(&bind(Prim::Cumulative { op: CumOp::Sum, axis }, &[&flip(ct)]))
+    flip(&bind(
+        Prim::Cumulative {
+            op: CumOp::Sum,
+            axis,
+        },
+        &[&flip(ct)],
+    ))
 }
 
 /// The transpose of `Slice { start, step }` taken from a tensor of `shape`:
@@ -314,7 +327,9 @@ pub(crate) fn dot_transpose_lhs(
     swap: bool,
 ) -> Tensor {
     let free = |nd: usize, a: &[usize], b: &[usize]| -> Vec<usize> {
-        (0..nd).filter(|i| !a.contains(i) && !b.contains(i)).collect()
+        (0..nd)
+            .filter(|i| !a.contains(i) && !b.contains(i))
+            .collect()
     };
     let x_kept = free(x_ndim, x_contract, x_batch);
     let y_kept = free(y.ndim(), y_contract, y_batch);

@@ -11,7 +11,7 @@ use crate::gradient_control::is_inactive;
 use crate::jvp::Tag;
 use crate::rules::{
     binary_partials, cumprod_vjp, dot_transpose_lhs, extremum_weights, inverse_perm, prod_others,
-    reverse_cumsum, sum_to_shape, unary_partial, unreduce, unslice, zeros_like,
+    reverse_cumsum, sum_to_shape, unary_partial, unreduce, unslice,
 };
 use nx::trace::Tracer;
 use nx::{bind, Aval, CumOp, Prim, ReduceOp, Tensor, Trace};
@@ -139,7 +139,10 @@ pub(crate) struct VjpTrace {
 impl VjpTrace {
     /// `t`'s value and tape variable (None when `t` is a constant here).
     pub(crate) fn unpack(&self, t: &Tensor) -> (Tensor, Option<usize>) {
-        match t.tracer().and_then(|tr| tr.as_any().downcast_ref::<VjpTracer>()) {
+        match t
+            .tracer()
+            .and_then(|tr| tr.as_any().downcast_ref::<VjpTracer>())
+        {
             Some(tr) if Arc::ptr_eq(&tr.tag, &self.tag) => (tr.value.clone(), Some(tr.var)),
             _ => (t.clone(), None),
         }
@@ -228,7 +231,7 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         Prim::Where => {
             let cond = xs[0].clone();
             Box::new(move |ct| {
-                let zero = zeros_like(ct);
+                let zero = ct.scalar_like(0.0).broadcast_to(ct.shape());
                 vec![
                     None,
                     Some(bind(Prim::Where, &[&cond, ct, &zero])),
@@ -314,12 +317,21 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
             let (idx, axis, dtype) = (xs[1].clone(), *axis, xs[0].dtype());
             Box::new(move |ct| {
                 let zeros = Tensor::zeros(&shape0, dtype);
-                vec![Some(bind(Prim::ScatterAdd { axis }, &[&zeros, &idx, ct])), None]
+                vec![
+                    Some(bind(Prim::ScatterAdd { axis }, &[&zeros, &idx, ct])),
+                    None,
+                ]
             })
         }
         Prim::ScatterAdd { axis } => {
             let (idx, axis) = (xs[1].clone(), *axis);
-            Box::new(move |ct| vec![Some(ct.clone()), None, Some(bind(Prim::Gather { axis }, &[ct, &idx]))])
+            Box::new(move |ct| {
+                vec![
+                    Some(ct.clone()),
+                    None,
+                    Some(bind(Prim::Gather { axis }, &[ct, &idx])),
+                ]
+            })
         }
         Prim::DotGeneral {
             lhs_batch,

@@ -33,7 +33,11 @@ fn grad_of_polynomials_and_transcendentals() {
     let x = t64(&[0.5, -1.5, 2.0], &[3]);
     let xs = x.to_vec::<f64>();
     let g = rune::grad(|x: &Tensor| (x.square() * x).sum_all(), &x);
-    close(&g.to_vec::<f64>(), &xs.iter().map(|v| 3.0 * v * v).collect::<Vec<_>>(), 1e-12);
+    close(
+        &g.to_vec::<f64>(),
+        &xs.iter().map(|v| 3.0 * v * v).collect::<Vec<_>>(),
+        1e-12,
+    );
     let g = rune::grad(|x: &Tensor| x.sin().exp().sum_all(), &x);
     let want: Vec<f64> = xs.iter().map(|v| v.cos() * v.sin().exp()).collect();
     close(&g.to_vec::<f64>(), &want, 1e-12);
@@ -74,10 +78,7 @@ fn leaves_that_do_not_reach_the_result_get_zeros_of_their_shape_and_dtype() {
 #[test]
 fn leaves_of_different_float_dtypes_keep_their_dtype() {
     let p = (Tensor::scalar(2.0f32), Tensor::scalar(3.0f64));
-    let g = rune::grad(
-        |(a, b): &(Tensor, Tensor)| a.cast(DType::F64) * b,
-        &p,
-    );
+    let g = rune::grad(|(a, b): &(Tensor, Tensor)| a.cast(DType::F64) * b, &p);
     assert_eq!(g.0.dtype(), DType::F32);
     assert_eq!(g.1.dtype(), DType::F64);
     assert_eq!(g.0.item::<f32>(), 3.0);
@@ -124,7 +125,10 @@ fn higher_derivatives() {
     let f = |x: &Tensor| x.square().square();
     let g2 = rune::grad(|x: &Tensor| rune::grad(f, x), &s64(1.5));
     assert!((g2.item::<f64>() - 12.0 * 2.25).abs() < 1e-12);
-    let g3 = rune::grad(|x: &Tensor| rune::grad(|x: &Tensor| rune::grad(f, x), x), &s64(1.5));
+    let g3 = rune::grad(
+        |x: &Tensor| rune::grad(|x: &Tensor| rune::grad(f, x), x),
+        &s64(1.5),
+    );
     assert!((g3.item::<f64>() - 36.0).abs() < 1e-12);
 }
 
@@ -140,7 +144,11 @@ fn jvp_of_grad_is_hvp_and_matches_closed_form() {
     let eps = 1e-6;
     let gp = rune::grad(f, &(&x + &(&v * eps))).to_vec::<f64>();
     let gm = rune::grad(f, &(&x - &(&v * eps))).to_vec::<f64>();
-    let fd: Vec<f64> = gp.iter().zip(&gm).map(|(p, m)| (p - m) / (2.0 * eps)).collect();
+    let fd: Vec<f64> = gp
+        .iter()
+        .zip(&gm)
+        .map(|(p, m)| (p - m) / (2.0 * eps))
+        .collect();
     close(&hv, &fd, 1e-6);
 }
 
@@ -148,7 +156,10 @@ fn jvp_of_grad_is_hvp_and_matches_closed_form() {
 fn grad_of_jvp_and_grad_of_value_and_grad() {
     // g(x) = jvp(sin, x, 1) = cos(x); d/dx = -sin(x)
     let x = s64(0.4);
-    let g = rune::grad(|x: &Tensor| rune::jvp(|x: &Tensor| x.sin(), x, &s64(1.0)).1, &x);
+    let g = rune::grad(
+        |x: &Tensor| rune::jvp(|x: &Tensor| x.sin(), x, &s64(1.0)).1,
+        &x,
+    );
     assert!((g.item::<f64>() + 0.4f64.sin()).abs() < 1e-12);
     // h(x) = value + grad of x^3 = x^3 + 3x^2; h' = 3x^2 + 6x
     let g = rune::grad(
@@ -200,7 +211,11 @@ fn jvp_structured_and_aux() {
     let ((y, dy), aux) = rune::jvp_aux(|x: &Tensor| (x.exp(), "aux"), &s64(0.0), &s64(2.0));
     assert_eq!((y.item::<f64>(), dy.item::<f64>(), aux), (1.0, 2.0, "aux"));
     // A result that does not depend on the input has a zero tangent.
-    let (_, dz) = rune::jvp(|_: &Tensor| Tensor::ones(&[2], DType::F64), &s64(1.0), &s64(1.0));
+    let (_, dz) = rune::jvp(
+        |_: &Tensor| Tensor::ones(&[2], DType::F64),
+        &s64(1.0),
+        &s64(1.0),
+    );
     assert_eq!(dz.to_vec::<f64>(), vec![0.0, 0.0]);
 }
 
@@ -237,7 +252,10 @@ fn detach_and_no_grad() {
     assert_eq!(g.item::<f64>(), 3.0);
     let (_, d) = rune::jvp(|x: &Tensor| x * rune::detach(x), &s64(3.0), &s64(1.0));
     assert_eq!(d.item::<f64>(), 3.0);
-    let g = rune::grad(|x: &Tensor| x.square() + rune::no_grad(|| x.square() * 5.0), &s64(2.0));
+    let g = rune::grad(
+        |x: &Tensor| x.square() + rune::no_grad(|| x.square() * 5.0),
+        &s64(2.0),
+    );
     assert_eq!(g.item::<f64>(), 4.0);
     // A transformation started inside no_grad works as usual.
     let g = rune::grad(
@@ -279,7 +297,13 @@ fn custom_vjp_replaces_the_inner_derivative() {
             p,
         )
     };
-    let g = rune::grad(|p: &(Tensor, Tensor)| { let (m, s) = h(p); m + s * 2.0 }, &p);
+    let g = rune::grad(
+        |p: &(Tensor, Tensor)| {
+            let (m, s) = h(p);
+            m + s * 2.0
+        },
+        &p,
+    );
     assert_eq!(g.0.item::<f64>(), 5.0 + 2.0);
     assert_eq!(g.1.item::<f64>(), 2.0 + 2.0);
 }
@@ -287,7 +311,11 @@ fn custom_vjp_replaces_the_inner_derivative() {
 #[test]
 fn custom_jvp_replaces_the_forward_rule() {
     let f = |x: &Tensor| {
-        rune::custom_jvp(|x: &Tensor| x.exp(), |x: &Tensor, t: &Tensor| (x.exp(), t * 7.0), x)
+        rune::custom_jvp(
+            |x: &Tensor| x.exp(),
+            |x: &Tensor, t: &Tensor| (x.exp(), t * 7.0),
+            x,
+        )
     };
     let (y, d) = rune::jvp(f, &s64(0.0), &s64(2.0));
     assert_eq!(y.item::<f64>(), 1.0);
@@ -305,8 +333,15 @@ fn remat_gives_identical_gradients() {
     let xc = x.clone();
     let remated = rune::grad(
         |w: &Tensor| {
-            let h = rune::remat(|(h, w): &(Tensor, Tensor)| h.matmul(w).tanh(), &(xc.clone(), w.clone()));
-            rune::remat(|(h, w): &(Tensor, Tensor)| h.matmul(w).tanh(), &(h, w.clone())).sum_all()
+            let h = rune::remat(
+                |(h, w): &(Tensor, Tensor)| h.matmul(w).tanh(),
+                &(xc.clone(), w.clone()),
+            );
+            rune::remat(
+                |(h, w): &(Tensor, Tensor)| h.matmul(w).tanh(),
+                &(h, w.clone()),
+            )
+            .sum_all()
         },
         &w,
     );
@@ -326,13 +361,25 @@ fn check_grads_accepts_right_and_rejects_wrong_gradients() {
     let x = t64(&[0.3, -0.7, 1.1], &[3]);
     assert!(rune::check_grads(|x: &Tensor| (x.exp() * x.cos()).sum_all(), &x).is_ok());
     let wrong = |x: &Tensor| {
-        rune::custom_vjp(|x: &Tensor| (x.square().sum_all(), x.clone()), |x: &Tensor, ct: &Tensor| x * ct * 3.0, x)
+        rune::custom_vjp(
+            |x: &Tensor| (x.square().sum_all(), x.clone()),
+            |x: &Tensor, ct: &Tensor| x * ct * 3.0,
+            x,
+        )
     };
     let err = rune::check_grads(wrong, &x).unwrap_err();
     assert!(err.contains("check_grads"), "{err}");
     let opts = rune::CheckGradsOpts::default();
     assert_eq!((opts.tol, opts.eps), (1e-2, 1e-4));
-    assert!(rune::check_grads_with(|x: &Tensor| x.sin().sum_all(), &x, rune::CheckGradsOpts { tol: 1e-6, eps: 1e-5 }).is_ok());
+    assert!(rune::check_grads_with(
+        |x: &Tensor| x.sin().sum_all(),
+        &x,
+        rune::CheckGradsOpts {
+            tol: 1e-6,
+            eps: 1e-5
+        }
+    )
+    .is_ok());
 }
 
 #[test]
@@ -344,7 +391,10 @@ fn integer_and_bool_inputs_of_differentiable_ops() {
     assert_eq!(g.to_vec::<f64>(), vec![1.0, 0.0, 2.0]);
     // where with a bool condition.
     let c = Tensor::from_slice(&[true, false, true], &[3]);
-    let g = rune::grad(|x: &Tensor| Tensor::where_(&c, &x.square(), &(x * 10.0)).sum_all(), &x);
+    let g = rune::grad(
+        |x: &Tensor| Tensor::where_(&c, &x.square(), &(x * 10.0)).sum_all(),
+        &x,
+    );
     assert_eq!(g.to_vec::<f64>(), vec![2.0, 10.0, 6.0]);
     // vjp and jvp give zeros / ignore integer leaves.
     let p = (x.clone(), Tensor::from_slice(&[1i32], &[1]));
@@ -360,7 +410,10 @@ fn max_splits_ties_and_reductions_route_to_extremes() {
     assert_eq!(g.to_vec::<f64>(), vec![0.0, 0.5, 0.5, 0.0]);
     let g = rune::grad(|x: &Tensor| x.maximum(&x.full_like(2.0)).sum_all(), &x);
     assert_eq!(g.to_vec::<f64>(), vec![0.0, 1.0, 1.0, 0.5]);
-    let g = rune::grad(|x: &Tensor| x.prod(&[0], false), &t64(&[2.0, 0.0, 3.0], &[3]));
+    let g = rune::grad(
+        |x: &Tensor| x.prod(&[0], false),
+        &t64(&[2.0, 0.0, 3.0], &[3]),
+    );
     assert_eq!(g.to_vec::<f64>(), vec![0.0, 6.0, 0.0]);
 }
 
@@ -368,7 +421,8 @@ fn max_splits_ties_and_reductions_route_to_extremes() {
 // Errors
 
 fn panic_message(f: impl FnOnce()) -> String {
-    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
+    let err =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
     err.downcast_ref::<String>()
         .cloned()
         .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
@@ -378,7 +432,10 @@ fn panic_message(f: impl FnOnce()) -> String {
 #[test]
 fn grad_refuses_integer_leaves_and_non_scalar_objectives() {
     let m = panic_message(|| {
-        rune::grad(|x: &Tensor| x.cast(DType::F32).sum_all(), &Tensor::from_slice(&[1i32], &[1]));
+        rune::grad(
+            |x: &Tensor| x.cast(DType::F32).sum_all(),
+            &Tensor::from_slice(&[1i32], &[1]),
+        );
     });
     assert!(m.contains("grad") && m.contains("i32"), "{m}");
     let m = panic_message(|| {
@@ -388,7 +445,10 @@ fn grad_refuses_integer_leaves_and_non_scalar_objectives() {
     let m = panic_message(|| {
         rune::grad(|x: &Tensor| x * 2.0, &t64(&[1.0, 2.0], &[2]));
     });
-    assert!(m.contains("grad") && m.contains("scalar") && m.contains("[2]"), "{m}");
+    assert!(
+        m.contains("grad") && m.contains("scalar") && m.contains("[2]"),
+        "{m}"
+    );
     let m = panic_message(|| {
         rune::value_and_grad(|x: &Tensor| x * 2.0, &t64(&[1.0, 2.0], &[2]));
     });
@@ -404,7 +464,10 @@ fn cotangent_and_tangent_shape_mismatches_panic() {
     let m = panic_message(|| {
         rune::vjp(|x: &Tensor| x.sin(), &x, &t64(&[1.0, 2.0, 3.0], &[3]));
     });
-    assert!(m.contains("vjp") && m.contains("[3]") && m.contains("[2]"), "{m}");
+    assert!(
+        m.contains("vjp") && m.contains("[3]") && m.contains("[2]"),
+        "{m}"
+    );
     let m = panic_message(|| {
         let (_, pb) = rune::vjp_fun(|x: &Tensor| x.sin(), &x);
         pb.call(&s64(1.0));
@@ -413,30 +476,55 @@ fn cotangent_and_tangent_shape_mismatches_panic() {
     let m = panic_message(|| {
         rune::jvp(|x: &Tensor| x.sin(), &x, &s64(1.0));
     });
-    assert!(m.contains("jvp") && m.contains("tangent") && m.contains("[2]"), "{m}");
+    assert!(
+        m.contains("jvp") && m.contains("tangent") && m.contains("[2]"),
+        "{m}"
+    );
 }
 
 #[test]
 fn custom_rules_refuse_the_other_mode() {
     let m = panic_message(|| {
         rune::jvp(
-            |x: &Tensor| rune::custom_vjp(|x: &Tensor| (x.sin(), ()), |_: &(), c: &Tensor| c.clone(), x),
+            |x: &Tensor| {
+                rune::custom_vjp(
+                    |x: &Tensor| (x.sin(), ()),
+                    |_: &(), c: &Tensor| c.clone(),
+                    x,
+                )
+            },
             &s64(1.0),
             &s64(1.0),
         );
     });
-    assert!(m.contains("custom_vjp") && m.contains("forward mode"), "{m}");
+    assert!(
+        m.contains("custom_vjp") && m.contains("forward mode"),
+        "{m}"
+    );
     let m = panic_message(|| {
-        rune::jvp(|x: &Tensor| rune::remat(|x: &Tensor| x.sin(), x), &s64(1.0), &s64(1.0));
+        rune::jvp(
+            |x: &Tensor| rune::remat(|x: &Tensor| x.sin(), x),
+            &s64(1.0),
+            &s64(1.0),
+        );
     });
     assert!(m.contains("remat") && m.contains("forward mode"), "{m}");
     let m = panic_message(|| {
         rune::grad(
-            |x: &Tensor| rune::custom_jvp(|x: &Tensor| x.sin(), |x: &Tensor, t: &Tensor| (x.sin(), t.clone()), x),
+            |x: &Tensor| {
+                rune::custom_jvp(
+                    |x: &Tensor| x.sin(),
+                    |x: &Tensor, t: &Tensor| (x.sin(), t.clone()),
+                    x,
+                )
+            },
             &s64(1.0),
         );
     });
-    assert!(m.contains("custom_jvp") && m.contains("reverse mode"), "{m}");
+    assert!(
+        m.contains("custom_jvp") && m.contains("reverse mode"),
+        "{m}"
+    );
 }
 
 #[test]

@@ -29,7 +29,9 @@ fn differentiable(case: &OpCase) -> Option<Vec<usize>> {
         .iter()
         .all(|&i| case.inputs[i].to_vec::<f64>().iter().all(|v| v.is_finite()));
     let outs = (case.run)(&case.inputs);
-    let float_out = outs.iter().any(|o| o.dtype() == DType::F64 && o.numel() > 0);
+    let float_out = outs
+        .iter()
+        .any(|o| o.dtype() == DType::F64 && o.numel() > 0);
     let finite_out = outs
         .iter()
         .filter(|o| o.dtype() == DType::F64)
@@ -88,17 +90,23 @@ fn at_a_kink(case: &OpCase) -> bool {
             let mut s = x.clone();
             s.sort_by(|a, b| a.partial_cmp(b).unwrap());
             s.windows(2).any(|w| near(w[0], w[1]))
-        }) || (xs.len() >= 2 && xs[0].len() == xs[1].len() && xs[0].iter().zip(&xs[1]).any(|(a, b)| near(*a, *b)))
+        }) || (xs.len() >= 2
+            && xs[0].len() == xs[1].len()
+            && xs[0].iter().zip(&xs[1]).any(|(a, b)| near(*a, *b)))
     };
     match op {
         "abs" | "relu" | "sign" => any(&|v| near(v, 0.0)),
         "floor" | "ceil" | "round" | "trunc" | "rem" | "op %" => {
             any(&|v| (v - v.round()).abs() < 1e-3 || (v - v.round()).abs() > 0.499)
         }
-        "maximum" | "minimum" | "max" | "min" | "clamp" | "argmax" | "argmin" => has_ties() || op == "clamp",
+        "maximum" | "minimum" | "max" | "min" | "clamp" | "argmax" | "argmin" => {
+            has_ties() || op == "clamp"
+        }
         "sqrt" | "rsqrt" | "log" | "log2" | "pow" => any(&|v| v <= 1e-3),
         // The standard deviation of one element is sqrt(0).
-        "std" => (case.run)(&case.inputs).iter().any(|o| o.to_vec::<f64>().contains(&0.0)),
+        "std" => (case.run)(&case.inputs)
+            .iter()
+            .any(|o| o.to_vec::<f64>().contains(&0.0)),
         _ => false,
     }
 }
@@ -108,14 +116,19 @@ fn reverse_mode_matches_central_differences() {
     let mut checked = 0;
     let mut failures = vec![];
     for case in all_cases() {
-        let Some(idx) = differentiable(&case) else { continue };
+        let Some(idx) = differentiable(&case) else {
+            continue;
+        };
         if at_a_kink(&case) {
             continue;
         }
         let xs: Vec<Tensor> = idx.iter().map(|&i| case.inputs[i].clone()).collect();
         let ws = weights(&(case.run)(&case.inputs), 7);
         let f = |xs: &Vec<Tensor>| objective(&with_floats(&case, &idx, xs), &ws);
-        let opts = rune::CheckGradsOpts { tol: 1e-5, eps: 1e-6 };
+        let opts = rune::CheckGradsOpts {
+            tol: 1e-5,
+            eps: 1e-6,
+        };
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             rune::check_grads_with(f, &xs, opts)
         }));
@@ -129,7 +142,12 @@ fn reverse_mode_matches_central_differences() {
             )),
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     println!("{checked} cases checked against central differences");
     assert!(checked > 150, "only {checked} cases checked");
 }
@@ -147,12 +165,19 @@ fn forward_and_reverse_mode_agree() {
     let mut checked = 0;
     let mut failures = vec![];
     for case in all_cases() {
-        let Some(idx) = differentiable(&case) else { continue };
+        let Some(idx) = differentiable(&case) else {
+            continue;
+        };
         let xs: Vec<Tensor> = idx.iter().map(|&i| case.inputs[i].clone()).collect();
         let ts: Vec<Tensor> = xs
             .iter()
             .enumerate()
-            .map(|(k, x)| Tensor::from_vec(pseudo_random(100 + k as u64, x.numel(), -1.0, 1.0), x.shape()))
+            .map(|(k, x)| {
+                Tensor::from_vec(
+                    pseudo_random(100 + k as u64, x.numel(), -1.0, 1.0),
+                    x.shape(),
+                )
+            })
             .collect();
         let f = |xs: &Vec<Tensor>| with_floats(&case, &idx, xs);
         let outs = f(&xs);
@@ -161,7 +186,10 @@ fn forward_and_reverse_mode_agree() {
             .enumerate()
             .map(|(k, o)| {
                 if o.dtype() == DType::F64 {
-                    Tensor::from_vec(pseudo_random(200 + k as u64, o.numel(), -1.0, 1.0), o.shape())
+                    Tensor::from_vec(
+                        pseudo_random(200 + k as u64, o.numel(), -1.0, 1.0),
+                        o.shape(),
+                    )
                 } else {
                     Tensor::zeros(o.shape(), o.dtype())
                 }
@@ -175,7 +203,10 @@ fn forward_and_reverse_mode_agree() {
         match result {
             Ok((a, b)) => {
                 if (a - b).abs() > 1e-9 * (1.0 + a.abs().max(b.abs())) {
-                    failures.push(format!("{}: <vjp(ct), t> = {a} but <ct, jvp(t)> = {b}", case.name));
+                    failures.push(format!(
+                        "{}: <vjp(ct), t> = {a} but <ct, jvp(t)> = {b}",
+                        case.name
+                    ));
                 } else {
                     checked += 1;
                 }
@@ -187,7 +218,12 @@ fn forward_and_reverse_mode_agree() {
             )),
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     println!("{checked} cases: forward and reverse mode agree");
     assert!(checked > 150, "only {checked} cases checked");
 }
@@ -198,8 +234,11 @@ fn second_derivatives_against_closed_forms() {
     let x = Tensor::from_slice(&xs, &[3]);
     let second = |f: &dyn Fn(&Tensor) -> Tensor| {
         // The diagonal of the Hessian of sum(f(x)) (f elementwise): grad of sum(grad).
-        rune::grad(|x: &Tensor| rune::grad(|x: &Tensor| f(x).sum_all(), x).sum_all(), &x)
-            .to_vec::<f64>()
+        rune::grad(
+            |x: &Tensor| rune::grad(|x: &Tensor| f(x).sum_all(), x).sum_all(),
+            &x,
+        )
+        .to_vec::<f64>()
     };
     let cases: Vec<(&str, Box<dyn Fn(&Tensor) -> Tensor>, fn(f64) -> f64)> = vec![
         ("sin", Box::new(|x| x.sin()), |v| -v.sin()),
@@ -213,7 +252,9 @@ fn second_derivatives_against_closed_forms() {
             s * (1.0 - s) * (1.0 - 2.0 * s)
         }),
         ("cube", Box::new(|x| x.square() * x), |v| 6.0 * v),
-        ("atan", Box::new(|x| x.atan()), |v| -2.0 * v / (1.0 + v * v).powi(2)),
+        ("atan", Box::new(|x| x.atan()), |v| {
+            -2.0 * v / (1.0 + v * v).powi(2)
+        }),
         ("erf", Box::new(|x| x.erf()), |v| {
             -4.0 * v / std::f64::consts::PI.sqrt() * (-v * v).exp()
         }),
@@ -221,7 +262,11 @@ fn second_derivatives_against_closed_forms() {
     for (name, f, d2) in cases {
         let got = second(&*f);
         for (g, v) in got.iter().zip(xs) {
-            assert!((g - d2(v)).abs() < 1e-10, "{name}'' at {v}: {g} vs {}", d2(v));
+            assert!(
+                (g - d2(v)).abs() < 1e-10,
+                "{name}'' at {v}: {g} vs {}",
+                d2(v)
+            );
         }
     }
     // Mixed second derivative of a product through a reduction and a matmul:
@@ -229,7 +274,11 @@ fn second_derivatives_against_closed_forms() {
     // product of x^T M x, which is (M + M^T) v.
     let m = Tensor::from_slice(&[1.0f64, 2.0, -1.0, 0.5], &[2, 2]);
     let v = Tensor::from_slice(&[1.0f64, -2.0], &[2]);
-    let hv = rune::hvp(|x: &Tensor| x.dot(&m.matmul(x)), &Tensor::from_slice(&[0.3f64, 0.9], &[2]), &v);
+    let hv = rune::hvp(
+        |x: &Tensor| x.dot(&m.matmul(x)),
+        &Tensor::from_slice(&[0.3f64, 0.9], &[2]),
+        &v,
+    );
     let want = (&m + &m.transpose()).matmul(&v);
     assert_eq!(hv.to_vec::<f64>(), want.to_vec::<f64>());
 }

@@ -54,6 +54,57 @@ fn fill_chunks<U: Send>(out: &mut [U], body: impl Fn(usize, &mut [U]) + Sync + S
     }
 }
 
+/// Runs `body(offsets, out_part)` over `walk`'s rows, where `offsets` are
+/// each operand's element offset of `out_part[0]` (parts follow rows, and
+/// long rows are split); in parallel blocks when the output is large. The
+/// body is a `dyn` so that rayon's scaffolding is compiled once per output
+/// type, not once per operation.
+fn walk_rows<U: Send, const K: usize>(
+    walk: &Walk<K>,
+    out: &mut [U],
+    body: &(dyn Fn([isize; K], &mut [U]) + Sync),
+) {
+    let (len, rows) = (walk.row_len(), walk.rows());
+    if len == 0 || rows == 0 {
+        return;
+    }
+    if out.len() < PAR_MIN {
+        walk.for_rows(0, rows, |r, offs| {
+            body(offs, &mut out[r * len..(r + 1) * len])
+        });
+    } else if len >= PAR_CHUNK {
+        let strides = walk.row_strides();
+        let mut starts = Vec::with_capacity(rows);
+        walk.for_rows(0, rows, |_, offs| starts.push(offs));
+        out.par_chunks_mut(len)
+            .zip(starts.par_iter())
+            .for_each(|(row, offs)| {
+                row.par_chunks_mut(PAR_CHUNK)
+                    .enumerate()
+                    .for_each(|(s, part)| {
+                        let first = (s * PAR_CHUNK) as isize;
+                        body(std::array::from_fn(|k| offs[k] + first * strides[k]), part);
+                    })
+            });
+    } else {
+        let per = PAR_CHUNK / len;
+        out.par_chunks_mut(per * len)
+            .enumerate()
+            .for_each(|(c, block)| {
+                let r0 = c * per;
+                walk.for_rows(r0, (r0 + per).min(rows), |r, offs| {
+                    body(offs, &mut block[(r - r0) * len..(r - r0 + 1) * len])
+                });
+            });
+    }
+}
+
+/// The `n` elements from `off` (a unit-stride run of an operand).
+#[inline(always)]
+fn run<T>(data: &[T], off: isize, n: usize) -> &[T] {
+    &data[off as usize..off as usize + n]
+}
+
 /// `out[i] = f(x[i])`, into a fresh contiguous tensor.
 pub(crate) fn map1<T: Element, U: Element>(x: &Value, f: impl Fn(T) -> U + Sync + Send) -> Tensor {
     let shape = &x.layout.shape;
@@ -71,10 +122,9 @@ pub(crate) fn map1<T: Element, U: Element>(x: &Value, f: impl Fn(T) -> U + Sync 
             });
         } else {
             let walk = Walk::new(shape, [&x.layout.strides], [x.layout.offset]);
-            let len = walk.row_len();
             let [s] = walk.row_strides();
-            walk.for_rows(0, walk.rows(), |r, [off]| {
-                let o = &mut o[r * len..(r + 1) * len];
+            let data: &[T] = &data;
+            walk_rows(&walk, o, &|[off], o| {
                 for (i, o) in o.iter_mut().enumerate() {
                     *o = f(data[(off + i as isize * s) as usize]);
                 }
@@ -128,13 +178,38 @@ pub(crate) fn map2<A: Element, B: Element, U: Element>(
                     [&a.layout.strides, &b.layout.strides],
                     [a.layout.offset, b.layout.offset],
                 );
-                let len = walk.row_len();
                 let [sa, sb] = walk.row_strides();
-                walk.for_rows(0, walk.rows(), |r, [oa, ob]| {
-                    let o = &mut o[r * len..(r + 1) * len];
-                    for (i, o) in o.iter_mut().enumerate() {
-                        let i = i as isize;
-                        *o = f(da[(oa + i * sa) as usize], db[(ob + i * sb) as usize]);
+                let (da, db): (&[A], &[B]) = (&da, &db);
+                walk_rows(&walk, o, &|[oa, ob], o| {
+                    let n = o.len();
+                    match (sa, sb) {
+                        // Unit-stride runs (a row broadcast such as a bias)
+                        // get the vectorizable loops of the contiguous case.
+                        (1, 1) => {
+                            for ((o, &u), &v) in
+                                o.iter_mut().zip(run(da, oa, n)).zip(run(db, ob, n))
+                            {
+                                *o = f(u, v);
+                            }
+                        }
+                        (1, 0) => {
+                            let v = db[ob as usize];
+                            for (o, &u) in o.iter_mut().zip(run(da, oa, n)) {
+                                *o = f(u, v);
+                            }
+                        }
+                        (0, 1) => {
+                            let u = da[oa as usize];
+                            for (o, &v) in o.iter_mut().zip(run(db, ob, n)) {
+                                *o = f(u, v);
+                            }
+                        }
+                        _ => {
+                            for (i, o) in o.iter_mut().enumerate() {
+                                let i = i as isize;
+                                *o = f(da[(oa + i * sa) as usize], db[(ob + i * sb) as usize]);
+                            }
+                        }
                     }
                 });
             }
@@ -165,17 +240,27 @@ pub(crate) fn map3<A: Element, B: Element, C: Element, U: Element>(
             [&a.layout.strides, &b.layout.strides, &c.layout.strides],
             [a.layout.offset, b.layout.offset, c.layout.offset],
         );
-        let len = walk.row_len();
         let [sa, sb, sc] = walk.row_strides();
-        walk.for_rows(0, walk.rows(), |r, [oa, ob, oc]| {
-            let o = &mut o[r * len..(r + 1) * len];
-            for (i, o) in o.iter_mut().enumerate() {
-                let i = i as isize;
-                *o = f(
-                    da[(oa + i * sa) as usize],
-                    db[(ob + i * sb) as usize],
-                    dc[(oc + i * sc) as usize],
-                );
+        let (da, db, dc): (&[A], &[B], &[C]) = (&da, &db, &dc);
+        walk_rows(&walk, o, &|[oa, ob, oc], o| {
+            let n = o.len();
+            if (sa, sb, sc) == (1, 1, 1) {
+                let abc = run(da, oa, n)
+                    .iter()
+                    .zip(run(db, ob, n))
+                    .zip(run(dc, oc, n));
+                for (o, ((&x, &y), &z)) in o.iter_mut().zip(abc) {
+                    *o = f(x, y, z);
+                }
+            } else {
+                for (i, o) in o.iter_mut().enumerate() {
+                    let i = i as isize;
+                    *o = f(
+                        da[(oa + i * sa) as usize],
+                        db[(ob + i * sb) as usize],
+                        dc[(oc + i * sc) as usize],
+                    );
+                }
             }
         });
     }
