@@ -229,13 +229,13 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
             Box::new(move |ct| vec![px.apply(ct), py.apply(ct)])
         }
         Prim::Where => {
-            let cond = xs[0].clone();
+            let (cond, on_true, on_false) = (xs[0].clone(), needs[1], needs[2]);
             Box::new(move |ct| {
                 let zero = ct.scalar_like(0.0).broadcast_to(ct.shape());
                 vec![
                     None,
-                    Some(bind(Prim::Where, &[&cond, ct, &zero])),
-                    Some(bind(Prim::Where, &[&cond, &zero, ct])),
+                    on_true.then(|| bind(Prim::Where, &[&cond, ct, &zero])),
+                    on_false.then(|| bind(Prim::Where, &[&cond, &zero, ct])),
                 ]
             })
         }

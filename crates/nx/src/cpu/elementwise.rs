@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 /// Below this many elements a kernel runs on the calling thread: splitting
 /// costs a few microseconds, more than small operations take.
-pub(crate) const PAR_MIN: usize = 1 << 16;
+pub(crate) const PAR_MIN: usize = 1 << 18;
 /// Elements per parallel task.
 const PAR_CHUNK: usize = 1 << 15;
 
@@ -250,6 +250,19 @@ pub(crate) fn map3<A: Element, B: Element, C: Element, U: Element>(
                     .zip(run(db, ob, n))
                     .zip(run(dc, oc, n));
                 for (o, ((&x, &y), &z)) in o.iter_mut().zip(abc) {
+                    *o = f(x, y, z);
+                }
+            } else if (sa, sb, sc) == (1, 0, 1) {
+                // where(c, constant, x), as relu binds it
+                let y = db[ob as usize];
+                let xz = run(da, oa, n).iter().zip(run(dc, oc, n));
+                for (o, (&x, &z)) in o.iter_mut().zip(xz) {
+                    *o = f(x, y, z);
+                }
+            } else if (sa, sb, sc) == (1, 1, 0) {
+                let z = dc[oc as usize];
+                let xy = run(da, oa, n).iter().zip(run(db, ob, n));
+                for (o, (&x, &y)) in o.iter_mut().zip(xy) {
                     *o = f(x, y, z);
                 }
             } else {

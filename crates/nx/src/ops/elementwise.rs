@@ -158,10 +158,13 @@ impl Tensor {
             .minimum(&self.scalar_like(hi))
     }
 
-    /// `max(x, 0)`.
+    /// `max(x, 0)`; NaN stays NaN. Written as `where(x <= 0, 0, x)` so that
+    /// its derivative is a selection (0 at 0, as in JAX and PyTorch) rather
+    /// than `maximum`'s tie-splitting one.
     pub fn relu(&self) -> Tensor {
         require_numeric("relu", self);
-        self.maximum(&self.scalar_like(0.0))
+        let zero = self.scalar_like(0.0);
+        Tensor::where_(&self.less_equal(&zero), &zero, self)
     }
 
     /// GELU with the tanh approximation (JAX's default `approximate=True`):
@@ -178,7 +181,9 @@ impl Tensor {
     /// `log(1 + exp(x))`, computed without overflow.
     pub fn softplus(&self) -> Tensor {
         require_float("softplus", self);
-        self.relu() + self.abs().neg().exp().log1p()
+        // maximum (not relu): its derivative splits the tie at 0, which with
+        // abs's zero derivative there sums to the true 1/2.
+        self.maximum(&self.scalar_like(0.0)) + self.abs().neg().exp().log1p()
     }
 
     /// `x * sigmoid(x)`.
