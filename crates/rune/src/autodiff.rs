@@ -3,26 +3,12 @@
 //! `jvp_aux`, `hvp`. Each runs the function once under a jvp or vjp trace
 //! (`jvp.rs`, `vjp.rs`) on the parameter tree's leaves.
 
-use crate::jvp::{JvpTrace, Tag};
+use crate::jvp::{JvpTrace, Scope, Tag};
 use crate::vjp::{Tape, VjpTrace};
-use nx::trace::{push_trace, TraceGuard};
+use nx::trace::push_trace;
 use nx::{Aval, Ptree, Tensor};
 use std::marker::PhantomData;
 use std::rc::Rc;
-use std::sync::Arc;
-
-/// An active trace: popped, and its tracers marked escaped, when dropped
-/// (also when the traced function panics).
-struct Scope {
-    tag: Arc<Tag>,
-    _guard: TraceGuard,
-}
-
-impl Drop for Scope {
-    fn drop(&mut self) {
-        self.tag.end();
-    }
-}
 
 /// A function recorded on a tape: what a backward pass needs.
 struct Recorded {

@@ -36,6 +36,19 @@ impl Tag {
     }
 }
 
+/// An active trace: popped, and its tracers marked escaped, when dropped
+/// (also when the traced function panics).
+pub(crate) struct Scope {
+    pub tag: Arc<Tag>,
+    pub _guard: nx::trace::TraceGuard,
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        self.tag.end();
+    }
+}
+
 pub(crate) struct JvpTracer {
     pub primal: Tensor,
     pub tangent: Tensor,

@@ -4,10 +4,12 @@
 //! Differentiation: [`grad`], [`value_and_grad`], [`value_and_grad_aux`],
 //! [`vjp`], [`vjp_fun`], [`jvp`], [`jvp_aux`], [`hvp`], custom rules
 //! ([`custom_vjp`], [`custom_jvp`]), [`remat`], [`check_grads`], and
-//! gradient control ([`detach`], [`no_grad`]).
+//! gradient control ([`detach`], [`no_grad`]). Vectorization: [`vmap`],
+//! [`vmap_with`], and the Jacobians built on it ([`jacfwd`], [`jacrev`],
+//! [`hessian`]).
 //!
 //! Each transformation is a trace (`nx::Trace`) in a file of its own
-//! (`jvp.rs`, `vjp.rs`) with one rule per primitive; the functions users
+//! (`jvp.rs`, `vjp.rs`, `batch.rs`) with one rule per primitive; the functions users
 //! call live in `autodiff.rs`, `custom.rs`, `check_grads.rs` and
 //! `gradient_control.rs`.
 //!
@@ -22,12 +24,15 @@
 pub use nx;
 
 mod autodiff;
+mod batch;
 mod check_grads;
 mod custom;
 mod gradient_control;
+mod jacobian;
 mod jvp;
 mod rules;
 mod vjp;
+mod vmap;
 
 pub use autodiff::{
     grad, hvp, jvp, jvp_aux, value_and_grad, value_and_grad_aux, vjp, vjp_fun, Pullback,
@@ -35,6 +40,8 @@ pub use autodiff::{
 pub use check_grads::{check_grads, check_grads_with, CheckGradsOpts};
 pub use custom::{custom_jvp, custom_vjp, remat};
 pub use gradient_control::{detach, no_grad};
+pub use jacobian::{hessian, jacfwd, jacrev};
+pub use vmap::{vmap, vmap_with, VmapOpts};
 
 /// `use rune::prelude::*;` brings tensors, dtypes and parameter trees into scope.
 pub mod prelude {

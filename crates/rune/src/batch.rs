@@ -1,0 +1,268 @@
+//! Vectorization: the batch trace behind `vmap`. A tracer holds a value
+//! whose batch axis is physically at 0; it reports the unbatched shape, so
+//! the mapped function sees exactly what it would see on one example. Values
+//! that do not depend on the mapped inputs are never tracers: work on them is
+//! done once, unbatched.
+//!
+//! Each primitive's batching rule is then a shift of its axis parameters by
+//! one, after broadcasting unbatched operands along the batch axis where the
+//! primitive needs all its operands batched alike.
+
+use crate::jvp::Tag;
+use nx::trace::Tracer;
+use nx::{bind, Aval, Prim, Tensor, Trace};
+use std::any::Any;
+use std::sync::Arc;
+
+pub(crate) struct BatchTracer {
+    /// The batched value, batch axis first.
+    pub value: Tensor,
+    /// What the mapped function sees: the value without its batch axis.
+    aval: Aval,
+    level: usize,
+    tag: Arc<Tag>,
+}
+
+impl Tracer for BatchTracer {
+    fn aval(&self) -> &Aval {
+        &self.aval
+    }
+    fn level(&self) -> usize {
+        self.level
+    }
+    fn read(&self) -> Tensor {
+        panic!(
+            "vmap: cannot read the value of a batched tensor (shape {:?} per example) inside \
+             the mapped function: its lanes differ (item, to_vec, a data-dependent branch)",
+            self.aval.shape
+        )
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+pub(crate) struct BatchTrace {
+    pub level: usize,
+    pub tag: Arc<Tag>,
+    /// The size of the mapped axis.
+    pub size: usize,
+}
+
+impl BatchTrace {
+    /// `t`'s value and whether it is batched here (batch axis at 0).
+    pub(crate) fn unpack(&self, t: &Tensor) -> (Tensor, bool) {
+        match t.tracer().and_then(|tr| tr.as_any().downcast_ref::<BatchTracer>()) {
+            Some(tr) if Arc::ptr_eq(&tr.tag, &self.tag) => (tr.value.clone(), true),
+            _ => (t.clone(), false),
+        }
+    }
+
+    /// A tracer for `value`, whose axis 0 is the batch axis.
+    pub(crate) fn pack(&self, value: Tensor) -> Tensor {
+        let aval = Aval::new(&value.shape()[1..], value.dtype());
+        Tensor::from_tracer(BatchTracer {
+            value,
+            aval,
+            level: self.level,
+            tag: self.tag.clone(),
+        })
+    }
+
+    /// `value` with a batch axis at 0: itself when batched, else broadcast
+    /// (a view) along a new leading axis.
+    pub(crate) fn lift(&self, value: &Tensor, batched: bool) -> Tensor {
+        if batched {
+            value.clone()
+        } else {
+            let mut shape = vec![self.size];
+            shape.extend_from_slice(value.shape());
+            value.broadcast_to(&shape)
+        }
+    }
+}
+
+impl Trace for BatchTrace {
+    fn process(&self, prim: Prim, inputs: &[&Tensor]) -> Tensor {
+        let (values, batched): (Vec<Tensor>, Vec<bool>) =
+            inputs.iter().map(|t| self.unpack(t)).unzip();
+        if !batched.iter().any(|&b| b) {
+            let refs: Vec<&Tensor> = values.iter().collect();
+            return bind(prim, &refs);
+        }
+        self.pack(self.rule(&prim, &values, &batched))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// `axes` shifted past the batch axis.
+fn shift(axes: &[usize]) -> Vec<usize> {
+    axes.iter().map(|a| a + 1).collect()
+}
+
+/// `rest` with `first` in front.
+fn prepend<T: Clone>(first: T, rest: &[T]) -> Vec<T> {
+    let mut v = Vec::with_capacity(rest.len() + 1);
+    v.push(first);
+    v.extend_from_slice(rest);
+    v
+}
+
+impl BatchTrace {
+    /// The batching rule of `prim`: its result on the batched operands, with
+    /// the batch axis at 0.
+    fn rule(&self, prim: &Prim, xs: &[Tensor], batched: &[bool]) -> Tensor {
+        let lifted = || -> Vec<Tensor> {
+            xs.iter()
+                .zip(batched)
+                .map(|(x, &b)| self.lift(x, b))
+                .collect()
+        };
+        let apply = |p: Prim, args: &[Tensor]| {
+            let refs: Vec<&Tensor> = args.iter().collect();
+            bind(p, &refs)
+        };
+        match prim {
+            Prim::Full { .. } | Prim::Iota { .. } => {
+                unreachable!("{} has no inputs, so no batched input", prim.name())
+            }
+            // Elementwise on one operand: the batch axis is just another axis.
+            Prim::Unary(_) | Prim::Cast(_) | Prim::Copy | Prim::StopGradient => {
+                apply(prim.clone(), &xs[..1])
+            }
+            // Elementwise on operands of one shape: batch them alike.
+            Prim::Binary(_) | Prim::Compare(_) | Prim::Where => apply(prim.clone(), &lifted()),
+            Prim::Reduce { op, axes } => apply(
+                Prim::Reduce {
+                    op: *op,
+                    axes: shift(axes),
+                },
+                &xs[..1],
+            ),
+            Prim::ArgReduce { op, axis } => apply(
+                Prim::ArgReduce {
+                    op: *op,
+                    axis: axis + 1,
+                },
+                &xs[..1],
+            ),
+            Prim::Cumulative { op, axis } => apply(
+                Prim::Cumulative {
+                    op: *op,
+                    axis: axis + 1,
+                },
+                &xs[..1],
+            ),
+            Prim::Reshape { shape } => apply(
+                Prim::Reshape {
+                    shape: prepend(self.size, shape),
+                },
+                &xs[..1],
+            ),
+            Prim::Broadcast { shape } => {
+                // Align the example's axes on the right of the target shape
+                // first, keeping the batch axis in front.
+                let x = &xs[0];
+                let mut aligned = vec![self.size];
+                aligned.extend(std::iter::repeat_n(1, shape.len() + 1 - x.ndim()));
+                aligned.extend_from_slice(&x.shape()[1..]);
+                let x = apply(Prim::Reshape { shape: aligned }, &xs[..1]);
+                apply(
+                    Prim::Broadcast {
+                        shape: prepend(self.size, shape),
+                    },
+                    &[x],
+                )
+            }
+            Prim::Permute { perm } => {
+                let mut p = vec![0];
+                p.extend(perm.iter().map(|a| a + 1));
+                apply(Prim::Permute { perm: p }, &xs[..1])
+            }
+            Prim::Slice { start, end, step } => apply(
+                Prim::Slice {
+                    start: prepend(0, start),
+                    end: prepend(self.size, end),
+                    step: prepend(1, step),
+                },
+                &xs[..1],
+            ),
+            Prim::Flip { axes } => apply(Prim::Flip { axes: shift(axes) }, &xs[..1]),
+            Prim::Pad { lo, hi, value } => apply(
+                Prim::Pad {
+                    lo: prepend(0, lo),
+                    hi: prepend(0, hi),
+                    value: *value,
+                },
+                &xs[..1],
+            ),
+            Prim::Concat { axis } => apply(Prim::Concat { axis: axis + 1 }, &lifted()),
+            Prim::Gather { axis } => apply(Prim::Gather { axis: axis + 1 }, &lifted()),
+            Prim::ScatterAdd { axis } => apply(Prim::ScatterAdd { axis: axis + 1 }, &lifted()),
+            Prim::DotGeneral {
+                lhs_batch,
+                rhs_batch,
+                lhs_contract,
+                rhs_contract,
+            } => self.dot_general(xs, batched, lhs_batch, rhs_batch, lhs_contract, rhs_contract),
+            Prim::Assign => {
+                if !batched[0] {
+                    panic!(
+                        "assign: cannot write a batched value (one per lane of vmap) into a \
+                         tensor that is not batched; build a new tensor instead"
+                    );
+                }
+                apply(Prim::Assign, &lifted())
+            }
+        }
+    }
+
+    /// `dot_general` with the batch axis a batch dimension of the product
+    /// when both operands are batched, else a free dimension of the batched
+    /// operand, moved to the front of the result.
+    fn dot_general(
+        &self,
+        xs: &[Tensor],
+        batched: &[bool],
+        lb: &[usize],
+        rb: &[usize],
+        lc: &[usize],
+        rc: &[usize],
+    ) -> Tensor {
+        let (l, r) = (&xs[0], &xs[1]);
+        let lift = |axes: &[usize], b: bool| if b { shift(axes) } else { axes.to_vec() };
+        let (lb2, lc2) = (lift(lb, batched[0]), lift(lc, batched[0]));
+        let (rb2, rc2) = (lift(rb, batched[1]), lift(rc, batched[1]));
+        if batched[0] && batched[1] {
+            let p = Prim::DotGeneral {
+                lhs_batch: prepend(0, &lb2),
+                rhs_batch: prepend(0, &rb2),
+                lhs_contract: lc2,
+                rhs_contract: rc2,
+            };
+            return bind(p, &[l, r]);
+        }
+        let p = Prim::DotGeneral {
+            lhs_batch: lb2,
+            rhs_batch: rb2,
+            lhs_contract: lc2,
+            rhs_contract: rc2,
+        };
+        let out = bind(p, &[l, r]);
+        // The batch axis is the first free axis of its operand: it follows
+        // the product's batch dimensions, and for the rhs, the lhs's free ones.
+        let at = if batched[0] {
+            lb.len()
+        } else {
+            lb.len() + (l.ndim() - lb.len() - lc.len())
+        };
+        if at == 0 {
+            out
+        } else {
+            out.moveaxis(at as isize, 0)
+        }
+    }
+}
