@@ -52,7 +52,10 @@ pub(crate) struct BatchTrace {
 impl BatchTrace {
     /// `t`'s value and whether it is batched here (batch axis at 0).
     pub(crate) fn unpack(&self, t: &Tensor) -> (Tensor, bool) {
-        match t.tracer().and_then(|tr| tr.as_any().downcast_ref::<BatchTracer>()) {
+        match t
+            .tracer()
+            .and_then(|tr| tr.as_any().downcast_ref::<BatchTracer>())
+        {
             Some(tr) if Arc::ptr_eq(&tr.tag, &self.tag) => (tr.value.clone(), true),
             _ => (t.clone(), false),
         }
@@ -207,7 +210,14 @@ impl BatchTrace {
                 rhs_batch,
                 lhs_contract,
                 rhs_contract,
-            } => self.dot_general(xs, batched, lhs_batch, rhs_batch, lhs_contract, rhs_contract),
+            } => self.dot_general(
+                xs,
+                batched,
+                lhs_batch,
+                rhs_batch,
+                lhs_contract,
+                rhs_contract,
+            ),
             Prim::Assign => {
                 if !batched[0] {
                     panic!(

@@ -6,6 +6,7 @@
 //! trace uses the user's rule and runs the function's own operations on the
 //! values below it, so enclosing transformations still see them.
 
+use crate::batch::BatchTrace;
 use crate::gradient_control::is_inactive;
 use crate::jvp::JvpTrace;
 use crate::vjp::{Rule, VjpTrace};
@@ -25,6 +26,39 @@ fn owning_trace(leaves: &[Tensor]) -> Option<Rc<dyn Trace>> {
         .filter(|&level| level < ceiling)
         .max()
         .map(trace_at)
+}
+
+/// Under `vmap` with a differentiation trace below it, a custom rule must
+/// stay visible to that trace: the call is made once per lane on the lanes'
+/// values (below the batch trace) and the results are stacked back. Returns
+/// None (run the function batched, as usual) when no input is traced below
+/// the batch trace.
+fn per_lane<P: Ptree, Q: Ptree>(bt: &BatchTrace, params: &P, call: impl Fn(&P) -> Q) -> Option<Q> {
+    let (values, batched): (Vec<Tensor>, Vec<bool>) =
+        params.leaves().iter().map(|t| bt.unpack(t)).unzip();
+    if bt.size == 0 || !values.iter().any(Tensor::is_traced) {
+        return None;
+    }
+    with_ceiling(bt.level, || {
+        let lanes: Vec<Q> = (0..bt.size)
+            .map(|i| {
+                let lane: Vec<Tensor> = values
+                    .iter()
+                    .zip(&batched)
+                    .map(|(v, &b)| if b { v.get(i) } else { v.clone() })
+                    .collect();
+                call(&params.with_leaves(&lane))
+            })
+            .collect();
+        let per_lane: Vec<Vec<Tensor>> = lanes.iter().map(Ptree::leaves).collect();
+        let stacked: Vec<Tensor> = (0..per_lane[0].len())
+            .map(|j| {
+                let parts: Vec<Tensor> = per_lane.iter().map(|l| l[j].clone()).collect();
+                bt.pack(Tensor::stack(&parts, 0))
+            })
+            .collect();
+        Some(lanes[0].with_leaves(&stacked))
+    })
 }
 
 /// `fwd(params).0`, differentiated in reverse mode with `bwd`: under the
@@ -55,21 +89,23 @@ pub fn custom_vjp<P, Q, R>(
     params: &P,
 ) -> Q
 where
-    P: Ptree,
+    P: Ptree + 'static,
     Q: Ptree + 'static,
     R: 'static,
 {
-    custom_vjp_named("custom_vjp", fwd, bwd, params)
+    custom_vjp_dyn("custom_vjp", &fwd, Rc::new(bwd), params)
 }
 
-fn custom_vjp_named<P, Q, R>(
+type Bwd<P, Q, R> = Rc<dyn Fn(&R, &Q) -> P>;
+
+fn custom_vjp_dyn<P, Q, R>(
     func: &'static str,
-    fwd: impl Fn(&P) -> (Q, R),
-    bwd: impl Fn(&R, &Q) -> P + 'static,
+    fwd: &dyn Fn(&P) -> (Q, R),
+    bwd: Bwd<P, Q, R>,
     params: &P,
 ) -> Q
 where
-    P: Ptree,
+    P: Ptree + 'static,
     Q: Ptree + 'static,
     R: 'static,
 {
@@ -83,6 +119,12 @@ where
                 "{func}: differentiated in forward mode (jvp, hvp, jacfwd); \
                  define a custom_jvp rule for that"
             );
+        }
+    }
+    if let Some(bt) = trace.as_any().downcast_ref::<BatchTrace>() {
+        let lane = |p: &P| custom_vjp_dyn(func, fwd, bwd.clone(), p);
+        if let Some(out) = per_lane(bt, params, lane) {
+            return out;
         }
     }
     let Some(vt) = trace.as_any().downcast_ref::<VjpTrace>() else {
@@ -172,6 +214,14 @@ pub fn custom_jvp<P: Ptree, Q: Ptree>(
     jvp_rule: impl Fn(&P, &P) -> (Q, Q),
     params: &P,
 ) -> Q {
+    custom_jvp_dyn(&f, &jvp_rule, params)
+}
+
+fn custom_jvp_dyn<P: Ptree, Q: Ptree>(
+    f: &dyn Fn(&P) -> Q,
+    jvp_rule: &dyn Fn(&P, &P) -> (Q, Q),
+    params: &P,
+) -> Q {
     let leaves = params.leaves();
     let Some(trace) = owning_trace(&leaves) else {
         return f(params);
@@ -182,6 +232,11 @@ pub fn custom_jvp<P: Ptree, Q: Ptree>(
                 "custom_jvp: differentiated in reverse mode (grad, vjp); \
                  define a custom_vjp rule for that"
             );
+        }
+    }
+    if let Some(bt) = trace.as_any().downcast_ref::<BatchTrace>() {
+        if let Some(out) = per_lane(bt, params, |p: &P| custom_jvp_dyn(f, jvp_rule, p)) {
+            return out;
         }
     }
     let Some(jt) = trace.as_any().downcast_ref::<JvpTrace>() else {
@@ -252,10 +307,10 @@ where
 {
     let f = Rc::new(f);
     let recompute = f.clone();
-    custom_vjp_named(
+    custom_vjp_dyn(
         "remat",
-        |p: &P| (f(p), p.map_leaves(&mut |t| t.clone())),
-        move |p: &P, ct: &Q| crate::vjp(|q: &P| recompute(q), p, ct).1,
+        &|p: &P| (f(p), p.map_leaves(&mut |t| t.clone())),
+        Rc::new(move |p: &P, ct: &Q| crate::vjp(|q: &P| recompute(q), p, ct).1),
         params,
     )
 }

@@ -48,7 +48,10 @@ pub fn jacfwd(f: impl Fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
 /// ```
 pub fn jacrev(f: impl Fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
     let (y, pullback) = vjp_fun(f, x);
-    let rows = vmap(|ct: &Tensor| pullback.call(ct), &basis(y.shape(), y.dtype()));
+    let rows = vmap(
+        |ct: &Tensor| pullback.call(ct),
+        &basis(y.shape(), y.dtype()),
+    );
     let mut shape = y.shape().to_vec();
     shape.extend_from_slice(x.shape());
     rows.reshape(&shape)

@@ -18,7 +18,8 @@ fn close(a: &Tensor, b: &Tensor, tol: f64) {
 }
 
 fn panic_message(f: impl FnOnce()) -> String {
-    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
+    let err =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
     err.downcast_ref::<String>()
         .cloned()
         .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
@@ -54,9 +55,19 @@ fn in_axes_out_axis_and_constants() {
         },
     );
     assert_eq!(out.shape(), &[2, 3]);
-    assert_eq!(out.to_vec::<f64>(), vec![11.0, 12.0, 13.0, 24.0, 25.0, 26.0]);
+    assert_eq!(
+        out.to_vec::<f64>(),
+        vec![11.0, 12.0, 13.0, 24.0, 25.0, 26.0]
+    );
     // out_axis -1 puts the batch axis last.
-    let out = rune::vmap_with(|a: &Tensor| a * 2.0, &a, VmapOpts { in_axes: None, out_axis: -1 });
+    let out = rune::vmap_with(
+        |a: &Tensor| a * 2.0,
+        &a,
+        VmapOpts {
+            in_axes: None,
+            out_axis: -1,
+        },
+    );
     assert_eq!(out.shape(), &[3, 2]);
     close(&out, &(&a * 2.0).transpose(), 0.0);
 }
@@ -81,7 +92,13 @@ fn structured_inputs_and_outputs() {
         a: t64(&[1.0, 2.0], &[2]),
         b: t64(&[3.0, 4.0, 5.0, 6.0], &[2, 2]),
     };
-    let out: Pair = rune::vmap(|p: &Pair| Pair { a: &p.a * &p.b.sum_all(), b: p.b.flip(&[0]) }, &p);
+    let out: Pair = rune::vmap(
+        |p: &Pair| Pair {
+            a: &p.a * &p.b.sum_all(),
+            b: p.b.flip(&[0]),
+        },
+        &p,
+    );
     assert_eq!(out.a.to_vec::<f64>(), vec![7.0, 22.0]);
     assert_eq!(out.b.to_vec::<f64>(), vec![4.0, 3.0, 6.0, 5.0]);
 }
@@ -104,21 +121,48 @@ fn errors_name_the_problem() {
     let pair = (a.clone(), b.clone());
     let f = |(a, b): &(Tensor, Tensor)| a.sum_all() + b.sum_all();
     let m = panic_message(|| {
-        rune::vmap_with(f, &pair, VmapOpts { in_axes: Some(vec![Some(0)]), out_axis: 0 });
+        rune::vmap_with(
+            f,
+            &pair,
+            VmapOpts {
+                in_axes: Some(vec![Some(0)]),
+                out_axis: 0,
+            },
+        );
     });
-    assert!(m.contains("vmap") && m.contains("1 entries") && m.contains("2 leaves"), "{m}");
+    assert!(
+        m.contains("vmap") && m.contains("1 entries") && m.contains("2 leaves"),
+        "{m}"
+    );
     let m = panic_message(|| {
-        rune::vmap_with(f, &pair, VmapOpts { in_axes: Some(vec![None, None]), out_axis: 0 });
+        rune::vmap_with(
+            f,
+            &pair,
+            VmapOpts {
+                in_axes: Some(vec![None, None]),
+                out_axis: 0,
+            },
+        );
     });
     assert!(m.contains("maps no leaf"), "{m}");
     let m = panic_message(|| {
-        rune::vmap_with(f, &pair, VmapOpts { in_axes: Some(vec![Some(1), None]), out_axis: 0 });
+        rune::vmap_with(
+            f,
+            &pair,
+            VmapOpts {
+                in_axes: Some(vec![Some(1), None]),
+                out_axis: 0,
+            },
+        );
     });
     assert!(m.contains("out of bounds") && m.contains("[3]"), "{m}");
     let m = panic_message(|| {
         rune::vmap(f, &pair);
     });
-    assert!(m.contains("disagree") && m.contains('3') && m.contains('2'), "{m}");
+    assert!(
+        m.contains("disagree") && m.contains('3') && m.contains('2'),
+        "{m}"
+    );
     let m = panic_message(|| {
         rune::vmap(|x: &Tensor| x * 2.0, &Tensor::scalar(1.0f64));
     });
@@ -139,11 +183,19 @@ fn loss(w: &Tensor, x: &Tensor) -> Tensor {
 #[test]
 fn vmap_of_grad_gives_per_example_gradients() {
     let w = t64(&[0.5, -0.2, 0.3, 0.8, -0.1, 0.4], &[3, 2]);
-    let xs = t64(&[1.0, 2.0, -1.0, 0.5, 0.0, 1.5, -2.0, 1.0, 0.3, 0.7, 0.2, -0.4], &[4, 3]);
+    let xs = t64(
+        &[
+            1.0, 2.0, -1.0, 0.5, 0.0, 1.5, -2.0, 1.0, 0.3, 0.7, 0.2, -0.4,
+        ],
+        &[4, 3],
+    );
     let per = rune::vmap_with(
         |(w, x): &(Tensor, Tensor)| rune::grad(|w: &Tensor| loss(w, x), w),
         &(w.clone(), xs.clone()),
-        VmapOpts { in_axes: Some(vec![None, Some(0)]), out_axis: 0 },
+        VmapOpts {
+            in_axes: Some(vec![None, Some(0)]),
+            out_axis: 0,
+        },
     );
     assert_eq!(per.shape(), &[4, 3, 2]);
     for i in 0..4 {
@@ -160,22 +212,36 @@ fn grad_of_vmap_and_jvp_of_vmap() {
         rune::vmap_with(
             |(w, x): &(Tensor, Tensor)| loss(w, x),
             &(w.clone(), xs.clone()),
-            VmapOpts { in_axes: Some(vec![None, Some(0)]), out_axis: 0 },
+            VmapOpts {
+                in_axes: Some(vec![None, Some(0)]),
+                out_axis: 0,
+            },
         )
         .sum_all()
     };
     let looped = |w: &Tensor| loss(w, &xs.get(0)) + loss(w, &xs.get(1));
     close(&rune::grad(batched, &w), &rune::grad(looped, &w), 1e-12);
     let v = t64(&[1.0, 0.0, -1.0, 2.0, 0.5, 0.5], &[3, 2]);
-    close(&rune::jvp(batched, &w, &v).1, &rune::jvp(looped, &w, &v).1, 1e-12);
+    close(
+        &rune::jvp(batched, &w, &v).1,
+        &rune::jvp(looped, &w, &v).1,
+        1e-12,
+    );
     // vmap of jvp: per-example directional derivatives.
     let d = rune::vmap_with(
         |(w, x): &(Tensor, Tensor)| rune::jvp(|w: &Tensor| loss(w, x), w, &v).1,
         &(w.clone(), xs.clone()),
-        VmapOpts { in_axes: Some(vec![None, Some(0)]), out_axis: 0 },
+        VmapOpts {
+            in_axes: Some(vec![None, Some(0)]),
+            out_axis: 0,
+        },
     );
     for i in 0..2 {
-        close(&d.get(i), &rune::jvp(|w: &Tensor| loss(w, &xs.get(i)), &w, &v).1, 1e-12);
+        close(
+            &d.get(i),
+            &rune::jvp(|w: &Tensor| loss(w, &xs.get(i)), &w, &v).1,
+            1e-12,
+        );
     }
 }
 
@@ -188,11 +254,17 @@ fn nested_vmap_is_an_outer_product_of_maps() {
             rune::vmap_with(
                 |(a, b): &(Tensor, Tensor)| a * b,
                 &(a.clone(), b.clone()),
-                VmapOpts { in_axes: Some(vec![None, Some(0)]), out_axis: 0 },
+                VmapOpts {
+                    in_axes: Some(vec![None, Some(0)]),
+                    out_axis: 0,
+                },
             )
         },
         &(a.clone(), b.clone()),
-        VmapOpts { in_axes: Some(vec![Some(0), None]), out_axis: 0 },
+        VmapOpts {
+            in_axes: Some(vec![Some(0), None]),
+            out_axis: 0,
+        },
     );
     close(&out, &a.outer(&b), 0.0);
 }
@@ -211,17 +283,56 @@ fn vmap_of_a_pullback_transforms_the_backward_pass() {
 #[test]
 fn custom_rules_and_remat_under_vmap() {
     let xs = t64(&[0.1, 0.2, 0.3], &[3]);
-    let f = |x: &Tensor| rune::custom_vjp(|x: &Tensor| (x.sin(), x.clone()), |x: &Tensor, ct: &Tensor| ct * x.cos(), x);
+    let f = |x: &Tensor| {
+        rune::custom_vjp(
+            |x: &Tensor| (x.sin(), x.clone()),
+            |x: &Tensor, ct: &Tensor| ct * x.cos(),
+            x,
+        )
+    };
     close(&rune::vmap(f, &xs), &xs.sin(), 0.0);
-    let g = |x: &Tensor| rune::custom_jvp(|x: &Tensor| x.exp(), |x: &Tensor, t: &Tensor| (x.exp(), x.exp() * t), x);
+    let g = |x: &Tensor| {
+        rune::custom_jvp(
+            |x: &Tensor| x.exp(),
+            |x: &Tensor, t: &Tensor| (x.exp(), x.exp() * t),
+            x,
+        )
+    };
     close(&rune::vmap(g, &xs), &xs.exp(), 0.0);
     let r = rune::vmap(|x: &Tensor| rune::remat(|x: &Tensor| x.tanh(), x), &xs);
     close(&r, &xs.tanh(), 0.0);
     // grad of vmap of a custom-rule function: one contribution per lane.
     let gx = rune::grad(|xs: &Tensor| rune::vmap(f, xs).sum_all(), &xs);
     close(&gx, &xs.cos(), 1e-15);
+    // The custom rule (not fwd's own derivative) is what an enclosing
+    // differentiation sees through vmap, once per lane.
+    let h = |x: &Tensor| {
+        rune::custom_vjp(
+            |x: &Tensor| (x.sin(), ()),
+            |_: &(), ct: &Tensor| ct * 100.0,
+            x,
+        )
+    };
+    let gh = rune::grad(|xs: &Tensor| rune::vmap(h, xs).sum_all(), &xs);
+    assert_eq!(gh.to_vec::<f64>(), vec![100.0; 3]);
+    let k = |x: &Tensor| {
+        rune::custom_jvp(
+            |x: &Tensor| x.exp(),
+            |x: &Tensor, t: &Tensor| (x.exp(), t * 7.0),
+            x,
+        )
+    };
+    let (_, dk) = rune::jvp(
+        |xs: &Tensor| rune::vmap(k, xs),
+        &xs,
+        &Tensor::ones(&[3], DType::F64),
+    );
+    assert_eq!(dk.to_vec::<f64>(), vec![7.0; 3]);
     // vmap of grad through remat.
-    let gr = rune::vmap(|x: &Tensor| rune::grad(|x: &Tensor| rune::remat(|x: &Tensor| x.tanh(), x), x), &xs);
+    let gr = rune::vmap(
+        |x: &Tensor| rune::grad(|x: &Tensor| rune::remat(|x: &Tensor| x.tanh(), x), x),
+        &xs,
+    );
     close(&gr, &(xs.tanh().square().neg() + 1.0), 1e-15);
 }
 
@@ -258,7 +369,10 @@ fn jacobians_match_closed_forms_and_call_f_once() {
     assert_eq!(j.shape(), &[2, 2, 3]);
     let j = rune::jacfwd(|m: &Tensor| m.sum(&[1], false), &m);
     assert_eq!(j.shape(), &[2, 2, 3]);
-    assert_eq!(j.to_vec::<f64>(), vec![1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    assert_eq!(
+        j.to_vec::<f64>(),
+        vec![1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    );
     // Hessian of sum(tanh(A x)^2) against finite differences of the gradient.
     let a = t64(&[0.3, -0.2, 0.5, 0.1, 0.4, -0.6, 0.2, 0.7, -0.1], &[3, 3]);
     let x3 = t64(&[0.1, -0.3, 0.8], &[3]);
@@ -285,5 +399,8 @@ fn jacobians_match_closed_forms_and_call_f_once() {
     }
     // Symmetric.
     close(&h, &h.transpose(), 1e-12);
-    assert_eq!(rune::hessian(|v: &Tensor| v.sin().sum_all(), &t64(&[1.0, 2.0], &[2])).dtype(), DType::F64);
+    assert_eq!(
+        rune::hessian(|v: &Tensor| v.sin().sum_all(), &t64(&[1.0, 2.0], &[2])).dtype(),
+        DType::F64
+    );
 }

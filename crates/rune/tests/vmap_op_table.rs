@@ -38,7 +38,10 @@ fn same(a: &Tensor, b: &Tensor) -> Result<(), String> {
             DType::F32 => 1e-5,
             _ => 1e-12,
         };
-        let (x, y) = (a.cast(DType::F64).to_vec::<f64>(), b.cast(DType::F64).to_vec::<f64>());
+        let (x, y) = (
+            a.cast(DType::F64).to_vec::<f64>(),
+            b.cast(DType::F64).to_vec::<f64>(),
+        );
         for (u, v) in x.iter().zip(&y) {
             let ok = (u.is_nan() && v.is_nan()) || u == v || (u - v).abs() <= tol * (1.0 + v.abs());
             if !ok {
@@ -88,7 +91,10 @@ fn check(case: &OpCase, axes: &[Option<usize>]) -> Result<(), String> {
         },
     );
     for (j, g) in got.iter().enumerate() {
-        let want = Tensor::stack(&expected.iter().map(|e| e[j].clone()).collect::<Vec<_>>(), 0);
+        let want = Tensor::stack(
+            &expected.iter().map(|e| e[j].clone()).collect::<Vec<_>>(),
+            0,
+        );
         same(g, &want).map_err(|e| format!("output {j}: {e}"))?;
     }
     Ok(())
@@ -105,7 +111,10 @@ fn every_operation_under_vmap_equals_the_loop() {
         let n = case.inputs.len();
         let modes: Vec<(&str, Vec<Option<usize>>)> = vec![
             ("axis 0", vec![Some(0); n]),
-            ("last axis", case.inputs.iter().map(|x| Some(x.ndim())).collect()),
+            (
+                "last axis",
+                case.inputs.iter().map(|x| Some(x.ndim())).collect(),
+            ),
             (
                 "first input only",
                 (0..n).map(|i| (i == 0).then_some(0)).collect(),
@@ -132,7 +141,11 @@ fn every_operation_under_vmap_equals_the_loop() {
         failures.is_empty(),
         "{} failures (first 40):\n{}",
         failures.len(),
-        shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
+        shown
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     println!("{checked} (case, mode) pairs checked");
     assert!(checked > 3000);
