@@ -6,7 +6,8 @@
 //! ([`custom_vjp`], [`custom_jvp`]), [`remat`], [`check_grads`], and
 //! gradient control ([`detach`], [`no_grad`]). Vectorization: [`vmap`],
 //! [`vmap_with`], and the Jacobians built on it ([`jacfwd`], [`jacrev`],
-//! [`hessian`]).
+//! [`hessian`]). Control flow: [`scan`], [`cond`], [`while_loop`].
+//! Logging: [`with_debug`], [`with_debug_to`].
 //!
 //! Each transformation is a trace (`nx::Trace`) in a file of its own
 //! (`jvp.rs`, `vjp.rs`, `batch.rs`) with one rule per primitive; the functions users
@@ -26,7 +27,9 @@ pub use nx;
 mod autodiff;
 mod batch;
 mod check_grads;
+mod control;
 mod custom;
+mod debug;
 mod gradient_control;
 mod jacobian;
 mod jvp;
@@ -38,7 +41,9 @@ pub use autodiff::{
     grad, hvp, jvp, jvp_aux, value_and_grad, value_and_grad_aux, vjp, vjp_fun, Pullback,
 };
 pub use check_grads::{check_grads, check_grads_with, CheckGradsOpts};
+pub use control::{cond, scan, while_loop};
 pub use custom::{custom_jvp, custom_vjp, remat};
+pub use debug::{with_debug, with_debug_to};
 pub use gradient_control::{detach, no_grad};
 pub use jacobian::{hessian, jacfwd, jacrev};
 pub use vmap::{vmap, vmap_with, VmapOpts};

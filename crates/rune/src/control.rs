@@ -1,0 +1,135 @@
+//! Control flow: `scan`, `cond`, `while_loop`. Loops run step by step on
+//! the host (so every transformation sees every step); predicates are read,
+//! which concretizes them: under `vmap`, a predicate that depends on the
+//! mapped inputs cannot be read (its lanes could disagree).
+
+use crate::batch::BatchTracer;
+use nx::{DType, Ptree, Tensor};
+
+/// Folds `f` over slices of `xs` along axis 0: `f(&carry, &x_i)` returns the
+/// next carry and a per-step output. Returns the final carry and the
+/// outputs stacked along a new axis 0 (every leaf of `Y`; `Y = ()` gives
+/// `()`). Every leaf of `xs` is sliced; their lengths must agree.
+/// Differentiating traces every step.
+///
+/// Panics if a leaf of `xs` is a scalar, or `xs` is empty along axis 0.
+///
+/// ```
+/// use rune::prelude::*;
+/// let xs = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]);
+/// let (total, running) = rune::scan(|c: &Tensor, x: &Tensor| (c + x, c + x), &Tensor::scalar(0.0f32), &xs);
+/// assert_eq!(total.item::<f32>(), 6.0);
+/// assert_eq!(running.to_vec::<f32>(), vec![1.0, 3.0, 6.0]);
+/// ```
+pub fn scan<C: Ptree, X: Ptree, Y: Ptree>(
+    f: impl Fn(&C, &X) -> (C, Y),
+    init: &C,
+    xs: &X,
+) -> (C, Y) {
+    let leaves = xs.leaves();
+    if leaves.is_empty() {
+        panic!("scan: xs has no tensor leaves to slice along axis 0");
+    }
+    let mut len = None;
+    for (i, leaf) in leaves.iter().enumerate() {
+        if leaf.ndim() == 0 {
+            panic!("scan: xs leaf {i} is a scalar (shape []); scan slices axis 0");
+        }
+        let n = leaf.shape()[0];
+        match len {
+            None => len = Some(n),
+            Some(m) if m != n => panic!(
+                "scan: the leaves of xs disagree on their length along axis 0: {m} and {n} (leaf {i})"
+            ),
+            _ => {}
+        }
+    }
+    let len = len.unwrap_or(0);
+    if len == 0 {
+        panic!("scan: xs is empty along axis 0 (length 0); there is no step to run");
+    }
+    let mut carry = init.map_leaves(&mut |t| t.clone());
+    let mut outputs: Vec<Vec<Tensor>> = Vec::new();
+    let mut template: Option<Y> = None;
+    for i in 0..len {
+        let x = xs.with_leaves(&leaves.iter().map(|l| l.get(i)).collect::<Vec<_>>());
+        let (next, y) = f(&carry, &x);
+        carry = next;
+        let ys = y.leaves();
+        if outputs.is_empty() {
+            outputs = vec![Vec::with_capacity(len); ys.len()];
+        }
+        if ys.len() != outputs.len() {
+            panic!(
+                "scan: step {i} returned {} output leaves, the first step {}",
+                ys.len(),
+                outputs.len()
+            );
+        }
+        for (acc, y) in outputs.iter_mut().zip(ys) {
+            acc.push(y);
+        }
+        template.get_or_insert(y);
+    }
+    let stacked: Vec<Tensor> = outputs.iter().map(|ys| Tensor::stack(ys, 0)).collect();
+    let ys = template.expect("at least one step").with_leaves(&stacked);
+    (carry, ys)
+}
+
+/// Reads a scalar boolean predicate, refusing one that differs across the
+/// lanes of an enclosing `vmap`.
+fn read_predicate(func: &str, pred: &Tensor) -> bool {
+    if pred.dtype() != DType::Bool || pred.numel() != 1 {
+        panic!(
+            "{func}: the predicate must be a scalar bool tensor, got {:?} {}",
+            pred.shape(),
+            pred.dtype()
+        );
+    }
+    if pred
+        .tracer()
+        .is_some_and(|t| t.as_any().downcast_ref::<BatchTracer>().is_some())
+    {
+        panic!(
+            "{func}: the predicate depends on the mapped inputs of vmap, so its lanes could \
+             disagree; compute both branches and select with where_ instead"
+        );
+    }
+    pred.item::<bool>()
+}
+
+/// Runs `then_` if the scalar `Bool` predicate holds, else `else_`. Reading
+/// the predicate concretizes it: inside `vmap`, a predicate that depends on
+/// the mapped inputs panics.
+///
+/// ```
+/// use rune::prelude::*;
+/// let x = Tensor::scalar(3.0f32);
+/// let y = rune::cond(&x.greater(&x.scalar_like(0.0)), || x.sqrt(), || x.neg());
+/// assert_eq!(y.item::<f32>(), 3.0f32.sqrt());
+/// ```
+pub fn cond<T>(pred: &Tensor, then_: impl FnOnce() -> T, else_: impl FnOnce() -> T) -> T {
+    if read_predicate("cond", pred) {
+        then_()
+    } else {
+        else_()
+    }
+}
+
+/// Iterates `body` on the carry while `cond(&carry)` (a scalar `Bool`
+/// tensor) holds. Reading the predicate concretizes it, as in [`cond`].
+/// Differentiating traces every iteration taken.
+///
+/// ```
+/// use rune::prelude::*;
+/// let x = Tensor::from_slice(&[1.0f32, 0.5], &[2]);
+/// let y = rune::while_loop(|c: &Tensor| c.sum_all().less(&Tensor::scalar(10.0f32)), |c: &Tensor| c * 2.0, &x);
+/// assert_eq!(y.to_vec::<f32>(), vec![8.0, 4.0]);
+/// ```
+pub fn while_loop<C: Ptree>(cond: impl Fn(&C) -> Tensor, body: impl Fn(&C) -> C, init: &C) -> C {
+    let mut carry = init.map_leaves(&mut |t| t.clone());
+    while read_predicate("while_loop", &cond(&carry)) {
+        carry = body(&carry);
+    }
+    carry
+}
