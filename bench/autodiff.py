@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""Side-by-side autodiff benchmark (issue 3): rune (eager) vs JAX on this
-machine, in one run; writes the "Autodiff" section of BENCHMARKS.md.
+"""Side-by-side autodiff benchmark (issues 3 and 4): rune (eager) vs JAX on
+this machine, in one run; writes the "Autodiff" section of BENCHMARKS.md.
 
 Workloads (definitions as in the anchors' README, shared/bench/anchors):
   W4  value_and_grad + SGD step, MLP 784-512-512-10 relu, batch 128, f32   10/200   ms
       ours eager vs JAX op by op (no jit) and jax.jit
+  W5  per-example gradients, MLP 64-128-10 relu, batch 256, f32            10/300   ms
+      ours eager vmap(grad) (and a loop of 256 single-example grads, 3/30)
+      vs jax.vmap(jax.grad(loss_single), in_axes=(None, 0, 0)) eager and jitted
   W6  Hessian-vector product (jvp of grad) of sum(tanh(A x)^2), A 200x200  10/1000  ms
+      and the full Hessian [200, 200] (hessian = jacfwd of grad)          10/300   ms
+      ours eager vs JAX eager and jax.jit
+  W10 jacfwd and jacrev of f(x) = sin(x) * sum(x), x f32[500]             10/500   ms
       ours eager vs JAX eager and jax.jit
   C1  chain of 100 small elementwise ops on [64] f32: forward vs grad       200/2000 us
       (the tape's overhead: grad time / forward time; JAX eager for context)
@@ -15,6 +21,7 @@ Workloads (definitions as in the anchors' README, shared/bench/anchors):
 Run from the repository root (builds the Rust bench first):
   python3 bench/autodiff.py --python /work/.venv-bench/bin/python
 The JAX side needs numpy and jax in --python (see bench/compare.py for setup).
+--only W5,W10 runs a subset and prints the section without writing BENCHMARKS.md.
 """
 import argparse
 import json
@@ -51,11 +58,14 @@ def emit(wid, framework, variant, unit, fn, warmup, repeats):
                           min=mn * scale, median=md * scale)), flush=True)
 
 
-def child_jax():
+def child_jax(only):
     import numpy as np
     import jax
     import jax.numpy as jnp
     print("INFO " + json.dumps(dict(jax=jax.__version__)), flush=True)
+
+    def want(wid):
+        return not only or wid in only
 
     # W4 (jax_bench.py's make_w4_step, with and without jit)
     rng = np.random.default_rng(0)
@@ -78,11 +88,12 @@ def child_jax():
         return loss, jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
 
     bur = jax.block_until_ready
-    with jax.disable_jit():
-        emit("W4", "jax eager", "value_and_grad + SGD, op by op (disable_jit)", "ms",
-             lambda: bur(step(params, x, y)), 10, 200)
-    jstep = jax.jit(step)
-    emit("W4", "jax.jit", "jit(value_and_grad + SGD)", "ms", lambda: bur(jstep(params, x, y)), 10, 200)
+    if want("W4"):
+        with jax.disable_jit():
+            emit("W4", "jax eager", "value_and_grad + SGD, op by op (disable_jit)", "ms",
+                 lambda: bur(step(params, x, y)), 10, 200)
+        jstep = jax.jit(step)
+        emit("W4", "jax.jit", "jit(value_and_grad + SGD)", "ms", lambda: bur(jstep(params, x, y)), 10, 200)
 
     # W6 hvp
     A = jnp.asarray(rng.standard_normal((200, 200), dtype=np.float32) / np.sqrt(200))
@@ -95,10 +106,52 @@ def child_jax():
     def hvp(A, x, v):
         return jax.jvp(lambda x_: jax.grad(f6, argnums=1)(A, x_), (x,), (v,))[1]
 
-    with jax.disable_jit():
-        emit("W6", "jax eager", "hvp = jvp of grad (disable_jit)", "ms", lambda: bur(hvp(A, xv, v)), 10, 1000)
-    hvpj = jax.jit(hvp)
-    emit("W6", "jax.jit", "jit(hvp)", "ms", lambda: bur(hvpj(A, xv, v)), 10, 1000)
+    if want("W6"):
+        with jax.disable_jit():
+            emit("W6", "jax eager", "hvp = jvp of grad (disable_jit)", "ms", lambda: bur(hvp(A, xv, v)), 10, 1000)
+        hvpj = jax.jit(hvp)
+        emit("W6", "jax.jit", "jit(hvp)", "ms", lambda: bur(hvpj(A, xv, v)), 10, 1000)
+
+        # W6 full Hessian w.r.t. x (A a traced argument, as in the anchors)
+        hess = jax.hessian(f6, argnums=1)
+        with jax.disable_jit():
+            emit("W6", "jax eager", "hessian (disable_jit)", "ms", lambda: bur(hess(A, xv)), 10, 300)
+        hessj = jax.jit(hess)
+        emit("W6", "jax.jit", "jit(hessian)", "ms", lambda: bur(hessj(A, xv)), 10, 300)
+
+    # W5 per-example gradients (jax_bench.py: mlp_init_np seed 0, mlp_batch_np seed 1)
+    if want("W5"):
+        prng = np.random.default_rng(0)
+        p5 = [(jnp.asarray((prng.standard_normal((fi, fo), dtype=np.float32) * np.sqrt(2.0 / fi)).astype(np.float32)),
+               jnp.zeros((fo,), jnp.float32)) for fi, fo in zip([64, 128], [128, 10])]
+        brng = np.random.default_rng(1)
+        xb = jnp.asarray(brng.standard_normal((256, 64), dtype=np.float32))
+        yb = jnp.asarray(brng.integers(0, 10, size=(256,)).astype(np.int32))
+
+        def loss_single(params, x, y):
+            (w1, b1), (w2, b2) = params
+            h = jax.nn.relu(x @ w1 + b1)
+            logits = h @ w2 + b2
+            return -jax.nn.log_softmax(logits)[y]
+
+        pe = jax.vmap(jax.grad(loss_single), in_axes=(None, 0, 0))
+        with jax.disable_jit():
+            emit("W5", "jax eager", "vmap(grad) (disable_jit)", "ms", lambda: bur(pe(p5, xb, yb)), 10, 300)
+        pej = jax.jit(pe)
+        emit("W5", "jax.jit", "jit(vmap(grad))", "ms", lambda: bur(pej(p5, xb, yb)), 10, 300)
+
+    # W10 Jacobians
+    if want("W10"):
+        x10 = jnp.asarray(np.random.default_rng(10).standard_normal(500, dtype=np.float32))
+
+        def f10(x):
+            return jnp.sin(x) * x.sum()
+
+        for name, jac in (("jacfwd", jax.jacfwd(f10)), ("jacrev", jax.jacrev(f10))):
+            with jax.disable_jit():
+                emit("W10", "jax eager", f"{name} (disable_jit)", "ms", lambda: bur(jac(x10)), 10, 500)
+            jj = jax.jit(jac)
+            emit("W10", "jax.jit", f"jit({name})", "ms", lambda: bur(jj(x10)), 10, 500)
 
     # C1: the same 100-op chain, eager
     xc = jnp.asarray(rng.standard_normal(64, dtype=np.float32))
@@ -108,10 +161,11 @@ def child_jax():
             h = jnp.tanh(jnp.sin(h * 0.9 + 0.01 * i))
         return h
 
-    with jax.disable_jit():
-        emit("C1", "jax eager", "forward, 100 ops on [64] (disable_jit)", "us", lambda: bur(chain(xc)), 20, 200)
-        g = jax.grad(lambda h: jnp.sum(chain(h)))
-        emit("C1", "jax eager", "grad of the same (disable_jit)", "us", lambda: bur(g(xc)), 20, 200)
+    if want("C1"):
+        with jax.disable_jit():
+            emit("C1", "jax eager", "forward, 100 ops on [64] (disable_jit)", "us", lambda: bur(chain(xc)), 20, 200)
+            g = jax.grad(lambda h: jnp.sum(chain(h)))
+            emit("C1", "jax eager", "grad of the same (disable_jit)", "us", lambda: bur(g(xc)), 20, 200)
 
 
 def build_ours():
@@ -128,38 +182,65 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
     ap.add_argument("--tries", type=int, default=3)
     ap.add_argument("--max-wait", type=float, default=120.0)
+    ap.add_argument("--only", default="", help="comma-separated workload ids; prints, does not write --out")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    only = [w for w in args.only.split(",") if w]
     if args.child:
-        return child_jax()
+        return child_jax(only)
     command = "python3 bench/autodiff.py " + shlex.join(sys.argv[1:])
     exe = build_ours()
-    ours, _, s_ours = compare.run_step("rune", [exe], dict(os.environ), args)
-    jxs, jx_info, s_jx = compare.run_step("jax", [args.python, os.path.abspath(__file__), "--child"],
+    sel = ["--only", ",".join(only)] if only else []
+    ours, _, s_ours = compare.run_step("rune", [exe] + sel, dict(os.environ), args)
+    jxs, jx_info, s_jx = compare.run_step("jax", [args.python, os.path.abspath(__file__), "--child"] + sel,
                                           dict(os.environ), args)
 
     def get(rows, wid, framework, variant_start=""):
         for r in rows:
-            if r.get("id") == wid and r.get("framework") == framework and r.get("variant", "").startswith(variant_start):
+            if (r.get("id") == wid and r.get("framework") == framework and "min" in r
+                    and r.get("variant", "").startswith(variant_start)):
                 return r
         return None
 
     def cell(r):
         return "—" if r is None else f"{compare.fmt(r['min'])} / {compare.fmt(r['median'])}"
 
-    lines = [BEGIN, "## Autodiff (issue 3): rune eager vs JAX\n",
+    def ratio(o, j, bold=False):
+        if not (o and j):
+            return "—"
+        a = f"{o['min'] / j['min']:.2f}×"
+        return (f"**{a}**" if bold else a) + f" / {o['median'] / j['median']:.2f}×"
+
+    lines = [BEGIN, "## Autodiff (issues 3 and 4): rune eager vs JAX\n",
              "Generated by `" + command + "`; one run, this machine, one framework after the other. "
              "Cells are **min / median** over individually timed calls (W4 10 warmup / 200 timed, "
-             "W6 10/1000, C1 200/2000 ours and 20/200 JAX). JAX eager = the same functions under "
-             "`jax.disable_jit()` (op by op).\n",
+             "W5 10/300 (ours' loop of single-example grads 3/30), W6 hvp 10/1000, W6 hessian 10/300, "
+             "W10 10/500, C1 200/2000 ours and 20/200 JAX). JAX eager = the same functions under "
+             "`jax.disable_jit()` (op by op). Ours has no jit yet: every rune number is eager.\n",
              "| workload | unit | ours (eager) | jax eager | jax.jit | ratio ours/jax.jit time (min / median) | target |",
              "|---|---|---|---|---|---|---|"]
     o4, e4, j4 = get(ours, "W4", "ours"), get(jxs, "W4", "jax eager"), get(jxs, "W4", "jax.jit")
-    r4 = f"**{o4['min'] / j4['min']:.2f}×** / {o4['median'] / j4['median']:.2f}×" if o4 and j4 else "—"
-    lines.append(f"| W4 MLP 784-512-512-10 value_and_grad + SGD, batch 128 | ms | {cell(o4)} | {cell(e4)} | {cell(j4)} | {r4} | ≤ 1.2× |")
-    o6, e6, j6 = get(ours, "W6", "ours"), get(jxs, "W6", "jax eager"), get(jxs, "W6", "jax.jit")
-    r6 = f"{o6['min'] / j6['min']:.2f}× / {o6['median'] / j6['median']:.2f}×" if o6 and j6 else "—"
-    lines.append(f"| W6 hvp of sum(tanh(A x)²), A 200×200 | ms | {cell(o6)} | {cell(e6)} | {cell(j6)} | {r6} | (recorded) |")
+    lines.append(f"| W4 MLP 784-512-512-10 value_and_grad + SGD, batch 128 | ms | {cell(o4)} | {cell(e4)} | {cell(j4)} | {ratio(o4, j4, True)} | ≤ 1.2× |")
+    o5, e5, j5 = get(ours, "W5", "ours", "vmap"), get(jxs, "W5", "jax eager"), get(jxs, "W5", "jax.jit")
+    lines.append(f"| W5 per-example grads, vmap(grad), MLP 64-128-10, batch 256 | ms | {cell(o5)} | {cell(e5)} | {cell(j5)} | {ratio(o5, j5, True)} | ≤ 1.5× |")
+    l5 = get(ours, "W5", "ours", "loop")
+    if l5 and o5:
+        lines.append(f"| W5 the same as a loop of 256 single-example grads (ours) | ms | {cell(l5)} | | | "
+                     f"loop / vmap: **{l5['min'] / o5['min']:.1f}×** / {l5['median'] / o5['median']:.1f}× | vmap cheaper than the loop (> 1×) |")
+    o6, e6, j6 = get(ours, "W6", "ours", "hvp"), get(jxs, "W6", "jax eager", "hvp"), get(jxs, "W6", "jax.jit", "jit(hvp")
+    lines.append(f"| W6 hvp of sum(tanh(A x)²), A 200×200 | ms | {cell(o6)} | {cell(e6)} | {cell(j6)} | {ratio(o6, j6)} | (recorded) |")
+    h6, he6, hj6 = (get(ours, "W6", "ours", "hessian"), get(jxs, "W6", "jax eager", "hessian"),
+                    get(jxs, "W6", "jax.jit", "jit(hessian"))
+    lines.append(f"| W6 hessian of the same, [200, 200] | ms | {cell(h6)} | {cell(he6)} | {cell(hj6)} | {ratio(h6, hj6, True)} | ≤ 1.5× |")
+    for name in ("jacfwd", "jacrev"):
+        o10, e10, j10 = (get(ours, "W10", "ours", name), get(jxs, "W10", "jax eager", name),
+                         get(jxs, "W10", "jax.jit", f"jit({name}"))
+        lines.append(f"| W10 {name} of sin(x)·sum(x), x f32[500] | ms | {cell(o10)} | {cell(e10)} | {cell(j10)} | {ratio(o10, j10, True)} | ≤ 1.5× |")
+    checks = [r for r in ours if r.get("variant", "").startswith("check: ")]
+    if checks:
+        lines.append("")
+        lines.append("Checks (ours, once per run, f32): " + "; ".join(
+            f"{r['id']} {r['variant'][len('check: '):]}: max abs error {r['max_abs_err']:.1e}" for r in checks) + ".")
     cf, cg = get(ours, "C1", "ours", "forward"), get(ours, "C1", "ours", "grad")
     jf, jg = get(jxs, "C1", "jax eager", "forward"), get(jxs, "C1", "jax eager", "grad")
     lines.append("")
@@ -178,11 +259,15 @@ def main():
     lines.append("")
     lines.append(f"- Machine: {compare.machine()}")
     lines.append(f"- jax {jx_info.get('jax', '?')}; other processes' CPU use: rune {s_ours['others_cpu']:.0%}, jax {s_jx['others_cpu']:.0%}")
+    lines.append("- JAX's jitted W4 step is bimodal across processes on this machine: separate runs of the child measured min 2.0–2.5 ms or 3.4–3.6 ms with nothing else changed, so the W4 ratio moves between about 0.8× and 1.5× from run to run; ours stays at 2.8–3.1 ms.")
     lines.append("\nRaw rows:\n\n```")
     lines += [json.dumps(r) for r in ours + jxs]
     lines.append("```")
     lines.append(END)
     section = "\n".join(lines) + "\n"
+    if only:
+        print(section)
+        return
     text = open(args.out).read() if os.path.exists(args.out) else ""
     if BEGIN in text and END in text:
         text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
