@@ -214,6 +214,12 @@ pub enum Prim {
     },
     /// Writes `src` (same shape and dtype) into `dst` in place; returns `dst`.
     Assign,
+    /// Threefry-2x32 with 20 rounds (Salmon et al. 2011; Random123's rotation
+    /// constants and key-schedule parity `0x1BD11BDA`, as JAX's
+    /// `threefry2x32`): inputs `key` and `counter`, both `U32` of one shape
+    /// `[..., 2]` whose last axis holds a pair; out is the hashed counter
+    /// pairs, same shape. No derivative (integers).
+    Threefry2x32,
 }
 
 impl Prim {
@@ -243,6 +249,7 @@ impl Prim {
             Prim::ScatterAdd { .. } => "scatter_add".into(),
             Prim::DotGeneral { .. } => "dot_general".into(),
             Prim::Assign => "assign".into(),
+            Prim::Threefry2x32 => "threefry2x32".into(),
         }
     }
 
@@ -252,9 +259,12 @@ impl Prim {
             Prim::Full { shape, dtype, .. } | Prim::Iota { shape, dtype, .. } => {
                 Aval::new(shape, *dtype)
             }
-            Prim::Unary(_) | Prim::Binary(_) | Prim::Copy | Prim::StopGradient | Prim::Assign => {
-                ins[0].clone()
-            }
+            Prim::Unary(_)
+            | Prim::Binary(_)
+            | Prim::Copy
+            | Prim::StopGradient
+            | Prim::Assign
+            | Prim::Threefry2x32 => ins[0].clone(),
             Prim::Compare(_) => Aval::new(&ins[0].shape, DType::Bool),
             Prim::Where => ins[1].clone(),
             Prim::Cast(d) => Aval::new(&ins[0].shape, *d),

@@ -138,6 +138,8 @@ impl BatchTrace {
             }
             // Elementwise on operands of one shape: batch them alike.
             Prim::Binary(_) | Prim::Compare(_) | Prim::Where => apply(prim.clone(), &lifted()),
+            // Pairs along the last axis: a leading batch axis is one more axis.
+            Prim::Threefry2x32 => apply(prim.clone(), &lifted()),
             Prim::Reduce { op, axes } => apply(
                 Prim::Reduce {
                     op: *op,

@@ -153,6 +153,7 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             add_opt(a, b)
         }
         Prim::Compare(_) | Prim::ArgReduce { .. } | Prim::StopGradient => None,
+        Prim::Threefry2x32 => None, // integer output
         Prim::Where => {
             if ts[1].is_none() && ts[2].is_none() {
                 return None;

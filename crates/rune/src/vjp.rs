@@ -217,6 +217,7 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         | Prim::Compare(_)
         | Prim::ArgReduce { .. }
         | Prim::StopGradient => return None,
+        Prim::Threefry2x32 => return None, // integer output
         Prim::Unary(op) => {
             let p = unary_partial(*op, &xs[0], out);
             if matches!(p, crate::rules::Partial::Zero) {

@@ -21,8 +21,23 @@ fn iota_typed<T: Element>(shape: &[usize], axis: usize) -> Tensor {
     let inner: usize = shape[axis + 1..].iter().product();
     let len = shape[axis];
     let mut s = Storage::new(T::DTYPE, n);
-    for (i, o) in s.as_mut_slice::<T>()[..n].iter_mut().enumerate() {
-        *o = T::from_i128(((i / inner.max(1)) % len.max(1)) as i128);
+    if n > 0 {
+        let out = &mut s.as_mut_slice::<T>()[..n];
+        if inner == 1 {
+            // `0, 1, ..., len - 1` repeated.
+            for block in out.chunks_mut(len) {
+                for (j, o) in block.iter_mut().enumerate() {
+                    *o = T::from_i128(j as i128);
+                }
+            }
+        } else {
+            // Runs of `inner` equal values, `len` of them per outer index.
+            for block in out.chunks_mut(len * inner) {
+                for (j, run) in block.chunks_mut(inner).enumerate() {
+                    run.fill(T::from_i128(j as i128));
+                }
+            }
+        }
     }
     Tensor::from_storage(T::DTYPE, shape, s)
 }

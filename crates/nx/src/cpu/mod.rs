@@ -10,6 +10,7 @@ mod math;
 mod movement;
 mod reduce;
 pub(crate) mod strided;
+mod threefry;
 
 use crate::prim::Prim;
 use crate::tensor::Tensor;
@@ -59,5 +60,6 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
             &rhs_contract,
         ),
         Prim::Assign => movement::assign(inputs[0], v(1)),
+        Prim::Threefry2x32 => threefry::threefry2x32(v(0), v(1)),
     }
 }
