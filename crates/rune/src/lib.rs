@@ -34,6 +34,7 @@ mod gradient_control;
 mod jacobian;
 mod jvp;
 mod rules;
+pub mod rng;
 mod vjp;
 mod vmap;
 
