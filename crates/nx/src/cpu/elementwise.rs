@@ -265,6 +265,12 @@ pub(crate) fn map3<A: Element, B: Element, C: Element, U: Element>(
                 for (o, (&x, &y)) in o.iter_mut().zip(xy) {
                     *o = f(x, y, z);
                 }
+            } else if (sa, sb, sc) == (1, 0, 0) {
+                // where(c, constant, constant): a select between two scalars
+                let (y, z) = (db[ob as usize], dc[oc as usize]);
+                for (o, &x) in o.iter_mut().zip(run(da, oa, n)) {
+                    *o = f(x, y, z);
+                }
             } else {
                 for (i, o) in o.iter_mut().enumerate() {
                     let i = i as isize;
