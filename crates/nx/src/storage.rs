@@ -4,7 +4,11 @@
 //!
 //! Why a cache: glibc returns freed multi-megabyte blocks to the kernel, and
 //! the page faults of the next fresh block cost 2-4x on large elementwise
-//! workloads. Reusing a freed buffer of the same bucket avoids them.
+//! workloads. Reusing a freed buffer of the same bucket avoids them. Each
+//! thread first reuses its own recently freed small buffers (a few MiB),
+//! then the shared, locked cache: threads running many small operations
+//! (rune::rng's tiled draws) then neither contend on the lock nor pass
+//! buffers between cores.
 //!
 //! This is one of the few modules with `unsafe`: it owns raw allocations and
 //! hands out typed slices over them.
@@ -38,8 +42,19 @@ pub fn reset_peak_bytes() {
     PEAK_BYTES.store(live_bytes(), Ordering::Relaxed);
 }
 
-/// Drops every cached free buffer (returns the memory to the system).
+/// Drops every cached free buffer of the shared cache and of the calling
+/// thread's own (returns the memory to the system). Other threads keep
+/// their few own buffers (at most `LOCAL_MAX_BYTES` each) until they reuse
+/// them or exit.
 pub fn clear_cache() {
+    let _ = LOCAL.try_with(|l| {
+        let mut l = l.borrow_mut();
+        l.bytes = 0;
+        for (bucket, p) in l.free.drain(..) {
+            // SAFETY: as below; the thread's cache owned `p` alone.
+            unsafe { alloc::dealloc(p.as_ptr(), bucket_layout(bucket)) };
+        }
+    });
     let mut cache = CACHE.lock().unwrap();
     for (bucket, ptrs) in cache.free.drain() {
         for p in ptrs {
@@ -86,7 +101,48 @@ fn bucket_layout(bucket: usize) -> Layout {
     Layout::from_size_align(bucket, ALIGN).expect("tensor allocation too large")
 }
 
+/// Each thread's own small stack of freed buffers, consulted before the
+/// shared cache: a thread reusing what it freed itself touches no lock, and
+/// the buffer is still in its core's cache (buffers bouncing between cores
+/// through the shared cache made two threads of small eager operations no
+/// faster than one).
+struct Local {
+    free: Vec<(usize, NonNull<u8>)>,
+    bytes: usize,
+}
+
+/// What one thread keeps to itself, at most (buffers and bytes).
+const LOCAL_MAX_BUFFERS: usize = 64;
+const LOCAL_MAX_BYTES: usize = 8 << 20;
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        // A finished thread hands its buffers to the shared cache.
+        for (bucket, p) in self.free.drain(..) {
+            give_back_shared(p, bucket);
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL: std::cell::RefCell<Local> = const {
+        std::cell::RefCell::new(Local { free: Vec::new(), bytes: 0 })
+    };
+}
+
 fn take_buffer(bucket: usize) -> NonNull<u8> {
+    let local = LOCAL
+        .try_with(|l| {
+            let mut l = l.borrow_mut();
+            let i = l.free.iter().rposition(|&(b, _)| b == bucket)?;
+            l.bytes -= bucket;
+            Some(l.free.remove(i).1)
+        })
+        .ok()
+        .flatten();
+    if let Some(p) = local {
+        return p;
+    }
     {
         let mut cache = CACHE.lock().unwrap();
         if let Some(p) = cache.free.get_mut(&bucket).and_then(|v| v.pop()) {
@@ -102,6 +158,30 @@ fn take_buffer(bucket: usize) -> NonNull<u8> {
 }
 
 fn give_back(p: NonNull<u8>, bucket: usize) {
+    let kept = LOCAL
+        .try_with(|l| {
+            let mut l = l.borrow_mut();
+            if bucket <= LOCAL_MAX_BYTES / 8 && l.bytes + bucket <= LOCAL_MAX_BYTES {
+                if l.free.len() == LOCAL_MAX_BUFFERS {
+                    // Keep the most recent: the oldest goes to the shared cache.
+                    let (b, old) = l.free.remove(0);
+                    l.bytes -= b;
+                    give_back_shared(old, b);
+                }
+                l.bytes += bucket;
+                l.free.push((bucket, p));
+                true
+            } else {
+                false
+            }
+        })
+        .unwrap_or(false);
+    if !kept {
+        give_back_shared(p, bucket);
+    }
+}
+
+fn give_back_shared(p: NonNull<u8>, bucket: usize) {
     let mut cache = CACHE.lock().unwrap();
     if cache.cached_bytes + bucket <= CACHE_LIMIT {
         cache.cached_bytes += bucket;
