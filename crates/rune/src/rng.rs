@@ -318,59 +318,26 @@ fn f32c(b: u32) -> Tensor {
     scalar(f32::from_bits(b) as f64, DType::F64)
 }
 
+/// The magnitude below which XLA's `log1p` uses its rational
+/// approximation: `sqrt(2) - 1` in `F32`.
+const LOG1P_SMALL: u32 = 0x3ED4_13CD;
+
 /// `log1p(x)` for `F32` `x` in (-1, 0] exactly as XLA's CPU backend
 /// computes it (so that `normal` draws JAX's numbers): below
-/// `sqrt(2) - 1` in magnitude, Cephes' rational approximation
-/// `x - x²/2 + x³ P(x)/Q(x)`; above, Cephes' `logf` of `y = 1 + x`
-/// (`y = m 2^e` with `m` in [0.5, 1), found here by scaling with powers of
-/// two, then a polynomial in `m - 1`); every multiply-add pair that LLVM
-/// fuses is a [`fma32`]. A correctly rounded log1p differs from this by up
-/// to 2 ulp, which erf_inv amplifies past 2 ulp near `|u| = 0.65`.
+/// `sqrt(2) - 1` in magnitude [`log1p_small`], above [`log1p_large`].
+/// A correctly rounded log1p differs from this by up to 2 ulp, which
+/// erf_inv amplifies past 2 ulp near `|u| = 0.65`.
 fn log1p_xla(x: &Tensor) -> Tensor {
-    let f = |v: f32| scalar(v as f64, DType::F32);
-    let fb = |b: u32| f(f32::from_bits(b));
+    let small = x
+        .abs()
+        .less(&scalar(f32::from_bits(LOG1P_SMALL) as f64, DType::F32));
+    Tensor::where_(&small, &log1p_small(x), &log1p_large(x))
+}
 
-    // |x| >= sqrt(2) - 1: logf(1 + x).
-    let y = (x + 1.0).maximum(&f(f32::MIN_POSITIVE));
-    let (mut m, mut e) = (y.clone(), y.zeros_like());
-    for s in [16, 8, 4, 2, 1] {
-        // y <= 1: scale up while below 2^-s; m ends in [0.5, 1] for y down
-        // to 2^-31 (erf_inv's y = 1 - u² is at least 2^-23 for |u| < 1;
-        // |u| = 1 is answered without the logarithm).
-        let low = m.less(&f((-(s as f32)).exp2()));
-        m = Tensor::where_(&low, &(&m * (s as f64).exp2()), &m);
-        e = Tensor::where_(&low, &(&e - s as f64), &e);
-    }
-    let top = m.equal(&f(1.0));
-    let m = Tensor::where_(&top, &f(0.5), &m);
-    let e = Tensor::where_(&top, &(&e + 1.0), &e);
-    let below = m.less(&fb(0x3F35_04F3)); // sqrt(1/2)
-    let e = &e - Tensor::where_(&below, &f(1.0), &f(0.0));
-    let t = (&m - 1.0) + Tensor::where_(&below, &m, &f(0.0));
-    let z = &t * &t;
-    let t3 = &z * &t;
-    let (t64, t364) = (t.cast(DType::F64), t3.cast(DType::F64));
-    let p = fma32(
-        &fma32(&t64, &f32c(0x3D90_21BB), &f32c(0xBDEB_D1B8)),
-        &t64,
-        &f32c(0x3DEF_251A),
-    );
-    let q = fma32(
-        &fma32(&t64, &f32c(0xBDFE_5D4F), &f32c(0x3E11_E9BF)),
-        &t64,
-        &f32c(0xBE2A_AE50),
-    );
-    let r = fma32(
-        &fma32(&t64, &f32c(0x3E4C_CEAC), &f32c(0xBE7F_FFFC)),
-        &t64,
-        &f32c(0x3EAA_AAAA),
-    );
-    let poly = fma32(&fma32(&p, &t364, &q), &t364, &r);
-    let tail = fma32(&poly, &t364, &(&e * f32::from_bits(0xB95E_8083) as f64));
-    // e * ln2_hi is exact, so its fused add is one f32 addition.
-    let large = (&t - (&z * 0.5)) + tail + (&e * f32::from_bits(0x3F31_8000) as f64);
-
-    // |x| < sqrt(2) - 1: x - x²/2 + x³ P(x) / Q(x).
+/// XLA's `log1p` for `|x| < sqrt(2) - 1`: Cephes' rational approximation
+/// `x - x²/2 + x³ P(x)/Q(x)`, every multiply-add pair that LLVM fuses a
+/// [`fma32`].
+fn log1p_small(x: &Tensor) -> Tensor {
     const DEN: [u32; 6] = [
         0x4171_01AD,
         0x42A6_185B,
@@ -402,40 +369,86 @@ fn log1p_xla(x: &Tensor) -> Tensor {
     }
     let x2 = x * x;
     // fma(x², -1/2, x³ P/Q): the product by -1/2 is exact.
-    let small = x + ((&x2 * -0.5) + (x * &x2) * (num / den));
-
-    Tensor::where_(&x.abs().less(&fb(0x3ED4_13CD)), &small, &large)
+    x + ((&x2 * -0.5) + (x * &x2) * (num / den))
 }
+
+/// XLA's `log1p` for `|x| >= sqrt(2) - 1`, `x <= 0`: Cephes' `logf` of
+/// `y = 1 + x` (`y = m 2^e` with `m` in [0.5, 1), found here by scaling
+/// with powers of two, then a polynomial in `m - 1`), every multiply-add
+/// pair that LLVM fuses a [`fma32`].
+fn log1p_large(x: &Tensor) -> Tensor {
+    let f = |v: f32| scalar(v as f64, DType::F32);
+    let y = (x + 1.0).maximum(&f(f32::MIN_POSITIVE));
+    let (mut m, mut e) = (y.clone(), y.zeros_like());
+    for s in [16, 8, 4, 2, 1] {
+        // y <= 1: scale up while below 2^-s; m ends in [0.5, 1] for y down
+        // to 2^-31 (erf_inv's y = 1 - u² is at least 2^-23 for |u| < 1;
+        // |u| = 1 is answered without the logarithm).
+        let low = m.less(&f((-(s as f32)).exp2()));
+        m = Tensor::where_(&low, &(&m * (s as f64).exp2()), &m);
+        e = Tensor::where_(&low, &(&e - s as f64), &e);
+    }
+    let top = m.equal(&f(1.0));
+    let m = Tensor::where_(&top, &f(0.5), &m);
+    let e = Tensor::where_(&top, &(&e + 1.0), &e);
+    let below = m.less(&f(f32::from_bits(0x3F35_04F3))); // sqrt(1/2)
+    let e = &e - Tensor::where_(&below, &f(1.0), &f(0.0));
+    let t = (&m - 1.0) + Tensor::where_(&below, &m, &f(0.0));
+    let z = &t * &t;
+    let t3 = &z * &t;
+    let (t64, t364) = (t.cast(DType::F64), t3.cast(DType::F64));
+    let p = fma32(
+        &fma32(&t64, &f32c(0x3D90_21BB), &f32c(0xBDEB_D1B8)),
+        &t64,
+        &f32c(0x3DEF_251A),
+    );
+    let q = fma32(
+        &fma32(&t64, &f32c(0xBDFE_5D4F), &f32c(0x3E11_E9BF)),
+        &t64,
+        &f32c(0xBE2A_AE50),
+    );
+    let r = fma32(
+        &fma32(&t64, &f32c(0x3E4C_CEAC), &f32c(0xBE7F_FFFC)),
+        &t64,
+        &f32c(0x3EAA_AAAA),
+    );
+    let poly = fma32(&fma32(&p, &t364, &q), &t364, &r);
+    let tail = fma32(&poly, &t364, &(&e * f32::from_bits(0xB95E_8083) as f64));
+    // e * ln2_hi is exact, so its fused add is one f32 addition.
+    (&t - (&z * 0.5)) + tail + (&e * f32::from_bits(0x3F31_8000) as f64)
+}
+
+/// Giles' single-precision erf_inv coefficients, for `w < 5` and `w >= 5`.
+const ERF_INV_LT5: [f32; 9] = [
+    2.810_226_36e-08,
+    3.432_739_39e-07,
+    -3.523_387_7e-06,
+    -4.391_506_54e-06,
+    0.000_218_580_87,
+    -0.001_253_725_03,
+    -0.004_177_681_64,
+    0.246_640_727,
+    1.501_409_41,
+];
+const ERF_INV_GE5: [f32; 9] = [
+    -0.000_200_214_257,
+    0.000_100_950_558,
+    0.001_349_343_22,
+    -0.003_673_428_44,
+    0.005_739_507_73,
+    -0.007_622_461_3,
+    0.009_438_870_47,
+    1.001_674_06,
+    2.832_976_82,
+];
 
 /// XLA's single-precision erf_inv (chlo.erf_inv; Giles, "Approximating the
 /// erfinv function", GPU Computing Gems 2010) on an `F32` tensor in
-/// (-1, 1), as operations and as XLA's CPU code evaluates it:
+/// [-1, 1], as operations and as XLA's CPU code evaluates it:
 /// `w = -log1p(-x²)` ([`log1p_xla`]), a degree-8 polynomial (fused
 /// multiply-adds) in `w - 2.5` (`w < 5`) or `sqrt(w) - 3`, times `x`;
 /// `±1` give `±inf`.
 fn erf_inv_f32(x: &Tensor) -> Tensor {
-    const LT5: [f32; 9] = [
-        2.810_226_36e-08,
-        3.432_739_39e-07,
-        -3.523_387_7e-06,
-        -4.391_506_54e-06,
-        0.000_218_580_87,
-        -0.001_253_725_03,
-        -0.004_177_681_64,
-        0.246_640_727,
-        1.501_409_41,
-    ];
-    const GE5: [f32; 9] = [
-        -0.000_200_214_257,
-        0.000_100_950_558,
-        0.001_349_343_22,
-        -0.003_673_428_44,
-        0.005_739_507_73,
-        -0.007_622_461_3,
-        0.009_438_870_47,
-        1.001_674_06,
-        2.832_976_82,
-    ];
     let f = |v: f32| scalar(v as f64, DType::F32);
     let l = log1p_xla(&(x * x.neg()));
     let lt = l.greater(&f(-5.0)); // w = -l < 5
@@ -444,12 +457,12 @@ fn erf_inv_f32(x: &Tensor) -> Tensor {
     let coef = |i: usize| {
         Tensor::where_(
             &lt,
-            &scalar(LT5[i] as f64, DType::F64),
-            &scalar(GE5[i] as f64, DType::F64),
+            &scalar(ERF_INV_LT5[i] as f64, DType::F64),
+            &scalar(ERF_INV_GE5[i] as f64, DType::F64),
         )
     };
-    let mut p = Tensor::where_(&lt, &f(LT5[0]), &f(GE5[0]));
-    for i in 1..LT5.len() {
+    let mut p = Tensor::where_(&lt, &f(ERF_INV_LT5[0]), &f(ERF_INV_GE5[0]));
+    for i in 1..ERF_INV_LT5.len() {
         p = fma32(&p, &w64, &coef(i));
     }
     x * Tensor::where_(&x.abs().equal(&f(1.0)), &f(f32::INFINITY), &p)
