@@ -418,7 +418,9 @@ fn log1p_large(x: &Tensor) -> Tensor {
     (&t - (&z * 0.5)) + tail + (&e * f32::from_bits(0x3F31_8000) as f64)
 }
 
-/// Giles' single-precision erf_inv coefficients, for `w < 5` and `w >= 5`.
+/// Giles' single-precision erf_inv coefficients, for `w < 5` and `w >= 5`
+/// (as published and as XLA spells them; the f32 rounding is the value).
+#[allow(clippy::excessive_precision)]
 const ERF_INV_LT5: [f32; 9] = [
     2.810_226_36e-08,
     3.432_739_39e-07,
@@ -430,6 +432,7 @@ const ERF_INV_LT5: [f32; 9] = [
     0.246_640_727,
     1.501_409_41,
 ];
+#[allow(clippy::excessive_precision)]
 const ERF_INV_GE5: [f32; 9] = [
     -0.000_200_214_257,
     0.000_100_950_558,
@@ -470,6 +473,7 @@ fn erf_inv_f32(x: &Tensor) -> Tensor {
 
 /// XLA's double-precision erf_inv (Giles' three ranges: `w < 6.25`,
 /// `w < 16`, beyond), on an `F64` tensor.
+#[allow(clippy::excessive_precision)] // Giles' published coefficients, verbatim
 fn erf_inv_f64(x: &Tensor) -> Tensor {
     const C1: [f64; 23] = [
         -3.644_412_064_017_819_699_6e-21,
@@ -796,7 +800,7 @@ fn next_float(v: f64, up: bool, dtype: DType) -> f64 {
 pub fn truncated_normal(key: &Tensor, lo: f64, hi: f64, shape: &[usize], dtype: DType) -> Tensor {
     check_key("truncated_normal", key);
     check_float("truncated_normal", dtype);
-    if !(lo < hi) {
+    if lo.is_nan() || hi.is_nan() || lo >= hi {
         panic!("rng::truncated_normal: needs lo < hi, got ({lo}, {hi})");
     }
     // The bounds as `dtype` rounds them, then one step inside.
