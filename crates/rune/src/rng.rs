@@ -45,18 +45,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// first + len` of a draw, as JAX's `iota_2x32_shape`: `[len, 2]` holding
 /// `(i >> 32, i & 0xffffffff)`.
 fn counters(first: u64, len: usize) -> Tensor {
-    let (hi, lo) = if first + len as u64 <= 1 << 32 {
-        let lo = Tensor::iota(&[len], 0, DType::U32);
-        let lo = if first == 0 { lo } else { lo + first as f64 };
-        (Tensor::zeros(&[], DType::U32).broadcast_to(&[len]), lo)
+    if first + len as u64 <= 1 << 32 {
+        // Flat position p of the [len, 2] result holds 0 (p even) or
+        // first + p / 2 (p odd): contiguous operations only.
+        let p = Tensor::iota(&[2 * len], 0, DType::U32);
+        let one = Tensor::ones(&[], DType::U32);
+        let i = p.shift_right(&one);
+        let i = if first == 0 { i } else { i + first as f64 };
+        let odd = p.bitwise_and(&one).equal(&one);
+        Tensor::where_(&odd, &i, &Tensor::zeros(&[], DType::U32)).reshape(&[len, 2])
     } else {
         let i = Tensor::iota(&[len], 0, DType::U64) + first as f64;
-        (
-            i.shift_right(&i.scalar_like(32.0)).cast(DType::U32),
-            i.cast(DType::U32),
-        )
-    };
-    Tensor::stack(&[hi, lo], -1)
+        let hi = i.shift_right(&i.scalar_like(32.0)).cast(DType::U32);
+        Tensor::stack(&[hi, i.cast(DType::U32)], -1)
+    }
 }
 
 /// Elements per tile of an eager draw (see [`sample`]): the temporaries of
@@ -277,8 +279,9 @@ fn unit(key: &Tensor, first: u64, len: usize, dtype: DType) -> Tensor {
 }
 
 /// JAX's `uniform(key, shape, dtype, minval, maxval)` on a range of flat
-/// indices: `u * (hi - lo) + lo`, at least `lo`; `lo` and `hi` are 0-d
-/// tensors of `dtype`.
+/// indices: `u * (hi - lo) + lo`; `lo` and `hi` are 0-d tensors of
+/// `dtype` with `lo <= hi`. (JAX also takes the maximum with `lo`, a no-op
+/// then: `u >= 0` and rounding is monotone.)
 fn uniform_range(
     key: &Tensor,
     first: u64,
@@ -288,7 +291,7 @@ fn uniform_range(
     hi: &Tensor,
 ) -> Tensor {
     let u = unit(key, first, len, dtype);
-    (u * (hi - lo) + lo).maximum(lo)
+    u * (hi - lo) + lo
 }
 
 /// Uniform floats in [0, 1) of `shape` and `dtype` (JAX's
