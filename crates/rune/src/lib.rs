@@ -33,8 +33,8 @@ mod debug;
 mod gradient_control;
 mod jacobian;
 mod jvp;
-mod rules;
 pub mod rng;
+mod rules;
 mod vjp;
 mod vmap;
 
