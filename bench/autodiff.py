@@ -28,7 +28,6 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 
@@ -168,14 +167,6 @@ def child_jax(only):
             emit("C1", "jax eager", "grad of the same (disable_jit)", "us", lambda: bur(g(xc)), 20, 200)
 
 
-def build_ours():
-    cmd = ["cargo", "build", "--release", "-p", "rune", "--example", "bench_autodiff"]
-    print("== build: " + shlex.join(cmd), flush=True)
-    subprocess.run(cmd, cwd=ROOT, check=True)
-    tgt = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    return os.path.join(tgt, "release", "examples", "bench_autodiff")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--python", default="python3")
@@ -189,7 +180,7 @@ def main():
     if args.child:
         return child_jax(only)
     command = "python3 bench/autodiff.py " + shlex.join(sys.argv[1:])
-    exe = build_ours()
+    exe = compare.build_example("rune", "bench_autodiff")
     sel = ["--only", ",".join(only)] if only else []
     ours, _, s_ours = compare.run_step("rune", [exe] + sel, dict(os.environ), args)
     jxs, jx_info, s_jx = compare.run_step("jax", [args.python, os.path.abspath(__file__), "--child"] + sel,
@@ -268,15 +259,7 @@ def main():
     if only:
         print(section)
         return
-    text = open(args.out).read() if os.path.exists(args.out) else ""
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
-    else:
-        if "<!-- notes -->" not in text:
-            text += "\n<!-- notes -->\n"
-        text += "\n" + section
-    with open(args.out, "w") as f:
-        f.write(text)
+    compare.write_section(args.out, BEGIN, END, section)
     print(section)
 
 

@@ -274,6 +274,30 @@ def pair(r):
     return "—" if r is None else f"{fmt(r['min'])} / {fmt(r['median'])}"
 
 
+def build_example(package, example):
+    """Builds a Rust example in release mode; returns the path of its binary."""
+    cmd = ["cargo", "build", "--release", "-p", package, "--example", example]
+    print("== build: " + shlex.join(cmd), flush=True)
+    subprocess.run(cmd, cwd=ROOT, check=True)
+    tgt = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    return os.path.join(tgt, "release", "examples", example)
+
+
+def write_section(path, begin, end, section):
+    """Replaces the text between the `begin` and `end` markers of `path` with
+    `section` (which carries both markers), or appends it after the notes
+    marker that `main` keeps when it regenerates the file."""
+    text = open(path).read() if os.path.exists(path) else ""
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + section + text[text.index(end) + len(end) + 1:]
+    else:
+        if "<!-- notes -->" not in text:
+            text += "\n<!-- notes -->\n"
+        text += "\n" + section
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--python", default="python3", help="interpreter with numpy, jax, threadpoolctl")

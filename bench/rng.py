@@ -17,7 +17,6 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 
@@ -53,14 +52,6 @@ def child_jax():
                               min=min(ts) * 1e3, median=statistics.median(ts) * 1e3)), flush=True)
 
 
-def build_ours():
-    cmd = ["cargo", "build", "--release", "-p", "rune", "--example", "bench_rng"]
-    print("== build: " + shlex.join(cmd), flush=True)
-    subprocess.run(cmd, cwd=ROOT, check=True)
-    tgt = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    return os.path.join(tgt, "release", "examples", "bench_rng")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--python", default="python3")
@@ -73,7 +64,7 @@ def main():
     if args.child:
         return child_jax()
     command = "python3 bench/rng.py " + shlex.join(sys.argv[1:])
-    exe = build_ours()
+    exe = compare.build_example("rune", "bench_rng")
     ours, _, s_ours = compare.run_step("rune", [exe], dict(os.environ), args)
     jxs, jx_info, s_jx = compare.run_step("jax", [args.python, os.path.abspath(__file__), "--child"],
                                           dict(os.environ), args)
@@ -126,15 +117,7 @@ def main():
     if args.print_only:
         print(section)
         return
-    text = open(args.out).read() if os.path.exists(args.out) else ""
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
-    else:
-        if "<!-- notes -->" not in text:
-            text += "\n<!-- notes -->\n"
-        text += "\n" + section
-    with open(args.out, "w") as f:
-        f.write(text)
+    compare.write_section(args.out, BEGIN, END, section)
     print(section)
 
 

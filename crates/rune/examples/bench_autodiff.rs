@@ -28,9 +28,11 @@
 //!   around each layer (above what was live before the call); the two
 //!   gradients are compared for equality.
 
+#[path = "common/timing.rs"]
+mod timing;
+use timing::bench;
+
 use rune::prelude::*;
-use std::hint::black_box;
-use std::time::Instant;
 
 /// splitmix64 for inputs (values only need a sane range).
 struct Rng(u64);
@@ -53,24 +55,6 @@ impl Rng {
         let v: Vec<f32> = (0..n).map(|_| self.normal() * scale).collect();
         Tensor::from_vec(v, shape)
     }
-}
-
-/// Per-call seconds: `warmup` untimed calls, then `repeats` timed ones; (min, median).
-fn bench<T>(mut f: impl FnMut() -> T, warmup: usize, repeats: usize) -> (f64, f64) {
-    for _ in 0..warmup {
-        black_box(f());
-    }
-    let mut ts: Vec<f64> = (0..repeats)
-        .map(|_| {
-            let t0 = Instant::now();
-            let out = f();
-            let dt = t0.elapsed().as_secs_f64();
-            drop(black_box(out));
-            dt
-        })
-        .collect();
-    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (ts[0], ts[repeats / 2])
 }
 
 fn emit(id: &str, variant: &str, unit: &str, (min, median): (f64, f64)) {

@@ -11,30 +11,14 @@
 //! - R2: `rng::normal(&key, &[10_000_000], F32)`
 //! - R3: `rng::bits(&key, &[10_000_000])` (the generator alone, for context)
 
+#[path = "common/timing.rs"]
+mod timing;
+use timing::bench;
+
 use rune::prelude::*;
 use rune::rng;
-use std::hint::black_box;
-use std::time::Instant;
 
 const N: usize = 10_000_000;
-
-/// Per-call seconds: `warmup` untimed calls, then `repeats` timed ones; (min, median).
-fn bench<T>(mut f: impl FnMut() -> T, warmup: usize, repeats: usize) -> (f64, f64) {
-    for _ in 0..warmup {
-        black_box(f());
-    }
-    let mut ts: Vec<f64> = (0..repeats)
-        .map(|_| {
-            let t0 = Instant::now();
-            let out = f();
-            let dt = t0.elapsed().as_secs_f64();
-            drop(black_box(out));
-            dt
-        })
-        .collect();
-    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (ts[0], ts[repeats / 2])
-}
 
 fn emit(id: &str, variant: &str, (min, median): (f64, f64)) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -3,9 +3,8 @@
 //! `jvp_aux`, `hvp`. Each runs the function once under a jvp or vjp trace
 //! (`jvp.rs`, `vjp.rs`) on the parameter tree's leaves.
 
-use crate::jvp::{JvpTrace, Scope, Tag};
+use crate::jvp::{enter, JvpTrace};
 use crate::vjp::{Tape, VjpTrace};
-use nx::trace::push_trace;
 use nx::{Aval, Ptree, Tensor};
 use std::marker::PhantomData;
 use std::rc::Rc;
@@ -29,21 +28,11 @@ fn record<P: Ptree, R>(
     outs: impl FnOnce(&R) -> Vec<Tensor>,
 ) -> (R, Vec<Tensor>, Recorded) {
     let tape = Rc::new(Tape::default());
-    let tag = Tag::new();
-    let guard = push_trace(
-        |level| VjpTrace {
-            level,
-            tag: tag.clone(),
-            tape: tape.clone(),
-        },
-        false,
-    );
-    let trace = VjpTrace {
-        level: guard.level(),
-        tag: tag.clone(),
+    let (trace, scope) = enter(|level, tag| VjpTrace {
+        level,
+        tag,
         tape: tape.clone(),
-    };
-    let scope = Scope { tag, _guard: guard };
+    });
     let leaves = params.leaves();
     let mut inputs = Vec::with_capacity(leaves.len());
     let traced: Vec<Tensor> = leaves
@@ -314,19 +303,7 @@ fn forward<P: Ptree, R>(
             );
         }
     }
-    let tag = Tag::new();
-    let guard = push_trace(
-        |level| JvpTrace {
-            level,
-            tag: tag.clone(),
-        },
-        false,
-    );
-    let trace = JvpTrace {
-        level: guard.level(),
-        tag: tag.clone(),
-    };
-    let scope = Scope { tag, _guard: guard };
+    let (trace, scope) = enter(|level, tag| JvpTrace { level, tag });
     let traced: Vec<Tensor> = leaves
         .iter()
         .zip(tleaves)
@@ -337,7 +314,7 @@ fn forward<P: Ptree, R>(
         .iter()
         .map(|t| {
             let (p, t) = trace.unpack(t);
-            let t = t.unwrap_or_else(|| crate::rules::zeros_like(&p));
+            let t = t.unwrap_or_else(|| p.zeros_like());
             (p, t)
         })
         .unzip();

@@ -42,6 +42,7 @@ impl Tracer for BatchTracer {
     }
 }
 
+#[derive(Clone)]
 pub(crate) struct BatchTrace {
     pub level: usize,
     pub tag: Arc<Tag>,

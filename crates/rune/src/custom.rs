@@ -249,7 +249,7 @@ fn custom_jvp_dyn<P: Ptree, Q: Ptree>(
         .iter()
         .map(|t| {
             let (p, t) = jt.unpack(t);
-            let t = t.unwrap_or_else(|| crate::rules::zeros_like(&p));
+            let t = t.unwrap_or_else(|| p.zeros_like());
             (p, t)
         })
         .unzip();

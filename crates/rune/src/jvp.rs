@@ -8,7 +8,6 @@
 use crate::gradient_control::is_inactive;
 use crate::rules::{
     binary_partials, cumprod_jvp, extremum_weights, prod_others, reduce_sum, unary_partial,
-    zeros_like,
 };
 use nx::trace::Tracer;
 use nx::{bind, Aval, CumOp, Prim, ReduceOp, Tensor, Trace};
@@ -49,6 +48,25 @@ impl Drop for Scope {
     }
 }
 
+/// Pushes a new trace built by `make(level, tag)` with a fresh tag; returns
+/// a handle on it (traces are cheap handles) and the scope that ends it.
+pub(crate) fn enter<T: Trace + Clone + 'static>(
+    make: impl FnOnce(usize, Arc<Tag>) -> T,
+) -> (T, Scope) {
+    let tag = Tag::new();
+    let mut handle = None;
+    let guard = nx::trace::push_trace(
+        |level| {
+            let trace = make(level, tag.clone());
+            handle = Some(trace.clone());
+            trace
+        },
+        false,
+    );
+    let trace = handle.expect("push_trace builds the trace");
+    (trace, Scope { tag, _guard: guard })
+}
+
 pub(crate) struct JvpTracer {
     pub primal: Tensor,
     pub tangent: Tensor,
@@ -75,6 +93,7 @@ impl Tracer for JvpTracer {
     }
 }
 
+#[derive(Clone)]
 pub(crate) struct JvpTrace {
     pub level: usize,
     pub tag: Arc<Tag>,
@@ -158,8 +177,8 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             if ts[1].is_none() && ts[2].is_none() {
                 return None;
             }
-            let a = ts[1].clone().unwrap_or_else(|| zeros_like(&xs[1]));
-            let b = ts[2].clone().unwrap_or_else(|| zeros_like(&xs[2]));
+            let a = ts[1].clone().unwrap_or_else(|| xs[1].zeros_like());
+            let b = ts[2].clone().unwrap_or_else(|| xs[2].zeros_like());
             Some(bind(Prim::Where, &[&xs[0], &a, &b]))
         }
         Prim::Cast(dtype) => {
@@ -204,7 +223,7 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             let parts: Vec<Tensor> = ts
                 .iter()
                 .zip(xs)
-                .map(|(t, x)| t.clone().unwrap_or_else(|| zeros_like(x)))
+                .map(|(t, x)| t.clone().unwrap_or_else(|| x.zeros_like()))
                 .collect();
             let refs: Vec<&Tensor> = parts.iter().collect();
             Some(bind(prim.clone(), &refs))
@@ -214,8 +233,8 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             if ts[0].is_none() && ts[2].is_none() {
                 return None;
             }
-            let base = ts[0].clone().unwrap_or_else(|| zeros_like(&xs[0]));
-            let upd = ts[2].clone().unwrap_or_else(|| zeros_like(&xs[2]));
+            let base = ts[0].clone().unwrap_or_else(|| xs[0].zeros_like());
+            let upd = ts[2].clone().unwrap_or_else(|| xs[2].zeros_like());
             Some(bind(prim.clone(), &[&base, &xs[1], &upd]))
         }
         Prim::DotGeneral { .. } => {

@@ -140,11 +140,6 @@ fn extremum_partials(
     ]
 }
 
-/// Zeros of `like`'s shape and dtype.
-pub(crate) fn zeros_like(like: &Tensor) -> Tensor {
-    Tensor::zeros(like.shape(), like.dtype())
-}
-
 /// Sum over `axes` (sorted, distinct).
 pub(crate) fn reduce_sum(x: &Tensor, axes: &[usize]) -> Tensor {
     bind(

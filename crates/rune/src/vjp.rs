@@ -130,6 +130,7 @@ impl Tracer for VjpTracer {
     }
 }
 
+#[derive(Clone)]
 pub(crate) struct VjpTrace {
     pub level: usize,
     pub tag: Arc<Tag>,

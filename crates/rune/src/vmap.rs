@@ -2,8 +2,7 @@
 //! leaves by running it once under the batch trace (`batch.rs`).
 
 use crate::batch::BatchTrace;
-use crate::jvp::{Scope, Tag};
-use nx::trace::push_trace;
+use crate::jvp::enter;
 use nx::{Ptree, Tensor};
 
 /// Options of [`vmap_with`].
@@ -96,21 +95,7 @@ pub fn vmap_with<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, params: &P, opts: Vmap
         .collect();
     let size = size.expect("at least one mapped leaf").0;
 
-    let tag = Tag::new();
-    let guard = push_trace(
-        |level| BatchTrace {
-            level,
-            tag: tag.clone(),
-            size,
-        },
-        false,
-    );
-    let trace = BatchTrace {
-        level: guard.level(),
-        tag: tag.clone(),
-        size,
-    };
-    let scope = Scope { tag, _guard: guard };
+    let (trace, scope) = enter(|level, tag| BatchTrace { level, tag, size });
     let traced: Vec<Tensor> = leaves
         .iter()
         .zip(&axes)

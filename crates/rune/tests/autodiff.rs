@@ -553,3 +553,77 @@ fn mutation_of_differentiated_values_panics() {
     });
     assert!(m.contains("differentiated"), "{m}");
 }
+
+#[test]
+fn structure_and_dtype_mismatches_of_cotangents_tangents_and_rules_panic() {
+    let x = t64(&[1.0, 2.0], &[2]);
+    let m = panic_message(|| {
+        rune::vjp(|x: &Tensor| vec![x.sin()], &x, &vec![x.clone(), x.clone()]);
+    });
+    assert!(
+        m.contains("vjp") && m.contains("2 leaves") && m.contains("has 1"),
+        "{m}"
+    );
+    let m = panic_message(|| {
+        rune::vjp(|x: &Tensor| x.sin(), &x, &Tensor::ones(&[2], DType::F32));
+    });
+    assert!(
+        m.contains("vjp") && m.contains("f32") && m.contains("f64"),
+        "{m}"
+    );
+    let m = panic_message(|| {
+        rune::jvp(|x: &Tensor| x.sin(), &x, &Tensor::ones(&[2], DType::F32));
+    });
+    assert!(m.contains("jvp") && m.contains("dtype f32"), "{m}");
+    let m = panic_message(|| {
+        rune::jvp(
+            |p: &Vec<Tensor>| p[0].sin(),
+            &vec![x.clone()],
+            &vec![x.clone(), x.clone()],
+        );
+    });
+    assert!(
+        m.contains("jvp") && m.contains("2 leaves") && m.contains("have 1"),
+        "{m}"
+    );
+    let m = panic_message(|| {
+        rune::grad(|x: &Tensor| x.sum_all().cast(DType::I32), &x);
+    });
+    assert!(
+        m.contains("grad") && m.contains("float scalar") && m.contains("i32"),
+        "{m}"
+    );
+    let m = panic_message(|| {
+        rune::grad(
+            |x: &Tensor| {
+                rune::custom_vjp(
+                    |x: &Tensor| (x.sum_all(), ()),
+                    |_: &(), c: &Tensor| c.clone(),
+                    x,
+                )
+            },
+            &x,
+        );
+    });
+    assert!(
+        m.contains("custom_vjp") && m.contains("bwd") && m.contains("[2]"),
+        "{m}"
+    );
+    let m = panic_message(|| {
+        rune::jvp(
+            |x: &Tensor| {
+                rune::custom_jvp(
+                    |x: &Tensor| x.sin(),
+                    |x: &Tensor, _: &Tensor| (x.sin(), s64(1.0)),
+                    x,
+                )
+            },
+            &x,
+            &x,
+        );
+    });
+    assert!(
+        m.contains("custom_jvp") && m.contains("tangent leaf 0") && m.contains("[2]"),
+        "{m}"
+    );
+}

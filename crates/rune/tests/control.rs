@@ -220,3 +220,43 @@ fn with_debug_outermost_shows_what_transformations_emit() {
         "sin [] f64\n"
     );
 }
+
+#[test]
+fn scan_refuses_xs_leaves_of_different_lengths_and_changing_outputs() {
+    let a = Tensor::zeros(&[3], DType::F64);
+    let b = Tensor::zeros(&[2], DType::F64);
+    let m = panic_message(|| {
+        rune::scan(
+            |c: &Tensor, _: &(Tensor, Tensor)| (c.clone(), ()),
+            &Tensor::scalar(0.0f64),
+            &(a.clone(), b.clone()),
+        );
+    });
+    assert!(
+        m.contains("scan") && m.contains("disagree") && m.contains('3') && m.contains('2'),
+        "{m}"
+    );
+    let m = panic_message(|| {
+        rune::scan(
+            |c: &Tensor, _: &()| (c.clone(), ()),
+            &Tensor::scalar(0.0f64),
+            &(),
+        );
+    });
+    assert!(m.contains("scan") && m.contains("no tensor leaves"), "{m}");
+    let m = panic_message(|| {
+        let step = std::cell::Cell::new(0);
+        rune::scan(
+            |c: &Tensor, x: &Tensor| {
+                step.set(step.get() + 1);
+                (c.clone(), vec![x.clone(); step.get()])
+            },
+            &Tensor::scalar(0.0f64),
+            &a,
+        );
+    });
+    assert!(
+        m.contains("scan") && m.contains("step 1") && m.contains("2 output leaves"),
+        "{m}"
+    );
+}

@@ -9,6 +9,17 @@ use common::pseudo_random;
 use common::table::{all_cases, OpCase};
 use rune::prelude::*;
 
+/// `check()`, with a panic turned into an `Err` carrying its message, so one
+/// failing case does not hide the others.
+fn attempt(check: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)).unwrap_or_else(|p| {
+        Err(format!(
+            "panicked: {}",
+            p.downcast_ref::<String>().cloned().unwrap_or_default()
+        ))
+    })
+}
+
 /// Entries that mutate their input or inspect eager storage.
 const NOT_DIFFERENTIABLE: &[&str] = &["assign", "blit", "contiguous", "copy"];
 
@@ -129,17 +140,9 @@ fn reverse_mode_matches_central_differences() {
             tol: 1e-5,
             eps: 1e-6,
         };
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            rune::check_grads_with(f, &xs, opts)
-        }));
-        match result {
-            Ok(Ok(())) => checked += 1,
-            Ok(Err(e)) => failures.push(format!("{}: {e}", case.name)),
-            Err(p) => failures.push(format!(
-                "{}: panicked: {}",
-                case.name,
-                p.downcast_ref::<String>().cloned().unwrap_or_default()
-            )),
+        match attempt(|| rune::check_grads_with(f, &xs, opts)) {
+            Ok(()) => checked += 1,
+            Err(e) => failures.push(format!("{}: {e}", case.name)),
         }
     }
     assert!(
@@ -195,27 +198,19 @@ fn forward_and_reverse_mode_agree() {
                 }
             })
             .collect();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let result = attempt(|| {
             let (_, pulled) = rune::vjp(f, &xs, &cts);
             let (_, pushed) = rune::jvp(f, &xs, &ts);
-            (dot(&pulled, &ts), dot(&cts, &pushed))
-        }));
-        match result {
-            Ok((a, b)) => {
-                if (a - b).abs() > 1e-9 * (1.0 + a.abs().max(b.abs())) {
-                    failures.push(format!(
-                        "{}: <vjp(ct), t> = {a} but <ct, jvp(t)> = {b}",
-                        case.name
-                    ));
-                } else {
-                    checked += 1;
-                }
+            let (a, b) = (dot(&pulled, &ts), dot(&cts, &pushed));
+            if (a - b).abs() > 1e-9 * (1.0 + a.abs().max(b.abs())) {
+                Err(format!("<vjp(ct), t> = {a} but <ct, jvp(t)> = {b}"))
+            } else {
+                Ok(())
             }
-            Err(p) => failures.push(format!(
-                "{}: panicked: {}",
-                case.name,
-                p.downcast_ref::<String>().cloned().unwrap_or_default()
-            )),
+        });
+        match result {
+            Ok(()) => checked += 1,
+            Err(e) => failures.push(format!("{}: {e}", case.name)),
         }
     }
     assert!(

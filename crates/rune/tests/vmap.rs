@@ -404,3 +404,33 @@ fn jacobians_match_closed_forms_and_call_f_once() {
         DType::F64
     );
 }
+
+#[test]
+fn out_axis_out_of_bounds_and_batched_writes_into_constants_panic() {
+    let xs = t64(&[1.0, 2.0, 3.0], &[3]);
+    let m = panic_message(|| {
+        rune::vmap_with(
+            |x: &Tensor| x * 2.0,
+            &xs,
+            VmapOpts {
+                in_axes: None,
+                out_axis: 1,
+            },
+        );
+    });
+    assert!(
+        m.contains("vmap") && m.contains("out_axis 1") && m.contains("[3]"),
+        "{m}"
+    );
+    let buf = Tensor::zeros(&[], DType::F64);
+    let m = panic_message(|| {
+        rune::vmap(
+            |x: &Tensor| {
+                buf.assign(x);
+                x.clone()
+            },
+            &xs,
+        );
+    });
+    assert!(m.contains("assign") && m.contains("batched"), "{m}");
+}

@@ -59,6 +59,17 @@ fn same(a: &Tensor, b: &Tensor) -> Result<(), String> {
     }
 }
 
+/// `check()`, with a panic turned into an `Err` carrying its message, so one
+/// failing case does not hide the others.
+fn attempt(check: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)).unwrap_or_else(|p| {
+        Err(format!(
+            "panicked: {}",
+            p.downcast_ref::<String>().cloned().unwrap_or_default()
+        ))
+    })
+}
+
 /// Runs `case` under vmap with the given per-input axes (None: unbatched,
 /// lane 0's input used as the constant) and compares against the loop.
 fn check(case: &OpCase, axes: &[Option<usize>]) -> Result<(), String> {
@@ -124,15 +135,9 @@ fn every_operation_under_vmap_equals_the_loop() {
             if mode == "first input only" && n == 1 {
                 continue;
             }
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&case, &axes)));
-            match r {
-                Ok(Ok(())) => checked += 1,
-                Ok(Err(e)) => failures.push(format!("{} ({mode}): {e}", case.name)),
-                Err(p) => failures.push(format!(
-                    "{} ({mode}): panicked: {}",
-                    case.name,
-                    p.downcast_ref::<String>().cloned().unwrap_or_default()
-                )),
+            match attempt(|| check(&case, &axes)) {
+                Ok(()) => checked += 1,
+                Err(e) => failures.push(format!("{} ({mode}): {e}", case.name)),
             }
         }
     }

@@ -1,0 +1,24 @@
+//! Timing shared by the benchmark examples (`bench_autodiff`, `bench_rng`),
+//! as the anchors prescribe: untimed warmup calls, then individually timed
+//! calls; min and median reported.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Per-call seconds: `warmup` untimed calls, then `repeats` timed ones; (min, median).
+pub fn bench<T>(mut f: impl FnMut() -> T, warmup: usize, repeats: usize) -> (f64, f64) {
+    for _ in 0..warmup {
+        black_box(f());
+    }
+    let mut ts: Vec<f64> = (0..repeats)
+        .map(|_| {
+            let t0 = Instant::now();
+            let out = f();
+            let dt = t0.elapsed().as_secs_f64();
+            drop(black_box(out));
+            dt
+        })
+        .collect();
+    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (ts[0], ts[repeats / 2])
+}
