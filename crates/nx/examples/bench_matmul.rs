@@ -66,4 +66,22 @@ fn main() {
         2.0 * 128.0 * 784.0 * 512.0,
         || h.matmul(&w),
     );
+    // The W4 step's backward products: weight gradients (lhs transposed)
+    // and input gradients (rhs transposed), as views.
+    let g = data(&[128, 512], DType::F32, 7);
+    let w2 = data(&[512, 512], DType::F32, 8);
+    bench(
+        "f32 784x128 @ 128x512 (x.T@g, view)",
+        2.0 * 128.0 * 784.0 * 512.0,
+        || h.transpose().matmul(&g),
+    );
+    bench(
+        "f32 128x512 @ 512x512 (g@w.T, view)",
+        2.0 * 128.0 * 512.0 * 512.0,
+        || g.matmul(&w2.transpose()),
+    );
+    let a200 = data(&[200, 200], DType::F32, 9);
+    bench("f32 200^3 (W6 hessian)", 2.0 * 200f64.powi(3), || {
+        a200.matmul(&a200)
+    });
 }

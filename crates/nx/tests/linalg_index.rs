@@ -368,6 +368,22 @@ fn matmul_larger_products_use_every_path() {
             &format!("large transposed {dt}"),
         );
     }
+    // Products above the splitting threshold (128^3 multiply-adds), split
+    // into bands of rows (more rows than columns) or of columns, with every
+    // operand orientation, and batched.
+    for (m, k, n) in [(150, 130, 140), (70, 200, 300)] {
+        let a = rand_tensor(&mut rng, &[m, k], DType::F32);
+        let b = rand_tensor(&mut rng, &[k, n], DType::F32);
+        let at = rand_tensor(&mut rng, &[k, m], DType::F32).transpose();
+        let bt = rand_tensor(&mut rng, &[n, k], DType::F32).transpose();
+        check_matmul(&a, &b, &format!("split {m}x{k}x{n}"));
+        check_matmul(&at, &b, &format!("split {m}x{k}x{n}, lhs transposed"));
+        check_matmul(&a, &bt, &format!("split {m}x{k}x{n}, rhs transposed"));
+        check_matmul(&at, &bt, &format!("split {m}x{k}x{n}, both transposed"));
+    }
+    let a = rand_tensor(&mut rng, &[3, 130, 140], DType::F64);
+    let b = rand_tensor(&mut rng, &[3, 140, 120], DType::F64);
+    check_matmul(&a, &b, "split, batched");
     // Many small products (parallel over the batch).
     for dt in [DType::F32, DType::F64, DType::I32] {
         let a = rand_tensor(&mut rng, &[80, 16, 16], dt);

@@ -25,10 +25,61 @@ use crate::tensor::{Tensor, Value};
 use gemm::Parallelism;
 use half::f16;
 use rayon::prelude::*;
+use std::ops::Range;
 
 /// Products with fewer multiply-adds than this run on the calling thread:
-/// below it, splitting across cores costs more than it saves.
+/// below it, splitting across cores costs more than it saves (a rayon
+/// hand-off is about 10 us here).
+const SPLIT_FLOPS: usize = 128 * 128 * 128;
+
+/// The fewest rows (or columns) one thread's band of a split product gets.
+const SPLIT_MIN: usize = 32;
+
+/// Integer products go parallel (over output rows) from this many multiply-adds.
 const PAR_FLOPS: usize = 64 * 64 * 64;
+
+/// The output pointer of a product, shared by the threads that write
+/// disjoint blocks of it (see the SAFETY comment in `dot_gemm`).
+#[derive(Clone, Copy)]
+struct OutPtr<T>(*mut T);
+// SAFETY: only used to hand disjoint output blocks to rayon tasks, which all
+// finish before the buffer is read or freed.
+unsafe impl<T> Send for OutPtr<T> {}
+unsafe impl<T> Sync for OutPtr<T> {}
+
+/// Keeps `gemm`'s packing buffers out of `mmap`.
+///
+/// `gemm` allocates its packing buffers (hundreds of KiB) on every call.
+/// glibc serves blocks that large with a fresh `mmap` and returns them with
+/// `munmap`, and trims the heap's free top back to the kernel: every product
+/// then pays page faults and TLB shootdowns, measured at a quarter of the
+/// time of a 200x200 Hessian. Raising the mmap and trim thresholds once (to
+/// 64 MiB and 256 MiB) lets freed buffers be reused from the heap.
+fn keep_gemm_buffers_mapped() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            extern "C" {
+                fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
+            }
+            const M_TRIM_THRESHOLD: std::ffi::c_int = -1;
+            const M_MMAP_THRESHOLD: std::ffi::c_int = -3;
+            // SAFETY: `mallopt` is glibc's documented, thread-safe tuning
+            // call; it only changes thresholds (a failure leaves them as
+            // they were, which is harmless).
+            unsafe {
+                mallopt(M_MMAP_THRESHOLD, 64 << 20);
+                mallopt(M_TRIM_THRESHOLD, 256 << 20);
+            }
+        });
+    }
+}
+
+/// Band `p` of `parts` near-equal bands of `0..len`.
+fn band(len: usize, parts: usize, p: usize) -> Range<usize> {
+    len * p / parts..len * (p + 1) / parts
+}
 
 /// One logical axis of an operand: its size and its stride in elements.
 #[derive(Clone, Copy, Debug)]
@@ -252,6 +303,7 @@ impl GemmElem for f64 {}
 impl GemmElem for f16 {}
 
 fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
+    keep_gemm_buffers_mapped();
     let (m, n, k) = (p.m, p.n, p.k);
     let nbatch = numel(&p.batch);
     let mut out_shape = p.batch.clone();
@@ -278,33 +330,38 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
             let rdata: &[T] = rcopy.as_deref().unwrap_or(&rg);
             let (lv, rv) = (p.lhs.view(), p.rhs.view());
             let flops = m * n * k;
-            let one = |b: usize, dst: &mut [T], par: Parallelism| {
-                debug_assert_eq!(dst.len(), m * n);
+            // One block of one batch's product: rows `r` and columns `c` of
+            // `C = A @ B`, written through `dst`, that batch's `m x n`
+            // row-major output.
+            let block = |b: usize, dst: OutPtr<T>, r: Range<usize>, c: Range<usize>| {
                 let (lo, ro) = (lv.batch_offsets[b], rv.batch_offsets[b]);
-                // SAFETY: `m, n, k > 0` here. `gemm` reads `lhs + i*rs + j*cs`
-                // for `i < m`, `j < k`: `lo` is the storage index of this
-                // batch's element [0, 0] and the merged strides reproduce
+                // SAFETY: `r` and `c` are non-empty sub-ranges of `0..m` and
+                // `0..n`, and `k > 0`. `gemm` reads the lhs at `lo + i*rs +
+                // j*cs` for `i` in `r`, `j < k`: `lo` is the storage index of
+                // this batch's element [0, 0] and the merged strides reproduce
                 // exactly the indices `offset + sum(idx * stride)` of the
                 // operand's (valid) layout over `ldata`, or of the contiguous
-                // copy, so every address is an element of `ldata`; likewise
-                // for the rhs with `k x n` over `rdata`. It writes `dst + i*n
-                // + j` for `i < m`, `j < n`, inside `dst` (length `m * n`),
-                // which no other thread touches. Reads and writes do not
-                // overlap: `dst` is a fresh buffer. `gemm` is called only
-                // with f32, f64 and f16, which it supports.
+                // copy, so every address is an element of `ldata` (the
+                // pointer offset `r.start * rs` stays inside it too); likewise
+                // the rhs for `j < k`, columns in `c`, over `rdata`. It writes
+                // `dst + i*n + j` for `i` in `r`, `j` in `c`: inside the
+                // batch's `m * n` output, and callers give concurrent blocks
+                // disjoint rows or columns, so no element is written twice.
+                // Reads and writes do not overlap: the output is a fresh
+                // buffer. `gemm` is called only with f32, f64 and f16.
                 unsafe {
                     gemm::gemm(
-                        m,
-                        n,
+                        r.len(),
+                        c.len(),
                         k,
-                        dst.as_mut_ptr(),
+                        dst.0.add(r.start * n + c.start),
                         1,
                         n as isize,
                         false,
-                        ldata.as_ptr().add(lo),
+                        ldata.as_ptr().add(lo).offset(r.start as isize * lv.rs),
                         lv.cs,
                         lv.rs,
-                        rdata.as_ptr().add(ro),
+                        rdata.as_ptr().add(ro).offset(c.start as isize * rv.cs),
                         rv.cs,
                         rv.rs,
                         T::from_f64(0.0),
@@ -312,27 +369,35 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
                         false,
                         false,
                         false,
-                        par,
+                        Parallelism::None,
                     )
                 }
             };
-            if flops >= PAR_FLOPS || nbatch == 1 {
-                let par = if flops >= PAR_FLOPS {
-                    Parallelism::Rayon(0)
-                } else {
-                    Parallelism::None
-                };
-                for (b, dst) in out.chunks_mut(m * n).enumerate() {
-                    one(b, dst, par);
-                }
-            } else if nbatch * flops >= PAR_FLOPS {
-                // Many small products: one per task.
+            let threads = rayon::current_num_threads();
+            let parts = threads.min(m.max(n) / SPLIT_MIN);
+            if nbatch >= threads && nbatch * flops >= SPLIT_FLOPS {
+                // Enough products for every thread: one per task.
                 out.par_chunks_mut(m * n)
                     .enumerate()
-                    .for_each(|(b, dst)| one(b, dst, Parallelism::None));
+                    .for_each(|(b, dst)| block(b, OutPtr(dst.as_mut_ptr()), 0..m, 0..n));
+            } else if flops >= SPLIT_FLOPS && parts > 1 {
+                // A large product: each thread computes a band of the larger
+                // of rows and columns with a one-threaded `gemm`. On few
+                // cores this beats `gemm`'s own splitting (measured with
+                // examples/bench_matmul.rs), chiefly for transposed operands.
+                for b in 0..nbatch {
+                    let dst = OutPtr(out[b * m * n..].as_mut_ptr());
+                    (0..parts).into_par_iter().for_each(|p| {
+                        if m >= n {
+                            block(b, dst, band(m, parts, p), 0..n);
+                        } else {
+                            block(b, dst, 0..m, band(n, parts, p));
+                        }
+                    });
+                }
             } else {
                 for (b, dst) in out.chunks_mut(m * n).enumerate() {
-                    one(b, dst, Parallelism::None);
+                    block(b, OutPtr(dst.as_mut_ptr()), 0..m, 0..n);
                 }
             }
         }
