@@ -399,7 +399,7 @@ def main():
     out.append("## Machine, versions, command\n")
     out.append(f"- Machine: {machine()}")
     out.append(f"- Ours: nx `bench_eager` (release, `-C target-cpu=native` from `.cargo/config.toml`), "
-               f"rayon threads: {threads}; {rustc}")
+               f"threads: {threads}; {rustc}")
     out.append(f"- numpy {np_info.get('numpy', '?')}, python {np_info.get('python', '?')}; "
                f"OPENBLAS_CORETYPE={np_info.get('OPENBLAS_CORETYPE')}, OPENBLAS_L2_SIZE={np_info.get('OPENBLAS_L2_SIZE')} "
                f"(both unset for the numpy run); BLAS per threadpoolctl: `{json.dumps(np_info.get('blas'))}`")

@@ -87,7 +87,7 @@ fn emit(id: &str, variant: &str, unit: &str, min: f64, median: f64, warmup: usiz
         json_str(id),
         json_str(variant),
         json_str(unit),
-        rayon::current_num_threads()
+        nx::num_threads()
     );
 }
 
@@ -201,8 +201,8 @@ fn main() {
     // Keep panics from unimplemented kernels to one JSON error line each.
     std::panic::set_hook(Box::new(|_| {}));
     println!(
-        "# nx bench_eager: rayon threads {}, profile {}",
-        rayon::current_num_threads(),
+        "# nx bench_eager: threads {}, profile {}",
+        nx::num_threads(),
         if cfg!(debug_assertions) {
             "debug (numbers are meaningless)"
         } else {

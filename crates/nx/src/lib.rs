@@ -29,6 +29,7 @@ pub mod storage;
 mod tensor;
 pub mod trace;
 
+pub use cpu::pool::threads as num_threads;
 pub use dtype::{DType, Element};
 pub use half;
 pub use layout::Layout;

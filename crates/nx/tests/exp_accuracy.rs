@@ -1,6 +1,6 @@
 //! The f32 `exp` and `sigmoid` kernels (the vectorized polynomial exp of
 //! `cpu/math.rs`) through the public operations, on every kernel path:
-//! contiguous parallel (above the rayon threshold), contiguous serial, and
+//! contiguous parallel (above the thread-pool threshold), contiguous serial, and
 //! strided views; checked against f64 references computed here.
 
 use nx::Tensor;

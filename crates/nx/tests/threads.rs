@@ -15,7 +15,7 @@ fn tensor_is_send_and_sync() {
     assert_send_sync::<DType>();
 }
 
-/// A deterministic input large enough that kernels split across rayon's pool.
+/// A deterministic input large enough that kernels split across the thread pool.
 fn input(n: usize, seed: u32) -> Tensor {
     let v: Vec<f32> = (0..n)
         .map(|i| {

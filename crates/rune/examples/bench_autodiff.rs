@@ -67,12 +67,8 @@ fn emit(id: &str, variant: &str, unit: &str, (min, median): (f64, f64)) {
         "{{\"id\": \"{id}\", \"framework\": \"ours\", \"variant\": \"{variant}\", \"unit\": \"{unit}\", \"min\": {}, \"median\": {}, \"threads\": {}}}",
         min * scale,
         median * scale,
-        rayon_threads()
+        nx::num_threads()
     );
-}
-
-fn rayon_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 #[derive(Ptree, Clone)]

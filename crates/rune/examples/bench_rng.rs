@@ -21,7 +21,7 @@ use rune::rng;
 const N: usize = 10_000_000;
 
 fn emit(id: &str, variant: &str, (min, median): (f64, f64)) {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = nx::num_threads();
     println!(
         "{{\"id\": \"{id}\", \"framework\": \"ours\", \"variant\": \"{variant}\", \"unit\": \"ms\", \"min\": {}, \"median\": {}, \"threads\": {threads}, \"n\": {N}}}",
         min * 1e3,

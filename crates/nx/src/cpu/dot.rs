@@ -16,6 +16,7 @@
 //! equals wrapping arithmetic in the element type.
 
 use super::elementwise::cast;
+use super::pool;
 use super::strided::Walk;
 use crate::dtype::{DType, Element};
 use crate::layout::Layout;
@@ -24,12 +25,10 @@ use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
 use gemm::Parallelism;
 use half::f16;
-use rayon::prelude::*;
 use std::ops::Range;
 
 /// Products with fewer multiply-adds than this run on the calling thread:
-/// below it, splitting across cores costs more than it saves (a rayon
-/// hand-off is about 10 us here).
+/// below it, splitting across cores costs more than it saves.
 const SPLIT_FLOPS: usize = 128 * 128 * 128;
 
 /// The fewest rows (or columns) one thread's band of a split product gets.
@@ -42,8 +41,8 @@ const PAR_FLOPS: usize = 64 * 64 * 64;
 /// disjoint blocks of it (see the SAFETY comment in `dot_gemm`).
 #[derive(Clone, Copy)]
 struct OutPtr<T>(*mut T);
-// SAFETY: only used to hand disjoint output blocks to rayon tasks, which all
-// finish before the buffer is read or freed.
+// SAFETY: only used to hand disjoint output blocks to the pool's parts,
+// which all finish before the buffer is read or freed.
 unsafe impl<T> Send for OutPtr<T> {}
 unsafe impl<T> Sync for OutPtr<T> {}
 
@@ -373,13 +372,13 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
                     )
                 }
             };
-            let threads = rayon::current_num_threads();
+            let threads = pool::threads();
             let parts = threads.min(m.max(n) / SPLIT_MIN);
             if nbatch >= threads && nbatch * flops >= SPLIT_FLOPS {
                 // Enough products for every thread: one per task.
-                out.par_chunks_mut(m * n)
-                    .enumerate()
-                    .for_each(|(b, dst)| block(b, OutPtr(dst.as_mut_ptr()), 0..m, 0..n));
+                pool::chunks_mut(out, m * n, &|b, dst| {
+                    block(b, OutPtr(dst.as_mut_ptr()), 0..m, 0..n)
+                });
             } else if flops >= SPLIT_FLOPS && parts > 1 {
                 // A large product: each thread computes a band of the larger
                 // of rows and columns with a one-threaded `gemm`. On few
@@ -387,7 +386,7 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
                 // examples/bench_matmul.rs), chiefly for transposed operands.
                 for b in 0..nbatch {
                     let dst = OutPtr(out[b * m * n..].as_mut_ptr());
-                    (0..parts).into_par_iter().for_each(|p| {
+                    pool::for_each(parts, &|p| {
                         if m >= n {
                             block(b, dst, band(m, parts, p), 0..n);
                         } else {
@@ -437,9 +436,7 @@ fn dot_int<T: Element>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
                 }
             };
             if total * k.max(1) >= PAR_FLOPS {
-                out.par_chunks_mut(n)
-                    .enumerate()
-                    .for_each(|(ri, o)| row(ri, o));
+                pool::chunks_mut(out, n, &|ri, o| row(ri, o));
             } else {
                 for (ri, o) in out.chunks_mut(n).enumerate() {
                     row(ri, o);

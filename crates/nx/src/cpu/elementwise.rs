@@ -1,9 +1,10 @@
 //! Elementwise kernels: unary math, binary arithmetic, comparisons, `where`
 //! and casts. `map1`/`map2`/`map3` own the iteration (contiguous fast paths
 //! the compiler vectorizes, a broadcast-scalar path, the general strided
-//! path, rayon across cores above `PAR_MIN` elements); the per-dtype math is
+//! path, the thread pool above `PAR_MIN` elements); the per-dtype math is
 //! a closure handed to them.
 
+use super::pool;
 use super::strided::Walk;
 use crate::dtype::{DType, Element};
 use crate::prim::{BinaryOp, CmpOp, UnaryOp};
@@ -11,13 +12,12 @@ use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
 use half::{bf16, f16};
 use num_traits::Float;
-use rayon::prelude::*;
 
 /// Below this many elements a kernel runs on the calling thread: splitting
 /// costs a few microseconds, more than small operations take.
-pub(crate) const PAR_MIN: usize = 1 << 18;
+pub(crate) const PAR_MIN: usize = 1 << 16;
 /// Elements per parallel task.
-const PAR_CHUNK: usize = 1 << 15;
+const PAR_CHUNK: usize = 1 << 14;
 
 /// Whether every stride of a non-empty value is zero (a broadcast scalar, whose
 /// one element sits at `layout.offset`). Looks at the layout only: the caller
@@ -46,9 +46,7 @@ fn contiguous_slice<'a, T: Element>(v: &Value, data: &'a [T]) -> Option<&'a [T]>
 /// the output (the f32 sigmoid loop stayed scalar that way, 10x slower).
 fn fill_chunks<U: Send>(out: &mut [U], body: impl Fn(usize, &mut [U]) + Sync + Send) {
     if out.len() >= PAR_MIN {
-        out.par_chunks_mut(PAR_CHUNK)
-            .enumerate()
-            .for_each(|(i, c)| body(i * PAR_CHUNK, c));
+        pool::chunks_mut(out, PAR_CHUNK, &|i, c| body(i * PAR_CHUNK, c));
     } else {
         body(0, out);
     }
@@ -57,8 +55,8 @@ fn fill_chunks<U: Send>(out: &mut [U], body: impl Fn(usize, &mut [U]) + Sync + S
 /// Runs `body(offsets, out_part)` over `walk`'s rows, where `offsets` are
 /// each operand's element offset of `out_part[0]` (parts follow rows, and
 /// long rows are split); in parallel blocks when the output is large. The
-/// body is a `dyn` so that rayon's scaffolding is compiled once per output
-/// type, not once per operation.
+/// body is a `dyn` so that the pool's scaffolding is compiled once per
+/// output type, not once per operation.
 fn walk_rows<U: Send, const K: usize>(
     walk: &Walk<K>,
     out: &mut [U],
@@ -76,26 +74,21 @@ fn walk_rows<U: Send, const K: usize>(
         let strides = walk.row_strides();
         let mut starts = Vec::with_capacity(rows);
         walk.for_rows(0, rows, |_, offs| starts.push(offs));
-        out.par_chunks_mut(len)
-            .zip(starts.par_iter())
-            .for_each(|(row, offs)| {
-                row.par_chunks_mut(PAR_CHUNK)
-                    .enumerate()
-                    .for_each(|(s, part)| {
-                        let first = (s * PAR_CHUNK) as isize;
-                        body(std::array::from_fn(|k| offs[k] + first * strides[k]), part);
-                    })
-            });
+        pool::row_pieces_mut(out, len, PAR_CHUNK, &|r, s, part| {
+            let first = (s * PAR_CHUNK) as isize;
+            body(
+                std::array::from_fn(|k| starts[r][k] + first * strides[k]),
+                part,
+            );
+        });
     } else {
         let per = PAR_CHUNK / len;
-        out.par_chunks_mut(per * len)
-            .enumerate()
-            .for_each(|(c, block)| {
-                let r0 = c * per;
-                walk.for_rows(r0, (r0 + per).min(rows), |r, offs| {
-                    body(offs, &mut block[(r - r0) * len..(r - r0 + 1) * len])
-                });
+        pool::chunks_mut(out, per * len, &|c, block| {
+            let r0 = c * per;
+            walk.for_rows(r0, (r0 + per).min(rows), |r, offs| {
+                body(offs, &mut block[(r - r0) * len..(r - r0 + 1) * len])
             });
+        });
     }
 }
 
@@ -588,7 +581,7 @@ pub(crate) fn where_(c: &Value, a: &Value, b: &Value) -> Tensor {
 }
 
 /// A plain loop per (source, destination) pair: there are 169 of them, so
-/// the heavier `map1` machinery (strided walk, rayon) is kept out of it.
+/// the heavier `map1` machinery (strided walk, pool) is kept out of it.
 fn cast_slice<S: Element, U: Element>(src: &[S], shape: &[usize]) -> Tensor {
     let mut out = Storage::new(U::DTYPE, src.len());
     for (o, &v) in out.as_mut_slice::<U>().iter_mut().zip(src) {

@@ -8,12 +8,12 @@
 //! kernel sees the data.
 
 use super::elementwise::PAR_MIN;
+use super::pool;
 use super::strided::Walk;
 use crate::dtype::{DType, Element};
 use crate::shape::contiguous_strides;
 use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
-use rayon::prelude::*;
 
 /// `i` resolved against an axis of size `n`, or a panic naming `op`.
 #[inline(always)]
@@ -64,9 +64,7 @@ fn gather_typed<T: Element, I: Element>(x: &Value, idx: &Value, axis: usize) -> 
         if total >= PAR_MIN && len > 0 {
             // Whole rows per task, about PAR_MIN elements each.
             let per = PAR_MIN.div_ceil(len) * len;
-            o.par_chunks_mut(per)
-                .enumerate()
-                .for_each(|(c, o)| rows(c * per / len, o));
+            pool::chunks_mut(o, per, &|c, o| rows(c * per / len, o));
         } else if len > 0 {
             rows(0, o);
         }

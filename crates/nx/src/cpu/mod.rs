@@ -8,6 +8,7 @@ mod fill;
 mod index;
 mod math;
 mod movement;
+pub(crate) mod pool;
 mod reduce;
 pub(crate) mod strided;
 mod threefry;

@@ -21,6 +21,7 @@
 //!   row of accumulators.
 
 use super::elementwise::PAR_MIN;
+use super::pool;
 use crate::dtype::{DType, Element};
 use crate::layout::Layout;
 use crate::prim::{drop_axes, ArgOp, CumOp, ReduceOp};
@@ -28,7 +29,6 @@ use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
 use half::{bf16, f16};
 use num_traits::{Bounded, Float, One, WrappingAdd, WrappingMul, Zero};
-use rayon::prelude::*;
 use std::marker::PhantomData;
 
 /// The contiguous fold keeps `NV` vectors of `VW` independent lane
@@ -518,12 +518,10 @@ fn simplify(l: &Layout, axes: std::ops::Range<usize>) -> Vec<(usize, isize)> {
 }
 
 /// Runs `body(first, chunk)` on chunks of `cs` elements of `out`, in
-/// parallel. The body is a trait object so that rayon's machinery is
+/// parallel. The body is a trait object so that the pool's machinery is
 /// instantiated once per element type, not once per kernel.
 fn par_chunks<U: Send>(out: &mut [U], cs: usize, body: &(dyn Fn(usize, &mut [U]) + Sync)) {
-    out.par_chunks_mut(cs)
-        .enumerate()
-        .for_each(|(i, c)| body(i * cs, c));
+    pool::chunks_mut(out, cs, &|i, c| body(i * cs, c));
 }
 
 /// Runs `body(first, chunk)` over `out`, in chunks of whole `unit`s and in
@@ -745,11 +743,9 @@ fn vertical<F: Fold>(f: F, data: &[F::In], p: &Plan, out: &mut [F::In]) {
     if cw < m {
         // Tasks are column blocks of one output row.
         if par {
-            // Rows in parallel; within a row, column blocks in parallel.
-            par_chunks(out, m, &|start, row| {
-                par_chunks(row, cw, &|j0, ch| {
-                    vertical_task(f, data, p, start / m, j0, ch, &mut VBufs::new())
-                })
+            // Column blocks of every row, all in parallel.
+            pool::row_pieces_mut(out, m, cw, &|r, j, ch| {
+                vertical_task(f, data, p, r, j * cw, ch, &mut VBufs::new())
             });
         } else {
             let mut bufs = VBufs::new();

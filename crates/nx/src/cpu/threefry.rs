@@ -4,16 +4,16 @@
 //! pair; each counter pair is hashed under its key pair.
 //!
 //! The pairs are processed in blocks of `LANES`, de-interleaved into lane
-//! arrays so that every round is a loop the compiler vectorizes; rayon splits
+//! arrays so that every round is a loop the compiler vectorizes; the pool splits
 //! the blocks across cores above `PAR_MIN_PAIRS`. A key that is one pair
 //! broadcast over the counter (the common case: `rune::rng` broadcasts a
 //! `[2]` key) is read once.
 
 use super::movement;
+use super::pool;
 use crate::dtype::DType;
 use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
-use rayon::prelude::*;
 
 /// Key-schedule parity (Threefish's C240 for 32-bit words).
 const PARITY: u32 = 0x1BD1_1BDA;
@@ -106,10 +106,10 @@ fn hash_run(ctr: &[u32], out: &mut [u32], key: impl Fn(usize) -> (u32, u32)) {
 fn for_runs(ctr: &[u32], out: &mut [u32], body: impl Fn(usize, &[u32], &mut [u32]) + Sync) {
     let pairs = ctr.len() / 2;
     if pairs >= PAR_MIN_PAIRS {
-        out.par_chunks_mut(2 * PAR_CHUNK_PAIRS)
-            .zip(ctr.par_chunks(2 * PAR_CHUNK_PAIRS))
-            .enumerate()
-            .for_each(|(c, (o, x))| body(c * PAR_CHUNK_PAIRS, x, o));
+        let cs = 2 * PAR_CHUNK_PAIRS;
+        pool::chunks_mut(out, cs, &|c, o| {
+            body(c * PAR_CHUNK_PAIRS, &ctr[c * cs..c * cs + o.len()], o)
+        });
     } else {
         body(0, ctr, out);
     }
