@@ -222,6 +222,20 @@ pub fn vjp<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, params: &P, cotangent: &Q) -
     (out.with_leaves(&values), params.with_leaves(&grads))
 }
 
+/// `vjp(f, params, cotangent).1`, with `f`'s outputs freed before the
+/// backward pass (`remat`'s recomputation needs only the tape).
+pub(crate) fn vjp_grads<P: Ptree, Q: Ptree>(
+    func: &str,
+    f: impl Fn(&P) -> Q,
+    params: &P,
+    cotangent: &Q,
+) -> P {
+    let (_, _, rec) = record(params, f, |q| q.leaves());
+    let cts = cotangent.leaves();
+    rec.check_cotangents(func, &cts);
+    params.with_leaves(&rec.pull(&cts, true))
+}
+
 /// The backward pass of a function recorded by [`vjp_fun`]: call it with a
 /// cotangent (one leaf per output leaf, of its shape and dtype) to get the
 /// vector-Jacobian product, as many times as needed. Calls under another

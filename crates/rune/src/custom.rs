@@ -310,7 +310,9 @@ where
     custom_vjp_dyn(
         "remat",
         &|p: &P| (f(p), p.map_leaves(&mut |t| t.clone())),
-        Rc::new(move |p: &P, ct: &Q| crate::vjp(|q: &P| recompute(q), p, ct).1),
+        Rc::new(move |p: &P, ct: &Q| {
+            crate::autodiff::vjp_grads("remat", |q: &P| recompute(q), p, ct)
+        }),
         params,
     )
 }
