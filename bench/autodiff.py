@@ -250,7 +250,7 @@ def main():
     lines.append("")
     lines.append(f"- Machine: {compare.machine()}")
     lines.append(f"- jax {jx_info.get('jax', '?')}; other processes' CPU use: rune {s_ours['others_cpu']:.0%}, jax {s_jx['others_cpu']:.0%}")
-    lines.append("- JAX's jitted W4 step is bimodal across processes on this machine: separate runs of the child measured min 2.0–2.5 ms or 3.4–3.6 ms with nothing else changed, so the W4 ratio moves between about 0.8× and 1.5× from run to run; ours stays at 2.8–3.1 ms.")
+    lines.append("- JAX's jitted W4 step is bimodal across processes on this machine: separate runs of the child measured min 2.0–2.5 ms or 3.4–3.6 ms with nothing else changed. Ours measured 2.0–2.1 ms (min) since nx's kernels run on their own spinning thread pool and split large products one band per thread (before: 2.8–3.1 ms, when every parallel kernel woke a sleeping rayon worker, 50–200 us on this VM), so the W4 ratio is about 1.0× when JAX is in its fast mode and 0.6× otherwise.")
     lines.append("\nRaw rows:\n\n```")
     lines += [json.dumps(r) for r in ours + jxs]
     lines.append("```")
