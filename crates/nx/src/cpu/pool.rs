@@ -173,8 +173,16 @@ pub(crate) fn for_each(parts: usize, f: &(dyn Fn(usize) + Sync)) {
         pool.wake.notify_all();
     }
     job.work();
+    // Wait for parts still running on workers; after a millisecond, yield
+    // between checks in case a worker was preempted (more busy threads than
+    // cores). Yielding sooner costs a system call per check on the fast path.
+    let waiting = Instant::now();
     while job.left.load(Ordering::Acquire) != 0 {
-        std::hint::spin_loop();
+        if waiting.elapsed() > Duration::from_millis(1) {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
     }
     *pool.current.lock().unwrap() = None;
     pool.busy.store(false, Ordering::Release);
