@@ -30,7 +30,12 @@ const SPIN: Duration = Duration::from_millis(2);
 
 /// The number of threads eager kernels split across: `NX_NUM_THREADS` when
 /// set to a positive number, else the machine's available parallelism.
-/// Read once, at the first call.
+/// Read once, at the first call; with 1, every kernel runs on the thread
+/// that calls it.
+///
+/// ```
+/// assert!(nx::num_threads() >= 1);
+/// ```
 pub fn threads() -> usize {
     static THREADS: OnceLock<usize> = OnceLock::new();
     *THREADS.get_or_init(|| {
