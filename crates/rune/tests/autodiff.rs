@@ -2,11 +2,9 @@
 //! the functions of the seed, nesting, dtypes, broadcasting, errors.
 
 use rune::prelude::*;
+mod common;
+use common::{panic_message, t64};
 use std::collections::BTreeMap;
-
-fn t64(v: &[f64], shape: &[usize]) -> Tensor {
-    Tensor::from_slice(v, shape)
-}
 
 fn s64(v: f64) -> Tensor {
     Tensor::scalar(v)
@@ -419,15 +417,6 @@ fn max_splits_ties_and_reductions_route_to_extremes() {
 
 // ---------------------------------------------------------------------------
 // Errors
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
 
 #[test]
 fn grad_refuses_integer_leaves_and_non_scalar_objectives() {

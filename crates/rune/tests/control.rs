@@ -1,19 +1,8 @@
 //! scan, cond, while_loop (values, gradients, vmap, errors) and with_debug.
 
 use rune::prelude::*;
-
-fn t64(v: &[f64], shape: &[usize]) -> Tensor {
-    Tensor::from_slice(v, shape)
-}
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
+mod common;
+use common::{panic_message, t64};
 
 fn running_sum(xs: &Tensor) -> (Tensor, Tensor) {
     rune::scan(

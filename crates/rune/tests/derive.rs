@@ -1,8 +1,9 @@
 //! `#[derive(Ptree)]` from a crate that uses rune's prelude only.
 
 use rune::prelude::*;
+mod common;
+use common::panic_message;
 use std::collections::BTreeMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 fn s(v: f32) -> Tensor {
     Tensor::scalar(v)
@@ -12,17 +13,6 @@ fn vals<P: Ptree>(p: &P) -> Vec<f32> {
     let mut out = Vec::new();
     p.for_each_leaf(&mut |t| out.push(t.item::<f32>()));
     out
-}
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    match err.downcast_ref::<String>() {
-        Some(s) => s.clone(),
-        None => err
-            .downcast_ref::<&str>()
-            .expect("string payload")
-            .to_string(),
-    }
 }
 
 /// The struct of API.md, verbatim.

@@ -5,6 +5,8 @@
 
 use half::{bf16, f16};
 use rune::prelude::*;
+mod common;
+use common::panic_message;
 use rune::rng;
 
 // ---------------------------------------------------------------------------
@@ -211,15 +213,6 @@ fn ulp64(a: u64, b: u64) -> u64 {
         }
     };
     (ord(a) - ord(b)).unsigned_abs() as u64
-}
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 fn mean(v: &[f64]) -> f64 {

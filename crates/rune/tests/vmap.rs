@@ -3,27 +3,16 @@
 //! Jacobians built on it.
 
 use rune::prelude::*;
+mod common;
+use common::{panic_message, t64};
 use rune::VmapOpts;
 use std::cell::Cell;
-
-fn t64(v: &[f64], shape: &[usize]) -> Tensor {
-    Tensor::from_slice(v, shape)
-}
 
 fn close(a: &Tensor, b: &Tensor, tol: f64) {
     assert_eq!(a.shape(), b.shape(), "{a:?} vs {b:?}");
     for (x, y) in a.to_vec::<f64>().iter().zip(b.to_vec::<f64>()) {
         assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{a}\nvs\n{b}");
     }
-}
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 #[test]
