@@ -34,28 +34,9 @@ use timing::bench;
 
 use rune::prelude::*;
 
-/// splitmix64 for inputs (values only need a sane range).
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn normal(&mut self) -> f32 {
-        let u1 = 1.0 - (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        let u2 = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
-    }
-    fn normal_tensor(&mut self, shape: &[usize], scale: f32) -> Tensor {
-        let n = shape.iter().product();
-        let v: Vec<f32> = (0..n).map(|_| self.normal() * scale).collect();
-        Tensor::from_vec(v, shape)
-    }
-}
+#[path = "common/splitmix.rs"]
+mod splitmix;
+use splitmix::SplitMix;
 
 fn emit(id: &str, variant: &str, unit: &str, (min, median): (f64, f64)) {
     let scale = match unit {
@@ -77,16 +58,21 @@ struct Layer {
     b: Tensor,
 }
 
-fn w4() {
-    let mut rng = Rng(0);
-    let sizes = [784, 512, 512, 10];
-    let params: Vec<Layer> = sizes
+/// He-initialized weights and zero biases of an MLP with these layer sizes.
+fn mlp_params(rng: &mut SplitMix, sizes: &[usize]) -> Vec<Layer> {
+    sizes
         .windows(2)
         .map(|s| Layer {
             w: rng.normal_tensor(&[s[0], s[1]], (2.0 / s[0] as f32).sqrt()),
             b: Tensor::zeros(&[s[1]], DType::F32),
         })
-        .collect();
+        .collect()
+}
+
+fn w4() {
+    let mut rng = SplitMix(0);
+    let sizes = [784, 512, 512, 10];
+    let params = mlp_params(&mut rng, &sizes);
     let x = rng.normal_tensor(&[128, 784], 1.0);
     let labels: Vec<i32> = (0..128).map(|_| (rng.next_u64() % 10) as i32).collect();
     let y = Tensor::from_vec(labels, &[128, 1]);
@@ -128,15 +114,9 @@ fn check_row(id: &str, what: &str, err: f64) {
 }
 
 fn w5() {
-    let mut rng = Rng(5);
+    let mut rng = SplitMix(5);
     let sizes = [64, 128, 10];
-    let params: Vec<Layer> = sizes
-        .windows(2)
-        .map(|s| Layer {
-            w: rng.normal_tensor(&[s[0], s[1]], (2.0 / s[0] as f32).sqrt()),
-            b: Tensor::zeros(&[s[1]], DType::F32),
-        })
-        .collect();
+    let params = mlp_params(&mut rng, &sizes);
     let x = rng.normal_tensor(&[256, 64], 1.0);
     let labels: Vec<i32> = (0..256).map(|_| (rng.next_u64() % 10) as i32).collect();
     let y = Tensor::from_vec(labels, &[256]);
@@ -197,7 +177,7 @@ fn w5() {
 }
 
 fn w6() {
-    let mut rng = Rng(1);
+    let mut rng = SplitMix(1);
     let a = rng.normal_tensor(&[200, 200], 1.0 / (200f32).sqrt());
     let x = rng.normal_tensor(&[200], 1.0);
     let v = rng.normal_tensor(&[200], 1.0);
@@ -228,7 +208,7 @@ fn w6() {
 }
 
 fn w10() {
-    let x = Rng(10).normal_tensor(&[500], 1.0);
+    let x = SplitMix(10).normal_tensor(&[500], 1.0);
     let f = |x: &Tensor| x.sin() * x.sum_all();
     // Once: both Jacobians against the closed form, in f64.
     let x64 = x.cast(DType::F64);
@@ -269,7 +249,7 @@ fn chain(x: &Tensor) -> Tensor {
 }
 
 fn c1() {
-    let x = Rng(2).normal_tensor(&[64], 1.0);
+    let x = SplitMix(2).normal_tensor(&[64], 1.0);
     emit(
         "C1",
         "forward, 100 ops on [64]",
@@ -289,7 +269,7 @@ fn c1() {
 }
 
 fn m1() {
-    let mut rng = Rng(3);
+    let mut rng = SplitMix(3);
     let ws: Vec<Tensor> = (0..32)
         .map(|_| rng.normal_tensor(&[256, 256], 1.0 / 16.0))
         .collect();

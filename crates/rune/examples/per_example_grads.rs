@@ -33,7 +33,11 @@
 use std::time::Instant;
 
 use rune::prelude::*;
+
+#[path = "common/splitmix.rs"]
+mod splitmix;
 use rune::VmapOpts;
+use splitmix::SplitMix;
 
 const FEATURES: usize = 10;
 const HIDDEN: usize = 32;
@@ -160,28 +164,6 @@ fn blobs(n: usize) -> (Tensor, Tensor) {
 fn accuracy(p: &Mlp, x: &Tensor, y: &Tensor) -> f64 {
     let predicted = p.forward(x).argmax(-1, false);
     predicted.equal(y).cast(DType::F32).mean_all().item::<f32>() as f64
-}
-
-/// splitmix64: shuffles the training set each epoch.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn permutation(&mut self, n: usize) -> Vec<i32> {
-        let mut p: Vec<i32> = (0..n as i32).collect();
-        for i in (1..n).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            p.swap(i, j);
-        }
-        p
-    }
 }
 
 /// The vmapped per-example gradients against a loop of single-example

@@ -21,6 +21,10 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use rune::prelude::*;
 
+#[path = "common/splitmix.rs"]
+mod splitmix;
+use splitmix::SplitMix;
+
 const CLASSES: usize = 3;
 const POINTS_PER_CLASS: usize = 1500;
 const HELD_OUT: usize = 900;
@@ -125,29 +129,6 @@ impl Adam {
             .m
             .map2_leaves(&self.v, &mut |m, v| m * lr / (v.sqrt() + eps));
         params.map2_leaves(&steps, &mut |p, s| p - s)
-    }
-}
-
-/// splitmix64: the small generator that shuffles the examples.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A uniformly random permutation of `0..n` (Fisher-Yates).
-    fn permutation(&mut self, n: usize) -> Vec<i32> {
-        let mut p: Vec<i32> = (0..n as i32).collect();
-        for i in (1..n).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            p.swap(i, j);
-        }
-        p
     }
 }
 
