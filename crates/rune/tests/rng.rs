@@ -159,6 +159,9 @@ impl Json {
     fn u64s(&self) -> Vec<u64> {
         self.arr().iter().map(|v| v.u64()).collect()
     }
+    fn i32s(&self) -> Vec<i32> {
+        self.arr().iter().map(|v| v.i64() as i32).collect()
+    }
     fn shape(&self) -> Vec<usize> {
         self.arr().iter().map(|v| v.u64() as usize).collect()
     }
@@ -564,24 +567,14 @@ fn samplers_follow_jax_algorithms() {
         let (lo, hi) = (case.get("low").i64(), case.get("high").i64());
         let r = rng::randint(&case.get("key").key(), lo, hi, &case.get("shape").shape());
         assert_eq!(r.dtype(), DType::I32);
-        let want: Vec<i32> = case
-            .get("values")
-            .arr()
-            .iter()
-            .map(|v| v.i64() as i32)
-            .collect();
+        let want = case.get("values").i32s();
         assert_eq!(r.to_vec::<i32>(), want, "randint [{lo}, {hi})");
     }
     for case in fx.get("permutation").arr() {
         let n = case.get("n").u64() as usize;
         let p = rng::permutation(&case.get("key").key(), n);
         assert_eq!(p.dtype(), DType::I32);
-        let want: Vec<i32> = case
-            .get("values")
-            .arr()
-            .iter()
-            .map(|v| v.i64() as i32)
-            .collect();
+        let want = case.get("values").i32s();
         assert_eq!(p.to_vec::<i32>(), want, "permutation of {n}");
     }
     for case in fx.get("bernoulli").arr() {
@@ -624,12 +617,7 @@ fn samplers_follow_jax_algorithms() {
         let logits = Tensor::from_vec(logits, &case.get("shape").shape());
         let axis = case.get("axis").i64() as isize;
         let c = rng::categorical(&case.get("key").key(), &logits, axis);
-        let want: Vec<i32> = case
-            .get("values")
-            .arr()
-            .iter()
-            .map(|v| v.i64() as i32)
-            .collect();
+        let want = case.get("values").i32s();
         assert_eq!(c.to_vec::<i32>(), want, "categorical along {axis}");
     }
     for case in fx.get("truncated_normal_f32").arr() {
