@@ -274,6 +274,14 @@ def pair(r):
     return "—" if r is None else f"{fmt(r['min'])} / {fmt(r['median'])}"
 
 
+def ratio(num, den, bold=False):
+    """num / den of two rows, "min / median", the min in bold if asked."""
+    if not (num and den):
+        return "—"
+    a = f"{num['min'] / den['min']:.2f}×"
+    return (f"**{a}**" if bold else a) + f" / {num['median'] / den['median']:.2f}×"
+
+
 def build_example(package, example):
     """Builds a Rust example in release mode; returns the path of its binary."""
     cmd = ["cargo", "build", "--release", "-p", package, "--example", example]
