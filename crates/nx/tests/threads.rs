@@ -216,3 +216,29 @@ fn cross_assignments_between_two_tensors_do_not_deadlock() {
         }
     });
 }
+
+/// `NX_NUM_THREADS` sets the pool's size. It is read once per process, so
+/// the check runs in a child process of this test binary.
+#[test]
+fn nx_num_threads_sets_the_thread_count() {
+    if let Ok(want) = std::env::var("NX_THREADS_TEST_CHILD") {
+        assert_eq!(nx::num_threads().to_string(), want);
+        // A parallel kernel with that many threads: 2^20 ones sum exactly.
+        let ones = Tensor::ones(&[1 << 20], DType::F32);
+        assert_eq!(ones.sum_all().item::<f32>(), (1 << 20) as f32);
+        return;
+    }
+    for n in ["1", "3"] {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "nx_num_threads_sets_the_thread_count",
+                "--test-threads=1",
+            ])
+            .env("NX_NUM_THREADS", n)
+            .env("NX_THREADS_TEST_CHILD", n)
+            .status()
+            .unwrap();
+        assert!(status.success(), "child with NX_NUM_THREADS={n} failed");
+    }
+}
