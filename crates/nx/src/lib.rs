@@ -24,6 +24,7 @@ mod ops;
 mod prim;
 mod ptree;
 mod random;
+pub mod raw;
 pub mod shape;
 pub mod storage;
 mod tensor;

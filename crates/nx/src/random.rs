@@ -112,6 +112,7 @@ impl Tensor {
         if !dtype.is_float() {
             panic!("rand: expects a float dtype, got {dtype}");
         }
+        crate::trace::notify_implicit_random("rand");
         let bits = mantissa_bits(dtype);
         let n = crate::shape::numel(shape);
         let mut g = state();
@@ -124,6 +125,7 @@ impl Tensor {
         if !dtype.is_float() {
             panic!("randn: expects a float dtype, got {dtype}");
         }
+        crate::trace::notify_implicit_random("randn");
         let n = crate::shape::numel(shape);
         let mut g = state();
         let mut spare: Option<f64> = None;
@@ -166,6 +168,7 @@ impl Tensor {
         if (low as i128) < min || (high as i128 - 1) > max {
             panic!("randint: the range [{low}, {high}) does not fit in {dtype} (which holds {min}..={max})");
         }
+        crate::trace::notify_implicit_random("randint");
         let range = (high as i128 - low as i128) as u128;
         let n = crate::shape::numel(shape);
         let mut g = state();

@@ -54,6 +54,12 @@ impl Tensor {
         }
     }
 
+    /// This handle's identity: equal for clones of one tensor, distinct for
+    /// tensors alive at the same time (views of one storage included).
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.0) as *const u8 as usize
+    }
+
     pub fn is_traced(&self) -> bool {
         matches!(&*self.0, Repr::Traced(_))
     }

@@ -31,6 +31,11 @@ pub trait Trace {
     /// For transformations that find a trace by level (`trace_at`) and need
     /// its concrete type (custom differentiation rules do).
     fn as_any(&self) -> &dyn Any;
+    /// Called when the implicit global generator (`Tensor::rand`, `randn`,
+    /// `randint`) draws while this dynamic trace is active. A trace that
+    /// cannot accept host-drawn values as constants (jit's staging: the draw
+    /// would be frozen into the program) panics here; the default accepts.
+    fn implicit_random(&self, _op: &str) {}
 }
 
 /// The per-tensor state of a trace (primal and tangent, node on a tape, ...).
@@ -141,6 +146,26 @@ pub fn trace_at(level: usize) -> Rc<dyn Trace> {
             None => panic!("trace_at: no trace at level {level} (depth {})", s.len()),
         }
     })
+}
+
+/// Tells the active dynamic traces that the implicit generator is drawing
+/// for `op` (see `Trace::implicit_random`).
+pub(crate) fn notify_implicit_random(op: &str) {
+    if DEPTH.with(|d| d.get()) == 0 {
+        return;
+    }
+    let limit = ceiling().saturating_sub(1);
+    let dynamic: Vec<Rc<dyn Trace>> = STACK.with(|s| {
+        let s = s.borrow();
+        s.iter()
+            .take(limit)
+            .filter(|f| f.dynamic)
+            .map(|f| f.trace.clone())
+            .collect()
+    });
+    for t in dynamic {
+        t.implicit_random(op);
+    }
 }
 
 /// Number of traces active on this thread.

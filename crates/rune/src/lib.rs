@@ -32,9 +32,11 @@ mod custom;
 mod debug;
 mod gradient_control;
 mod jacobian;
+mod jit;
 mod jvp;
 pub mod rng;
 mod rules;
+mod stage;
 mod vjp;
 mod vmap;
 
@@ -47,6 +49,9 @@ pub use custom::{custom_jvp, custom_vjp, remat};
 pub use debug::{with_debug, with_debug_to};
 pub use gradient_control::{detach, no_grad};
 pub use jacobian::{hessian, jacfwd, jacrev};
+pub use jit::{jit, jit_stats, jit_with, make_graph, reset_jit_stats, Jit, JitOpts, JitStats};
+pub use stage::JitError;
+pub use tolk;
 pub use vmap::{vmap, vmap_with, VmapOpts};
 
 /// `use rune::prelude::*;` brings tensors, dtypes and parameter trees into scope.

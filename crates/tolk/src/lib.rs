@@ -1,1 +1,181 @@
-//! tolk: the compiler (graph IR, fusion, code generation, runtime). Empty until the jit issue.
+//! tolk: Rune's compiler. It takes a staged [`Graph`] (never a closure; it
+//! knows nothing of rune) and turns it into a [`Program`]:
+//!
+//! 1. `simplify`: constant folding, common subexpressions, dead code;
+//! 2. `schedule`: elementwise and movement ops fuse into kernels (movement
+//!    as index arithmetic); the other primitives are library steps run by
+//!    nx's eager kernels (`dot_general` through the GEMM crate);
+//! 3. `render`: each distinct kernel becomes a C loop nest (`c_ops` holds the
+//!    per-element C, bit-exact with nx's eager kernels);
+//! 4. `compile`: all kernels into one shared object with the system C
+//!    compiler, loaded with `libloading`;
+//! 5. `runtime`: the plan of steps over buffers.
+//!
+//! `cache` keeps compiled programs on disk across processes.
+
+pub mod c_ops;
+pub mod cache;
+pub mod compile;
+pub mod graph;
+pub mod render;
+pub mod runtime;
+pub mod schedule;
+pub mod simplify;
+
+pub use graph::{Eqn, Graph, Var};
+pub use runtime::Program;
+
+use runtime::{KernelEntry, Plan};
+use std::time::Instant;
+
+/// Where a compiled program came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Loaded from the persistent cache.
+    Disk,
+    /// Scheduled and compiled in this call.
+    Compiled,
+}
+
+/// A compiled program and how it was obtained.
+pub struct Compiled {
+    pub program: Program,
+    pub origin: Origin,
+    /// Seconds spent simplifying, scheduling, compiling and loading.
+    pub seconds: f64,
+    /// Per kernel, the primitives it fused and its C source (filled when
+    /// compiled in this call; empty on a disk hit).
+    pub kernel_sources: Vec<(Vec<String>, String)>,
+}
+
+/// Compiles `graph` for the host CPU, through the persistent cache unless
+/// `use_cache` is false (or `JITCACHE=0`). `Err` carries a message for the
+/// user (no C compiler, say).
+pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
+    let start = Instant::now();
+    let g = simplify::simplify(graph);
+    let cache_dir = if use_cache { cache::dir() } else { None };
+    let cc = compile::compiler_identity();
+    let key = cache::key(
+        &g.structure_key(),
+        c_ops::CFLAGS,
+        cc.as_deref().unwrap_or("none"),
+    );
+    if let Some(dir) = &cache_dir {
+        if let Some(entry) = cache::read(dir, &key) {
+            if let Ok(program) = load_entry(&g, dir, &key, entry) {
+                return Ok(Compiled {
+                    program,
+                    origin: Origin::Disk,
+                    seconds: start.elapsed().as_secs_f64(),
+                    kernel_sources: Vec::new(),
+                });
+            }
+        }
+    }
+    let sched = schedule::schedule(&g);
+    let plan = Plan {
+        steps: sched.steps.clone(),
+        frees: sched.frees.clone(),
+    };
+    let nests: Vec<render::LoopNest> = sched.kernels.iter().map(render::lower).collect();
+    let names: Vec<String> = (0..sched.kernels.len()).map(|i| format!("tk_k{i}")).collect();
+    let mut source = String::from(c_ops::PRELUDE);
+    let mut kernel_sources = Vec::new();
+    for ((k, nest), name) in sched.kernels.iter().zip(&nests).zip(&names) {
+        let src = render::render(name, k, nest);
+        source.push('\n');
+        source.push_str(&src);
+        kernel_sources.push((k.fused.clone(), src));
+    }
+    let meta: Vec<(String, usize, nx::DType, Vec<usize>)> = sched
+        .kernels
+        .iter()
+        .zip(&nests)
+        .zip(&names)
+        .map(|((k, n), name)| (name.clone(), n.outer(), k.out_dtype, k.shape.clone()))
+        .collect();
+    let program = if sched.kernels.is_empty() {
+        Program::new(g, plan, Vec::new(), None)
+    } else {
+        cc?;
+        let (dir, scratch) = match &cache_dir {
+            Some(d) => (d.clone(), false),
+            None => (compile::scratch_dir(), true),
+        };
+        let so_name = if scratch {
+            format!("{}.so", compile::unique_suffix())
+        } else {
+            format!("{key}.so")
+        };
+        let so = dir.join(so_name);
+        compile::build(&source, &so, &[])?;
+        let loaded = compile::load(&so, &names)?;
+        if scratch {
+            // The mapping outlives the file.
+            let _ = std::fs::remove_file(&so);
+        } else {
+            let entry = cache::Entry {
+                plan: plan.clone(),
+                kernels: meta.clone(),
+            };
+            // A cache that cannot be written costs the next process a
+            // compile, nothing else.
+            let _ = cache::write_meta(&dir, &key, &entry);
+        }
+        let entries = entries(&loaded, &meta);
+        Program::new(g, plan, entries, Some(loaded))
+    };
+    Ok(Compiled {
+        program,
+        origin: Origin::Compiled,
+        seconds: start.elapsed().as_secs_f64(),
+        kernel_sources,
+    })
+}
+
+fn entries(
+    loaded: &compile::Loaded,
+    meta: &[(String, usize, nx::DType, Vec<usize>)],
+) -> Vec<KernelEntry> {
+    loaded
+        .fns
+        .iter()
+        .zip(meta)
+        .map(|(&f, (_, outer, dt, shape))| KernelEntry {
+            f,
+            outer: *outer,
+            out_dtype: *dt,
+            shape: shape.clone(),
+        })
+        .collect()
+}
+
+/// A program from a valid cache entry (the graph is the one being compiled:
+/// the key covers its structure).
+fn load_entry(
+    g: &Graph,
+    dir: &std::path::Path,
+    key: &str,
+    entry: cache::Entry,
+) -> Result<Program, String> {
+    let steps_ok = entry.plan.steps.iter().all(|s| match s {
+        schedule::Step::Kernel { kernel, out, args } => {
+            *kernel < entry.kernels.len()
+                && *out < g.avals.len()
+                && args.iter().all(|a| *a < g.avals.len())
+        }
+        schedule::Step::Library { eqn } => *eqn < g.eqns.len(),
+    });
+    if !steps_ok {
+        return Err("jit cache: entry does not match the program".into());
+    }
+    if entry.kernels.is_empty() {
+        return Ok(Program::new(g.clone(), entry.plan, Vec::new(), None));
+    }
+    let (so, _) = cache::paths(dir, key);
+    let names: Vec<String> = entry.kernels.iter().map(|k| k.0.clone()).collect();
+    let loaded = compile::load(&so, &names)?;
+    let entries = entries(&loaded, &entry.kernels);
+    Ok(Program::new(g.clone(), entry.plan, entries, Some(loaded)))
+}

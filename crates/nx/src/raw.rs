@@ -1,0 +1,89 @@
+//! What a compiler's runtime needs from nx beyond `bind`: running an eager
+//! kernel directly, fresh output buffers, raw pointers into a tensor's
+//! storage for generated code, and the kernels' thread pool.
+//!
+//! tolk (the compiler) calls these; user code has no reason to. The pointers
+//! are only valid while their guard lives, and the guards are the storage's
+//! own read/write locks, so a compiled kernel never races an `assign`.
+
+use crate::dtype::DType;
+use crate::prim::Prim;
+use crate::storage::{ReadGuard, Storage, WriteGuard};
+use crate::tensor::Tensor;
+
+/// Runs `prim`'s eager kernel on concrete inputs, bypassing the trace stack.
+/// Panics on a traced input.
+pub fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
+    crate::cpu::eval(prim, inputs)
+}
+
+/// A fresh contiguous tensor of `shape`, contents unspecified (but
+/// initialized): for outputs a kernel fills completely.
+pub fn alloc(dtype: DType, shape: &[usize]) -> Tensor {
+    Tensor::from_storage(
+        dtype,
+        shape,
+        Storage::new(dtype, crate::shape::numel(shape)),
+    )
+}
+
+/// Shared access to a concrete tensor's elements: `ptr()` is its first
+/// element (its layout's offset applied), valid while this lives.
+pub struct ReadView<'a> {
+    _guard: ReadGuard<'a, u8>,
+    ptr: *const u8,
+}
+
+impl ReadView<'_> {
+    pub fn ptr(&self) -> *const u8 {
+        self.ptr
+    }
+}
+
+/// Exclusive access to a concrete tensor's elements (see [`ReadView`]).
+pub struct WriteView<'a> {
+    _guard: WriteGuard<'a, u8>,
+    ptr: *mut u8,
+}
+
+impl WriteView<'_> {
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+/// Byte offset of `t`'s first element in its storage; 0 for an empty view
+/// (whose offset may lie past the end).
+fn byte_offset(t: &Tensor) -> usize {
+    let v = t.value();
+    if v.layout.numel() == 0 {
+        0
+    } else {
+        v.layout.offset * v.dtype.size_in_bytes()
+    }
+}
+
+/// Read access to `t` (concrete; panics on a tracer).
+pub fn read(t: &Tensor) -> ReadView<'_> {
+    let guard = t.value().storage.read::<u8>();
+    let off = byte_offset(t);
+    // `off` is within the storage: a non-empty layout's offset addresses one
+    // of its elements.
+    let ptr = guard[off..].as_ptr();
+    ReadView { _guard: guard, ptr }
+}
+
+/// Write access to `t` (concrete; panics on a tracer). Taking it while a
+/// `ReadView` of the same storage lives on this thread deadlocks.
+pub fn write(t: &Tensor) -> WriteView<'_> {
+    let mut guard = t.value().storage.write::<u8>();
+    let off = byte_offset(t);
+    let ptr = guard[off..].as_mut_ptr();
+    WriteView { _guard: guard, ptr }
+}
+
+/// Runs `f(0) .. f(parts - 1)` on nx's thread pool (the caller runs parts
+/// too); returns when all are done.
+pub fn parallel_for(parts: usize, f: &(dyn Fn(usize) + Sync)) {
+    crate::cpu::pool::for_each(parts, f)
+}

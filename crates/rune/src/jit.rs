@@ -1,0 +1,256 @@
+//! `jit`: stages a function into a `tolk::Graph` on the first call for each
+//! leaf signature (dtypes and shapes in traversal order), compiles it with
+//! tolk, and replays the compiled program on later calls. Under an
+//! enclosing transformation the function runs directly, so the
+//! transformation sees its operations and results never change.
+
+use crate::stage::{JitError, Staging};
+use nx::{DType, Ptree, Tensor};
+use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Options of [`jit_with`].
+#[derive(Clone, Debug)]
+pub struct JitOpts {
+    /// `"CPU"` (the default), `"CUDA"`, `"METAL"`.
+    pub device: String,
+    /// Consume resident inputs (meaningful on devices with their own
+    /// memory; the CPU device reads inputs in place and has none).
+    pub donate: bool,
+}
+
+impl Default for JitOpts {
+    fn default() -> Self {
+        JitOpts {
+            device: "CPU".into(),
+            donate: false,
+        }
+    }
+}
+
+/// Transfer counters of compiled functions (the seed's `jit_stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JitStats {
+    pub bytes_to_device: u64,
+    pub bytes_from_device: u64,
+    /// Device bytes held now by unread outputs (live; not reset).
+    pub resident_bytes: u64,
+}
+
+static BYTES_TO_DEVICE: AtomicU64 = AtomicU64::new(0);
+static BYTES_FROM_DEVICE: AtomicU64 = AtomicU64::new(0);
+static RESIDENT_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// The cumulative transfer counters. The CPU device reads and writes host
+/// memory in place: it moves, and counts, nothing.
+pub fn jit_stats() -> JitStats {
+    JitStats {
+        bytes_to_device: BYTES_TO_DEVICE.load(Ordering::Relaxed),
+        bytes_from_device: BYTES_FROM_DEVICE.load(Ordering::Relaxed),
+        resident_bytes: RESIDENT_BYTES.load(Ordering::Relaxed),
+    }
+}
+
+/// Zeroes the cumulative transfer counters (`resident_bytes` is live state
+/// and stays).
+pub fn reset_jit_stats() {
+    BYTES_TO_DEVICE.store(0, Ordering::Relaxed);
+    BYTES_FROM_DEVICE.store(0, Ordering::Relaxed);
+}
+
+/// One compiled signature.
+struct Entry<Q> {
+    signature: Vec<(DType, Vec<usize>)>,
+    program: tolk::Program,
+    /// The traced output: its structure (and ignored fields) for the results.
+    template: Q,
+}
+
+/// A compiled function (see [`jit`]). Not thread-safe, as the seed says.
+pub struct Jit<F, P, Q> {
+    f: F,
+    name: &'static str,
+    entries: RefCell<Vec<Entry<Q>>>,
+    traces: Cell<usize>,
+    _types: PhantomData<fn(&P) -> Q>,
+}
+
+/// `f` compiled: the first call with a new leaf signature traces `f`,
+/// compiles the traced computation into fused kernels and runs them; later
+/// calls with that signature replay the compiled program on the new leaf
+/// values. Tensors `f` captures are compile-time constants (read in place
+/// when contiguous); whole-tensor `assign` on an input leaf is replayed into
+/// the caller's tensor on every call.
+///
+/// ```
+/// use rune::prelude::*;
+/// let f = rune::jit(|x: &Tensor| x.exp() * 2.0 + 1.0);
+/// let x = Tensor::from_slice(&[0.0f32, 1.0], &[2]);
+/// assert_eq!(f.call(&x).to_vec::<f32>(), (x.exp() * 2.0 + 1.0).to_vec::<f32>());
+/// ```
+pub fn jit<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F) -> Jit<F, P, Q> {
+    jit_with(f, JitOpts::default())
+}
+
+/// [`jit`] with options. Panics naming the device if it is unknown or
+/// unavailable.
+pub fn jit_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: JitOpts) -> Jit<F, P, Q> {
+    check_device(&opts.device);
+    Jit {
+        f,
+        name: std::any::type_name::<F>(),
+        entries: RefCell::new(Vec::new()),
+        traces: Cell::new(0),
+        _types: PhantomData,
+    }
+}
+
+/// Panics unless `device` is one jit can run on here.
+fn check_device(device: &str) {
+    let (backend, instance) = match device.split_once(':') {
+        Some((b, i)) => (b, Some(i)),
+        None => (device, None),
+    };
+    let instance_ok = instance.is_none_or(|i| i.parse::<usize>().is_ok());
+    match backend {
+        "CPU" if instance_ok && instance.is_none_or(|i| i == "0") => {}
+        "CPU" if instance_ok => panic!(
+            "jit: device {device:?} is not available: host devices CPU:1, CPU:2, ... are not \
+             implemented yet; use \"CPU\""
+        ),
+        "CUDA" if instance_ok => panic!(
+            "jit: device {device:?} is not available: CUDA is not available in this build of \
+             rune; use \"CPU\""
+        ),
+        "METAL" if instance_ok => {
+            panic!("jit: device {device:?} is not available: METAL is available on macOS only")
+        }
+        _ => panic!("jit: unknown device {device:?}; the devices are \"CPU\", \"CUDA\" and \"METAL\""),
+    }
+}
+
+/// `RUNE_JIT_DEBUG`'s level (0 when unset).
+fn debug_level() -> u8 {
+    static LEVEL: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        std::env::var("RUNE_JIT_DEBUG")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    })
+}
+
+/// Runs `f` under a staging trace on tracers for `p`'s leaves.
+fn stage<P: Ptree, Q: Ptree>(f: &impl Fn(&P) -> Q, p: &P) -> (tolk::Graph, Q) {
+    let leaves = p.leaves();
+    let (staging, tracers) = Staging::begin(&leaves);
+    let q = f(&p.with_leaves(&tracers));
+    let graph = staging.finish(&q.leaves());
+    (graph, q)
+}
+
+/// Catches a `JitError` raised while tracing; other panics propagate.
+fn catch_jit<R>(f: impl FnOnce() -> R) -> Result<R, JitError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => Ok(r),
+        Err(payload) => match payload.downcast::<JitError>() {
+            Ok(e) => Err(*e),
+            Err(other) => std::panic::resume_unwind(other),
+        },
+    }
+}
+
+/// The staged graph of `f` at `p` (like JAX's `make_jaxpr`), without
+/// compiling it. Its `Display` prints one primitive a line.
+///
+/// ```
+/// use rune::prelude::*;
+/// let g = rune::make_graph(|x: &Tensor| x.sin() + 1.0, &Tensor::zeros(&[3], DType::F32));
+/// assert!(g.to_string().contains("sin"));
+/// ```
+pub fn make_graph<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> tolk::Graph {
+    match catch_jit(|| stage(&f, p).0) {
+        Ok(g) => g,
+        Err(e) => panic!("{}", e.message()),
+    }
+}
+
+impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
+    /// Runs the compiled function. Panics with the `JitError`'s message if
+    /// `f` cannot be compiled.
+    pub fn call(&self, p: &P) -> Q {
+        match self.try_call(p) {
+            Ok(q) => q,
+            Err(e) => panic!("{}", e.message()),
+        }
+    }
+
+    /// Runs the compiled function, or returns why `f` cannot be compiled.
+    pub fn try_call(&self, p: &P) -> Result<Q, JitError> {
+        if nx::trace::depth() > 0 {
+            // Under a transformation (or an outer jit): let it see `f`.
+            return Ok((self.f)(p));
+        }
+        let leaves = p.leaves();
+        let hit = {
+            let entries = self.entries.borrow();
+            entries.iter().position(|e| same_signature(&e.signature, &leaves))
+        };
+        let (index, how, seconds) = match hit {
+            Some(i) => (i, "hit memory", 0.0),
+            None => {
+                let (graph, template) = catch_jit(|| stage(&self.f, p))?;
+                self.traces.set(self.traces.get() + 1);
+                let compiled = tolk::compile(&graph, true).map_err(JitError::new)?;
+                if debug_level() >= 2 {
+                    eprintln!("jit {}: program\n{}", self.name, compiled.program.graph());
+                    for (i, (fused, src)) in compiled.kernel_sources.iter().enumerate() {
+                        eprintln!("jit kernel {i} fuses [{}]:\n{src}", fused.join(" "));
+                    }
+                }
+                let how = match compiled.origin {
+                    tolk::Origin::Disk => "miss memory, hit disk",
+                    tolk::Origin::Compiled => "miss, compiled",
+                };
+                let mut entries = self.entries.borrow_mut();
+                entries.push(Entry {
+                    signature: leaves.iter().map(|t| (t.dtype(), t.shape().to_vec())).collect(),
+                    program: compiled.program,
+                    template,
+                });
+                (entries.len() - 1, how, compiled.seconds)
+            }
+        };
+        let entries = self.entries.borrow();
+        let entry = &entries[index];
+        let outs = entry.program.run(&leaves);
+        if debug_level() >= 1 {
+            let compile = if seconds > 0.0 {
+                format!(", compile {:.1} ms", seconds * 1e3)
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "jit {}: {how}, {} kernels, {} steps{compile}, transfers 0 B",
+                self.name,
+                entry.program.num_kernels(),
+                entry.program.num_steps()
+            );
+        }
+        Ok(entry.template.with_leaves(&outs))
+    }
+
+    /// How many times `f` has been traced (once per new signature).
+    pub fn trace_count(&self) -> usize {
+        self.traces.get()
+    }
+}
+
+fn same_signature(sig: &[(DType, Vec<usize>)], leaves: &[Tensor]) -> bool {
+    sig.len() == leaves.len()
+        && sig
+            .iter()
+            .zip(leaves)
+            .all(|((d, s), t)| *d == t.dtype() && s.as_slice() == t.shape())
+}

@@ -1,0 +1,292 @@
+//! Staging (jit's trace): a dynamic trace that records every primitive it
+//! sees as an equation of a `tolk::Graph` instead of running it.
+//!
+//! Tracer = a variable of the graph being built. Concrete tensors reaching
+//! the trace (captures) become constants. Whole-tensor `assign` on an input
+//! leaf becomes a writeback; reading a staged value, implicit RNG, drawing
+//! from a key that does not depend on the inputs, assigning to a capture or
+//! into a view raise `JitError` (as a panic whose payload is the error, which
+//! `Jit::try_call` catches).
+
+use nx::trace::{push_trace, Trace, TraceGuard, Tracer};
+use nx::{Aval, Prim, Tensor};
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tolk::{Eqn, Graph, Var};
+
+/// Why a function cannot be compiled (the seed's `Jit_error`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JitError {
+    message: String,
+}
+
+impl JitError {
+    pub fn new(message: impl Into<String>) -> JitError {
+        JitError {
+            message: message.into(),
+        }
+    }
+
+    /// What went wrong and what to do instead.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for JitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for JitError {}
+
+/// Raises `e` during tracing (caught by `Jit::try_call`).
+pub(crate) fn raise(e: JitError) -> ! {
+    quiet_jit_panics();
+    std::panic::panic_any(e)
+}
+
+/// Installs (once) a panic hook that stays silent for `JitError` payloads
+/// (they are caught and reported by `call`/`try_call`) and defers to the
+/// previous hook for every other panic.
+fn quiet_jit_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<JitError>().is_none() {
+                previous(info);
+            }
+        }));
+    });
+}
+
+pub(crate) struct StageTracer {
+    level: usize,
+    aval: Aval,
+    /// The variable this tensor holds now (an `assign` rebinds it).
+    var: AtomicUsize,
+    /// Index of the input leaf this tracer is, if it is one.
+    input: Option<usize>,
+    /// Produced by a movement primitive (a view in eager mode).
+    view: bool,
+}
+
+impl Tracer for StageTracer {
+    fn aval(&self) -> &Aval {
+        &self.aval
+    }
+    fn level(&self) -> usize {
+        self.level
+    }
+    fn read(&self) -> Tensor {
+        raise(JitError::new(
+            "jit: the function reads the value of a traced tensor (item, to_vec, or the \
+             predicate of a cond/while_loop that depends on the inputs); the value is only known \
+             when the compiled program runs. Compute it without reading (Tensor::where_ selects \
+             between branches), or read it outside the jitted function",
+        ))
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl StageTracer {
+    fn var(&self) -> Var {
+        self.var.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    graph: Graph,
+    /// Captured tensors already made constants, by handle identity.
+    consts: HashMap<usize, Var>,
+    /// Per variable: whether it depends on an input.
+    depends: Vec<bool>,
+}
+
+pub(crate) struct StageTrace {
+    level: usize,
+    state: Rc<RefCell<State>>,
+}
+
+fn is_movement(p: &Prim) -> bool {
+    matches!(
+        p,
+        Prim::Reshape { .. }
+            | Prim::Broadcast { .. }
+            | Prim::Permute { .. }
+            | Prim::Slice { .. }
+            | Prim::Flip { .. }
+    )
+}
+
+fn new_var(st: &mut State, aval: Aval, depends: bool) -> Var {
+    st.depends.push(depends);
+    st.graph.new_var(aval)
+}
+
+/// The variable for `t`: its own if it is a tracer of the staging trace at
+/// `level`, a constant if concrete.
+fn var_of(level: usize, st: &mut State, t: &Tensor) -> Var {
+        match t.tracer() {
+            Some(tr) => match tr.as_any().downcast_ref::<StageTracer>() {
+                Some(s) if s.level == level => s.var(),
+                _ => panic!(
+                    "jit: internal error: a tensor traced by another transformation reached the \
+                     staging trace"
+                ),
+            },
+            None => {
+                if let Some(&v) = st.consts.get(&t.id()) {
+                    return v;
+                }
+                let v = new_var(st, t.aval(), false);
+                st.graph.consts.push((v, t.clone()));
+                st.consts.insert(t.id(), v);
+                v
+            }
+        }
+}
+
+fn tracer(level: usize, aval: Aval, var: Var, input: Option<usize>, view: bool) -> Tensor {
+    Tensor::from_tracer(StageTracer {
+        level,
+        aval,
+        var: AtomicUsize::new(var),
+        input,
+        view,
+    })
+}
+
+impl StageTrace {
+    fn assign(&self, dst: &Tensor, src: &Tensor) -> Tensor {
+        let Some(d) = dst
+            .tracer()
+            .and_then(|t| t.as_any().downcast_ref::<StageTracer>())
+        else {
+            raise(JitError::new(
+                "jit: the function assigns to a tensor it captures; captures are compile-time \
+                 constants. Thread mutable state through the inputs instead (assign to an input \
+                 leaf, or return the new value)",
+            ))
+        };
+        if d.view {
+            raise(JitError::new(
+                "jit: the function assigns into a view (a reshape, slice, transpose, ... of \
+                 another tensor), which the compiler does not support; compute the whole new \
+                 value and assign it to the input leaf itself",
+            ))
+        }
+        let mut st = self.state.borrow_mut();
+        let v = var_of(self.level, &mut st, src);
+        d.var.store(v, Ordering::Relaxed);
+        if let Some(i) = d.input {
+            st.graph.writebacks.retain(|(j, _)| *j != i);
+            st.graph.writebacks.push((i, v));
+        }
+        dst.clone()
+    }
+}
+
+impl Trace for StageTrace {
+    fn process(&self, prim: Prim, inputs: &[&Tensor]) -> Tensor {
+        if prim == Prim::Assign {
+            return self.assign(inputs[0], inputs[1]);
+        }
+        let mut st = self.state.borrow_mut();
+        let vars: Vec<Var> = inputs.iter().map(|t| var_of(self.level, &mut st, t)).collect();
+        if prim == Prim::Threefry2x32 && !st.depends[vars[0]] {
+            drop(st);
+            raise(JitError::new(
+                "jit: the function draws random values from a key that does not depend on its \
+                 inputs (a captured rune::rng key); the draw would be a compile-time constant \
+                 replayed on every call. Pass the key as an input (split or fold_in it for fresh \
+                 values each call)",
+            ))
+        }
+        let avals: Vec<&Aval> = vars.iter().map(|&v| st.graph.aval(v)).collect();
+        let aval = prim.out_aval(&avals);
+        let depends = vars.iter().any(|&v| st.depends[v]);
+        let out = new_var(&mut st, aval.clone(), depends);
+        let view = is_movement(&prim);
+        st.graph.eqns.push(Eqn {
+            prim,
+            inputs: vars,
+            out,
+        });
+        drop(st);
+        tracer(self.level, aval, out, None, view)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn implicit_random(&self, op: &str) {
+        raise(JitError::new(format!(
+            "jit: the function draws from the implicit random generator (Tensor::{op}); inside \
+             jit the draw would be a compile-time constant replayed on every call. Pass a \
+             rune::rng key as an input and draw with rune::rng instead"
+        )))
+    }
+}
+
+/// A staging session: the trace on the stack and where its equations go.
+pub(crate) struct Staging {
+    level: usize,
+    state: Rc<RefCell<State>>,
+    guard: Option<TraceGuard>,
+}
+
+impl Staging {
+    /// Pushes a staging trace; `leaves` become the graph's inputs, and the
+    /// returned tracers stand for them.
+    pub(crate) fn begin(leaves: &[Tensor]) -> (Staging, Vec<Tensor>) {
+        let state = Rc::new(RefCell::new(State::default()));
+        let shared = state.clone();
+        let guard = push_trace(
+            move |level| StageTrace {
+                level,
+                state: shared,
+            },
+            true,
+        );
+        let level = guard.level();
+        let tracers = {
+            let mut st = state.borrow_mut();
+            let mut out = Vec::with_capacity(leaves.len());
+            for (i, leaf) in leaves.iter().enumerate() {
+                let v = new_var(&mut st, leaf.aval(), true);
+                st.graph.inputs.push(v);
+                out.push(tracer(level, leaf.aval(), v, Some(i), false));
+            }
+            out
+        };
+        let staging = Staging {
+            level,
+            state,
+            guard: Some(guard),
+        };
+        (staging, tracers)
+    }
+
+    /// Pops the trace and returns the graph with `outputs` as its outputs.
+    pub(crate) fn finish(mut self, outputs: &[Tensor]) -> Graph {
+        let mut st = self.state.borrow_mut();
+        let outs: Vec<Var> = outputs
+            .iter()
+            .map(|t| var_of(self.level, &mut st, t))
+            .collect();
+        self.guard.take();
+        let mut g = std::mem::take(&mut st.graph);
+        g.outputs = outs;
+        g
+    }
+}

@@ -1,0 +1,405 @@
+//! C rendering of every elementwise primitive (`Prim::Unary`, `Binary`,
+//! `Compare`, `Where`, `Cast`, and the constants of `Full`/`Pad`), bit-exact
+//! with nx's eager kernels (`nx/src/cpu/elementwise.rs`, `cpu/math.rs`,
+//! `dtype.rs`). This module owns the C expressions and the helpers they call
+//! (`c_prelude.h`, emitted once per generated file as [`PRELUDE`]); it knows
+//! nothing of kernels, loops or buffers.
+//!
+//! How each family matches Rust:
+//! - f32/f64: the same IEEE operations in the same order; the libm calls Rust
+//!   makes (sin, tan, exp2, log1p, powf, `%` = fmod, ...) are the same glibc
+//!   functions. What Rust writes itself is ported: nx's `exp_f32` (Exp and
+//!   Sigmoid on f32, FMA when the target has it, as `cfg!(target_feature)`
+//!   decides in Rust), std's asinh/acosh/atanh formulas, and the `libm`
+//!   crate's erff/erf (FreeBSD msun, with its own expf/exp/scalbn; nx's Erf
+//!   does not use glibc's erf). `-ffp-contract=off` keeps gcc from fusing
+//!   `a*b+c`.
+//! - f16/bf16 are raw `uint16_t` bits: every operation converts to f32,
+//!   computes, and rounds back, exactly where the `half` crate does (so Rsqrt
+//!   rounds twice and Sigmoid rounds after each step); Neg flips the sign bit;
+//!   Abs goes through f32 (it quiets a NaN, as `num_traits::Float::abs` for
+//!   half does). f16 conversions use F16C when compiled for it (as half does
+//!   with target-cpu=native), else a port of half's software conversion (same
+//!   bits). Exp on f16/bf16 is glibc `expf`, not `exp_f32` (nx's `exp_fast`
+//!   is only specialised for f32).
+//! - integers: wrapping arithmetic done in unsigned types (no signed-overflow
+//!   UB), x/0 = 0, x%0 = 0, MIN/-1 = MIN, shifts out of range give 0 or -1,
+//!   nx's `ipow`.
+//! - casts follow `Element::cast`: from a float through f64; to an integer
+//!   truncating and saturating with NaN -> 0 (clamped before the C
+//!   conversion, which would be UB); to f16/bf16 by "round to odd" f32 first,
+//!   so the result is rounded once; between integers wrapping.
+//!
+//! Assumptions beyond ISO C (true for gcc and clang): converting an
+//! out-of-range value to a signed integer type wraps, and the compiler uses
+//! round-to-nearest SSE arithmetic (x86-64; FLT_EVAL_METHOD 0).
+//!
+//! NaN payloads match too (the tests compare every bit, signaling NaNs
+//! included). One case is tolerated by the tests without being needed today:
+//! an arithmetic op with two NaN operands, whose payload Rust leaves
+//! unspecified (LLVM may commute the operands; x86 returns the first one's).
+//! Same-type float casts are the identity, as Rust's compiled
+//! `(x as f64) as f32` is (a signaling NaN stays signaling).
+//!
+//! Nothing is known to differ. Not covered: clang (not installed where this
+//! was tested) and targets without FMA (the C side then drops FMA exactly as
+//! nx does, but it was only tested with FMA).
+
+use nx::{BinaryOp, CmpOp, DType, Element, UnaryOp};
+
+/// C source defining the helpers the expressions below call (static inline
+/// functions; includes `<math.h>`, `<stdint.h>`, `<string.h>`, and
+/// `<immintrin.h>` when compiled with F16C).
+pub const PRELUDE: &str = include_str!("c_prelude.h");
+
+/// The C compiler flags to use besides `-shared -fPIC -o` (and `-lm`).
+/// No fast-math: every rewrite it allows changes bits. `-fno-math-errno` only
+/// drops the errno side effect (lets gcc inline and vectorize `sqrtf`).
+pub const CFLAGS: &[&str] = &[
+    "-O2",
+    "-fvect-cost-model=dynamic",
+    "-march=native",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+];
+
+/// The C type that holds one element of `dtype` in memory.
+pub fn c_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool | DType::U8 => "uint8_t",
+        DType::U16 | DType::F16 | DType::BF16 => "uint16_t",
+        DType::U32 => "uint32_t",
+        DType::U64 => "uint64_t",
+        DType::I8 => "int8_t",
+        DType::I16 => "int16_t",
+        DType::I32 => "int32_t",
+        DType::I64 => "int64_t",
+        DType::F32 => "float",
+        DType::F64 => "double",
+    }
+}
+
+/// The suffix of the prelude's per-type helpers (`tk_add_i32`, `tk_f16_add`).
+fn suffix(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "bool",
+        d => d.name(),
+    }
+}
+
+/// The f32 (or f64) C function Rust std calls for `op` (its libm function or
+/// the prelude's port of std's own formula); `None` for ops with their own rule.
+fn float_fn(op: UnaryOp, f64: bool) -> Option<&'static str> {
+    use UnaryOp::*;
+    let (f, d) = match op {
+        Abs => ("fabsf", "fabs"),
+        Sqrt => ("sqrtf", "sqrt"),
+        Exp2 => ("exp2f", "exp2"),
+        Log => ("logf", "log"),
+        Log2 => ("log2f", "log2"),
+        Log1p => ("log1pf", "log1p"),
+        Expm1 => ("expm1f", "expm1"),
+        Sin => ("sinf", "sin"),
+        Cos => ("cosf", "cos"),
+        Tan => ("tanf", "tan"),
+        Asin => ("asinf", "asin"),
+        Acos => ("acosf", "acos"),
+        Atan => ("atanf", "atan"),
+        Sinh => ("sinhf", "sinh"),
+        Cosh => ("coshf", "cosh"),
+        Tanh => ("tanhf", "tanh"),
+        Asinh => ("tk_asinh_f32", "tk_asinh_f64"),
+        Acosh => ("tk_acosh_f32", "tk_acosh_f64"),
+        Atanh => ("tk_atanh_f32", "tk_atanh_f64"),
+        Erf => ("tk_erf_f32", "tk_erf_f64"),
+        Floor => ("floorf", "floor"),
+        Ceil => ("ceilf", "ceil"),
+        Trunc => ("truncf", "trunc"),
+        Round => ("tk_round_f32", "tk_round_f64"),
+        Sign => ("tk_sign_f32", "tk_sign_f64"),
+        Sigmoid => ("tk_sigmoid_f32", "tk_sigmoid_f64"),
+        // f32's Exp is nx's exp_f32; f64's is libm's exp (nx's exp_fast default).
+        Exp => ("tk_exp_f32", "exp"),
+        Neg | Rsqrt | Recip | Not => return None,
+    };
+    Some(if f64 { d } else { f })
+}
+
+/// A C expression computing `op(x)` for an element of `dtype`, where `x` is a
+/// C expression of `c_type(dtype)`; the result has `c_type(dtype)`. `x` is
+/// evaluated once. Panics for pairs the eager kernel rejects.
+pub fn unary(op: UnaryOp, dtype: DType, x: &str) -> String {
+    use UnaryOp::*;
+    match dtype {
+        DType::F32 | DType::F64 => {
+            let (one, f64) = if dtype == DType::F64 {
+                ("1.0", true)
+            } else {
+                ("1.0f", false)
+            };
+            match op {
+                Neg => format!("(-({x}))"),
+                Recip => format!("({one} / ({x}))"),
+                Rsqrt => format!("({one} / {}({x}))", float_fn(Sqrt, f64).unwrap()),
+                Not => panic!("not on a float tensor is rejected by the op"),
+                _ => format!("{}({x})", float_fn(op, f64).unwrap()),
+            }
+        }
+        DType::F16 | DType::BF16 => {
+            let p = suffix(dtype);
+            let one = if dtype == DType::F16 {
+                "0x3C00u"
+            } else {
+                "0x3F80u"
+            };
+            match op {
+                Neg => format!("tk_{p}_neg({x})"),
+                Abs => format!("tk_{p}_abs({x})"),
+                Sqrt => format!("tk_{p}_sqrt({x})"),
+                Exp => format!("tk_{p}_exp({x})"),
+                Sign => format!("tk_{p}_sign({x})"),
+                Round => format!("tk_{p}_round({x})"),
+                Sigmoid => format!("tk_{p}_sigmoid({x})"),
+                Recip => format!("tk_{p}_div({one}, {x})"),
+                Rsqrt => format!("tk_{p}_div({one}, tk_{p}_sqrt({x}))"),
+                Not => panic!("not on a float tensor is rejected by the op"),
+                // Everything else: half's `from_f32(self.to_f32().op())`.
+                _ => format!(
+                    "tk_f32_to_{p}({}(tk_{p}_to_f32({x})))",
+                    float_fn(op, false).unwrap()
+                ),
+            }
+        }
+        // The bool kernel: Not is logical, every other unary op is the identity.
+        DType::Bool => match op {
+            Not => format!("((uint8_t)!({x}))"),
+            _ => format!("({x})"),
+        },
+        _ => {
+            let (t, s) = (c_type(dtype), suffix(dtype));
+            match op {
+                Neg => format!("tk_neg_{s}({x})"),
+                Abs => format!("tk_abs_{s}({x})"),
+                Sign => format!("tk_sign_{s}({x})"),
+                Not => format!("(({t})~({x}))"),
+                Floor | Ceil | Round | Trunc => format!("({x})"),
+                _ => panic!("{op:?} on an integer tensor is rejected by the op"),
+            }
+        }
+    }
+}
+
+/// A C expression computing `op(a, b)` for two elements of `dtype`; the
+/// result has `c_type(dtype)`. Each operand is evaluated once.
+pub fn binary(op: BinaryOp, dtype: DType, a: &str, b: &str) -> String {
+    use BinaryOp::*;
+    match dtype {
+        DType::F32 | DType::F64 => {
+            let (s, f) = if dtype == DType::F64 {
+                ("f64", "")
+            } else {
+                ("f32", "f")
+            };
+            match op {
+                Add => format!("(({a}) + ({b}))"),
+                Sub => format!("(({a}) - ({b}))"),
+                Mul => format!("(({a}) * ({b}))"),
+                Div => format!("(({a}) / ({b}))"),
+                Rem => format!("fmod{f}({a}, {b})"),
+                Pow => format!("pow{f}({a}, {b})"),
+                Atan2 => format!("atan2{f}({a}, {b})"),
+                Max => format!("tk_max_{s}({a}, {b})"),
+                Min => format!("tk_min_{s}({a}, {b})"),
+                And | Or | Xor | Shl | Shr => {
+                    panic!("{op:?} on a float tensor is rejected by the op")
+                }
+            }
+        }
+        DType::F16 | DType::BF16 => {
+            let name = match op {
+                Add => "add",
+                Sub => "sub",
+                Mul => "mul",
+                Div => "div",
+                Rem => "rem",
+                Pow => "pow",
+                Atan2 => "atan2",
+                Max => "max",
+                Min => "min",
+                And | Or | Xor | Shl | Shr => {
+                    panic!("{op:?} on a float tensor is rejected by the op")
+                }
+            };
+            format!("tk_{}_{name}({a}, {b})", suffix(dtype))
+        }
+        DType::Bool => {
+            let c = match op {
+                And | Min | Mul => '&',
+                Or | Max | Add => '|',
+                Xor | Sub => '^',
+                _ => panic!("{op:?} on a bool tensor is rejected by the op"),
+            };
+            format!("((uint8_t)(({a}) {c} ({b})))")
+        }
+        _ => {
+            let (t, s) = (c_type(dtype), suffix(dtype));
+            let name = match op {
+                And => return format!("(({t})(({a}) & ({b})))"),
+                Or => return format!("(({t})(({a}) | ({b})))"),
+                Xor => return format!("(({t})(({a}) ^ ({b})))"),
+                Add => "add",
+                Sub => "sub",
+                Mul => "mul",
+                Div => "div",
+                Rem => "rem",
+                Pow => "pow",
+                Max => "max",
+                Min => "min",
+                Shl => "shl",
+                Shr => "shr",
+                Atan2 => panic!("atan2 on an integer tensor is rejected by the op"),
+            };
+            format!("tk_{name}_{s}({a}, {b})")
+        }
+    }
+}
+
+/// A C expression comparing two elements of `dtype`; the result is a
+/// `uint8_t` 0 or 1. f16/bf16 compare as their (exact) f32 values, which is
+/// what half's bitwise PartialOrd/PartialEq amount to.
+pub fn compare(op: CmpOp, dtype: DType, a: &str, b: &str) -> String {
+    let c = match op {
+        CmpOp::Lt => "<",
+        CmpOp::Le => "<=",
+        CmpOp::Gt => ">",
+        CmpOp::Ge => ">=",
+        CmpOp::Eq => "==",
+        CmpOp::Ne => "!=",
+    };
+    match dtype {
+        DType::F16 | DType::BF16 => {
+            let p = suffix(dtype);
+            format!("((uint8_t)(tk_{p}_to_f32({a}) {c} tk_{p}_to_f32({b})))")
+        }
+        _ => format!("((uint8_t)(({a}) {c} ({b})))"),
+    }
+}
+
+/// `where(c, a, b)` for elements of `dtype`; `c` is a `uint8_t` 0/1. Only one
+/// of `a` and `b` is evaluated.
+pub fn select(dtype: DType, c: &str, a: &str, b: &str) -> String {
+    format!("(({}) (({c}) ? ({a}) : ({b})))", c_type(dtype))
+}
+
+/// A C expression converting an element of `from` to `to`, as
+/// `Element::cast` does.
+pub fn cast(from: DType, to: DType, x: &str) -> String {
+    let to_t = c_type(to);
+    if from.is_float() {
+        // The f64 value (`Element::to_f64`); exact.
+        let d = match from {
+            DType::F16 => format!("((double)tk_f16_to_f32({x}))"),
+            DType::BF16 => format!("((double)tk_bf16_to_f32({x}))"),
+            DType::F32 => format!("((double)({x}))"),
+            _ => format!("({x})"),
+        };
+        match to {
+            // Same-type casts are the identity (Rust's folds to it as well;
+            // f16/bf16 still round-trip through f32 below, quieting a NaN).
+            DType::F32 if from == DType::F32 => format!("({x})"),
+            DType::F64 if from == DType::F64 => format!("({x})"),
+            DType::F32 => format!("((float){d})"),
+            DType::F64 => d,
+            DType::F16 | DType::BF16 => {
+                let p = suffix(to);
+                // from_f64 = from_f32(f64_to_f32_odd(v)); a value that came
+                // from f16/bf16/f32 is exact in f32, where rounding to odd is
+                // the identity.
+                let f = match from {
+                    DType::F64 => format!("tk_f64_to_f32_odd({x})"),
+                    DType::F32 => format!("({x})"),
+                    _ => format!("tk_{}_to_f32({x})", suffix(from)),
+                };
+                format!("tk_f32_to_{p}({f})")
+            }
+            DType::Bool => format!("((uint8_t)({d} != 0.0))"),
+            _ => format!("tk_f64_to_{}({d})", suffix(to)),
+        }
+    } else {
+        // Integers and bool: exact in int64_t/uint64_t, which stands in for
+        // Rust's i128.
+        match to {
+            DType::Bool => format!("((uint8_t)(({x}) != 0))"),
+            // C's integer-to-float conversion rounds to nearest even, like
+            // Rust's `as`.
+            DType::F32 | DType::F64 => format!("(({to_t})({x}))"),
+            DType::F16 | DType::BF16 => {
+                let f = if from == DType::U64 {
+                    format!("tk_u64_to_f32_odd({x})")
+                } else {
+                    format!("tk_i64_to_f32_odd((int64_t)({x}))")
+                };
+                format!("tk_f32_to_{}({f})", suffix(to))
+            }
+            _ => format!("(({to_t})({x}))"),
+        }
+    }
+}
+
+/// A C literal of `dtype` for `v`, converted as `Prim::Full` does
+/// (`<T as Element>::from_f64(v)`). Finite floats print in shortest
+/// round-trip decimal (the C compiler rounds it back to the same value);
+/// a NaN is a bit cast so its payload and sign survive.
+pub fn literal(dtype: DType, v: f64) -> String {
+    match dtype {
+        DType::F32 => {
+            let x = <f32 as Element>::from_f64(v);
+            if x.is_nan() {
+                format!("tk_f32_from_bits(0x{:08x}u)", x.to_bits())
+            } else if x.is_infinite() {
+                if x > 0.0 { "INFINITY" } else { "(-INFINITY)" }.to_string()
+            } else {
+                format!("({x:e}f)")
+            }
+        }
+        DType::F64 => {
+            let x = <f64 as Element>::from_f64(v);
+            if x.is_nan() {
+                format!("tk_f64_from_bits(0x{:016x}ull)", x.to_bits())
+            } else if x.is_infinite() {
+                if x > 0.0 {
+                    "((double)INFINITY)"
+                } else {
+                    "(-(double)INFINITY)"
+                }
+                .to_string()
+            } else {
+                format!("({x:e})")
+            }
+        }
+        DType::F16 => format!(
+            "((uint16_t)0x{:04x}u)",
+            <nx::half::f16 as Element>::from_f64(v).to_bits()
+        ),
+        DType::BF16 => format!(
+            "((uint16_t)0x{:04x}u)",
+            <nx::half::bf16 as Element>::from_f64(v).to_bits()
+        ),
+        DType::Bool => format!("((uint8_t){})", <bool as Element>::from_f64(v) as u8),
+        DType::U8 => format!("((uint8_t){}u)", <u8 as Element>::from_f64(v)),
+        DType::U16 => format!("((uint16_t){}u)", <u16 as Element>::from_f64(v)),
+        DType::U32 => format!("((uint32_t){}u)", <u32 as Element>::from_f64(v)),
+        DType::U64 => format!("((uint64_t){}ull)", <u64 as Element>::from_f64(v)),
+        DType::I8 => format!("((int8_t){})", <i8 as Element>::from_f64(v)),
+        DType::I16 => format!("((int16_t){})", <i16 as Element>::from_f64(v)),
+        DType::I32 => match <i32 as Element>::from_f64(v) {
+            // -2147483648 would be the negation of an out-of-range literal.
+            i32::MIN => "INT32_MIN".to_string(),
+            n => format!("((int32_t){n})"),
+        },
+        DType::I64 => match <i64 as Element>::from_f64(v) {
+            i64::MIN => "INT64_MIN".to_string(),
+            n => format!("((int64_t){n}ll)"),
+        },
+    }
+}

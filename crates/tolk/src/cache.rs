@@ -1,0 +1,226 @@
+//! The persistent compilation cache: one entry per program, two files in
+//! the cache directory: `<key>.so` (the kernels) and `<key>.meta` (the plan,
+//! the kernels' entry points, and a hash of the `.so`).
+//!
+//! The key covers the simplified program's structure, the codegen flags,
+//! the C compiler's identity and version, the host's instruction-set
+//! features (the code is built with `-march=native`) and the running
+//! executable. Both files are written under temporary names and renamed
+//! (the `.so` first), so a reader sees whole files or none; a reader
+//! checks the `.meta`'s own checksum and the `.so`'s hash before loading, so
+//! a truncated, corrupt or foreign entry is a miss, never a crash.
+
+use crate::graph::Var;
+use crate::runtime::Plan;
+use crate::schedule::Step;
+use nx::DType;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+/// Bumped whenever the entry format or the generated code's conventions change.
+const FORMAT: &str = "tolk-cache-1";
+
+/// The cache directory: `$XDG_CACHE_HOME/tolk/rune_jit`, XDG's default
+/// `~/.cache` (`~/Library/Caches` on macOS); `None` when `JITCACHE=0` or no
+/// home directory is known.
+pub fn dir() -> Option<PathBuf> {
+    if std::env::var("JITCACHE").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        Some(x) => PathBuf::from(x),
+        None => {
+            let home = PathBuf::from(std::env::var_os("HOME")?);
+            if cfg!(target_os = "macos") {
+                home.join("Library/Caches")
+            } else {
+                home.join(".cache")
+            }
+        }
+    };
+    Some(base.join("tolk").join("rune_jit"))
+}
+
+/// A 128-bit hash, stable for a given build of this crate (the key also
+/// covers the executable, so hash stability across builds is not needed).
+pub fn hash(parts: &[&[u8]]) -> String {
+    let mut out = String::new();
+    for seed in [0x746f6c6bu64, 0x72756e65] {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        seed.hash(&mut h);
+        for p in parts {
+            p.hash(&mut h);
+        }
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
+}
+
+/// The running executable's identity: path, size and modification time.
+fn executable_identity() -> String {
+    let Ok(exe) = std::env::current_exe() else {
+        return "unknown".into();
+    };
+    let meta = std::fs::metadata(&exe).ok();
+    let len = meta.as_ref().map(|m| m.len()).unwrap_or(0);
+    let mtime = meta
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{} {len} {mtime}", exe.display())
+}
+
+/// The host's instruction-set features the C compiler may use.
+pub fn cpu_features() -> String {
+    let mut f = String::from(std::env::consts::ARCH);
+    #[cfg(target_arch = "x86_64")]
+    {
+        macro_rules! feats {
+            ($($name:tt),*) => {$(
+                if std::arch::is_x86_feature_detected!($name) {
+                    f.push(' ');
+                    f.push_str($name);
+                }
+            )*};
+        }
+        feats!(
+            "sse4.2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512dq",
+            "avx512vl", "avx512fp16", "avx512bf16"
+        );
+    }
+    f
+}
+
+/// The cache key of a program.
+pub fn key(structure: &str, flags: &[&str], compiler: &str) -> String {
+    hash(&[
+        FORMAT.as_bytes(),
+        structure.as_bytes(),
+        flags.join(" ").as_bytes(),
+        compiler.as_bytes(),
+        cpu_features().as_bytes(),
+        executable_identity().as_bytes(),
+    ])
+}
+
+/// What an entry's `.meta` holds.
+pub struct Entry {
+    pub plan: Plan,
+    /// Per kernel: symbol name, outer extent, output dtype and shape.
+    pub kernels: Vec<(String, usize, DType, Vec<usize>)>,
+}
+
+fn join(v: &[usize]) -> String {
+    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+}
+
+fn split(s: &str) -> Option<Vec<usize>> {
+    if s.is_empty() {
+        return Some(Vec::new());
+    }
+    s.split(',').map(|x| x.parse().ok()).collect()
+}
+
+fn dtype_from_name(n: &str) -> Option<DType> {
+    use DType::*;
+    [Bool, U8, U16, U32, U64, I8, I16, I32, I64, F16, BF16, F32, F64]
+        .into_iter()
+        .find(|d| d.name() == n)
+}
+
+fn encode(e: &Entry, so_hash: &str) -> String {
+    let mut s = format!("{FORMAT}\nso {so_hash}\n");
+    for (name, outer, dt, shape) in &e.kernels {
+        s.push_str(&format!("kernel {name} {outer} {} [{}]\n", dt.name(), join(shape)));
+    }
+    for (step, frees) in e.plan.steps.iter().zip(&e.plan.frees) {
+        match step {
+            Step::Kernel { kernel, out, args } => {
+                s.push_str(&format!("k {kernel} {out} [{}]", join(args)))
+            }
+            Step::Library { eqn } => s.push_str(&format!("l {eqn}")),
+        }
+        s.push_str(&format!(" free [{}]\n", join(frees)));
+    }
+    let sum = hash(&[s.as_bytes()]);
+    s.push_str(&format!("end {sum}\n"));
+    s
+}
+
+fn bracket(s: &str) -> Option<Vec<usize>> {
+    split(s.strip_prefix('[')?.strip_suffix(']')?)
+}
+
+fn decode(text: &str) -> Option<(Entry, String)> {
+    let body_end = text.rfind("end ")?;
+    let (body, tail) = text.split_at(body_end);
+    if tail.trim_end() != format!("end {}", hash(&[body.as_bytes()])) {
+        return None;
+    }
+    let mut lines = body.lines();
+    if lines.next()? != FORMAT {
+        return None;
+    }
+    let so_hash = lines.next()?.strip_prefix("so ")?.to_string();
+    let mut kernels = Vec::new();
+    let mut plan = Plan {
+        steps: Vec::new(),
+        frees: Vec::new(),
+    };
+    for line in lines {
+        let w: Vec<&str> = line.split(' ').collect();
+        match w.as_slice() {
+            ["kernel", name, outer, dt, shape] => kernels.push((
+                name.to_string(),
+                outer.parse().ok()?,
+                dtype_from_name(dt)?,
+                bracket(shape)?,
+            )),
+            ["k", k, out, args, "free", frees] => {
+                plan.steps.push(Step::Kernel {
+                    kernel: k.parse().ok()?,
+                    out: out.parse().ok()?,
+                    args: bracket(args)?,
+                });
+                plan.frees.push(bracket(frees)?);
+            }
+            ["l", eqn, "free", frees] => {
+                plan.steps.push(Step::Library {
+                    eqn: eqn.parse().ok()?,
+                });
+                plan.frees.push(bracket(frees)?);
+            }
+            _ => return None,
+        }
+    }
+    Some((Entry { plan, kernels }, so_hash))
+}
+
+/// The entry's paths.
+pub fn paths(dir: &Path, key: &str) -> (PathBuf, PathBuf) {
+    (dir.join(format!("{key}.so")), dir.join(format!("{key}.meta")))
+}
+
+/// Reads a valid entry: `None` when missing, truncated, corrupt, or when
+/// its `.so` is not the one the `.meta` describes.
+pub fn read(dir: &Path, key: &str) -> Option<Entry> {
+    let (so, meta) = paths(dir, key);
+    let text = std::fs::read_to_string(meta).ok()?;
+    let (entry, so_hash) = decode(&text)?;
+    let bytes = std::fs::read(so).ok()?;
+    (hash(&[&bytes]) == so_hash).then_some(entry)
+}
+
+/// Writes the `.meta` of an entry whose `.so` is already in place.
+pub fn write_meta(dir: &Path, key: &str, entry: &Entry) -> Result<(), String> {
+    let (so, meta) = paths(dir, key);
+    let bytes = std::fs::read(&so).map_err(|e| format!("jit cache: {e}"))?;
+    let text = encode(entry, &hash(&[&bytes]));
+    let tmp = dir.join(format!("tmp-{}.meta", crate::compile::unique_suffix()));
+    std::fs::write(&tmp, text).map_err(|e| format!("jit cache: {e}"))?;
+    std::fs::rename(&tmp, &meta).map_err(|e| format!("jit cache: {e}"))
+}
+
+/// Checks `Var` is what the plan stores (a plain index).
+const _: fn(Var) -> usize = |v| v;

@@ -1,0 +1,120 @@
+//! The system C compiler: builds a program's kernels into one shared object
+//! and loads it. `$CC`, else `cc`; flags from `c_ops::CFLAGS` (chosen by
+//! measurement: `-O2 -fvect-cost-model=dynamic` vectorizes the fused loops
+//! as `-O3` does at a fifth of the compile time).
+
+use crate::c_ops;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The compiler command.
+pub fn compiler() -> String {
+    std::env::var("CC")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "cc".into())
+}
+
+/// The compiler's identity and version (`cc --version`'s first line), once
+/// per process; `Err` when it cannot be run.
+pub fn compiler_identity() -> Result<String, String> {
+    static ID: OnceLock<Result<String, String>> = OnceLock::new();
+    ID.get_or_init(|| {
+        let cc = compiler();
+        match Command::new(&cc).arg("--version").output() {
+            Ok(o) if o.status.success() => {
+                let v = String::from_utf8_lossy(&o.stdout);
+                Ok(format!("{cc}: {}", v.lines().next().unwrap_or("")))
+            }
+            _ => Err(no_compiler(&cc)),
+        }
+    })
+    .clone()
+}
+
+fn no_compiler(cc: &str) -> String {
+    format!(
+        "jit: the C compiler `{cc}` could not be run; jit compiles kernels with the system C \
+         compiler: install one (e.g. `apt install gcc`, or Xcode's command line tools on macOS) \
+         or point the CC environment variable at it"
+    )
+}
+
+/// Compiles `source` into the shared object `out` (written to a temporary
+/// name beside it, then renamed, so a reader never sees a partial file).
+pub fn build(source: &str, out: &Path, extra_flags: &[&str]) -> Result<(), String> {
+    compiler_identity()?;
+    let dir = out.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| format!("jit: cannot create {}: {e}", dir.display()))?;
+    let uniq = unique_suffix();
+    let c_path = dir.join(format!("tmp-{uniq}.c"));
+    let so_tmp = dir.join(format!("tmp-{uniq}.so"));
+    std::fs::write(&c_path, source).map_err(|e| format!("jit: cannot write {}: {e}", c_path.display()))?;
+    let cc = compiler();
+    let result = Command::new(&cc)
+        .args(c_ops::CFLAGS)
+        .args(extra_flags)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&so_tmp)
+        .arg(&c_path)
+        .arg("-lm")
+        .output();
+    let _ = std::fs::remove_file(&c_path);
+    let o = result.map_err(|_| no_compiler(&cc))?;
+    if !o.status.success() {
+        let _ = std::fs::remove_file(&so_tmp);
+        return Err(format!(
+            "jit: internal error: the generated C did not compile:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    std::fs::rename(&so_tmp, out).map_err(|e| format!("jit: cannot write {}: {e}", out.display()))
+}
+
+/// A name no other process or thread uses at the same time.
+pub fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A loaded shared object and its kernels' entry points.
+pub struct Loaded {
+    // Keeps the code mapped while the function pointers are in use.
+    _lib: libloading::Library,
+    pub fns: Vec<KernelFn>,
+}
+
+/// `void k(void *const *b, int64_t lo, int64_t hi)`.
+pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
+
+/// Loads `path` and looks up `names`.
+pub fn load(path: &Path, names: &[String]) -> Result<Loaded, String> {
+    // SAFETY: loading runs the object's initializers; tolk's shared objects
+    // are generated C with none (no constructors, no global state).
+    let lib = unsafe { libloading::Library::new(path) }
+        .map_err(|e| format!("jit: cannot load {}: {e}", path.display()))?;
+    let mut fns = Vec::with_capacity(names.len());
+    for n in names {
+        // SAFETY: every exported kernel has exactly the `KernelFn` signature
+        // (render.rs writes them all with it).
+        let f: libloading::Symbol<KernelFn> = unsafe { lib.get(n.as_bytes()) }
+            .map_err(|e| format!("jit: {} lacks kernel {n}: {e}", path.display()))?;
+        fns.push(*f);
+    }
+    Ok(Loaded { _lib: lib, fns })
+}
+
+/// A scratch directory for builds that are not cached.
+pub fn scratch_dir() -> PathBuf {
+    std::env::temp_dir().join("tolk-scratch")
+}

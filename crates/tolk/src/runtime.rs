@@ -1,0 +1,189 @@
+//! Running a compiled program: its plan of steps over buffers.
+//!
+//! Buffers are nx tensors. Contiguous inputs and constants are read in
+//! place (non-contiguous ones are copied first: kernels are compiled for
+//! contiguous buffers); each kernel writes a fresh buffer from nx's caching
+//! allocator, and a buffer is dropped at its last use (known at compile
+//! time), so the next same-sized buffer reuses its memory: the allocator's
+//! size buckets are the arena. Outputs are the kernels' buffers themselves.
+//! Writebacks are replayed into the caller's input tensors after the steps.
+
+use crate::compile::{KernelFn, Loaded};
+use crate::graph::{Graph, Var};
+use crate::schedule::Step;
+use nx::{Prim, Tensor};
+use std::cell::RefCell;
+
+/// Below this many elements a kernel runs on the calling thread (as nx's
+/// eager kernels do).
+const PAR_MIN: usize = 1 << 16;
+/// Elements per parallel part, about.
+const PAR_CHUNK: usize = 1 << 14;
+
+/// What the runtime needs of a schedule: the steps and when buffers die
+/// (what the disk cache stores beside the shared object).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub steps: Vec<Step>,
+    pub frees: Vec<Vec<Var>>,
+}
+
+/// A compiled kernel as the runtime calls it.
+pub(crate) struct KernelEntry {
+    pub f: KernelFn,
+    /// Extent of the kernel's outer loop.
+    pub outer: usize,
+    pub out_dtype: nx::DType,
+    pub shape: Vec<usize>,
+}
+
+/// A compiled program, ready to run.
+pub struct Program {
+    pub(crate) graph: Graph,
+    pub(crate) plan: Plan,
+    pub(crate) kernels: Vec<KernelEntry>,
+    /// Keeps the kernels' code mapped.
+    _loaded: Option<Loaded>,
+    /// Constants, contiguous (copied once at compile time where needed).
+    consts: Vec<(Var, Tensor)>,
+    slots: RefCell<Vec<Option<Tensor>>>,
+}
+
+/// The argument array of one kernel call, shared by the threads running
+/// its parts.
+struct Args(Vec<*mut u8>);
+// SAFETY: the pointers address buffers that outlive the call (their guards
+// are held by the caller); parts read the inputs and write disjoint ranges
+// of the output.
+unsafe impl Sync for Args {}
+
+fn contiguous(t: &Tensor) -> Tensor {
+    if t.is_contiguous() {
+        t.clone()
+    } else {
+        nx::raw::eval(Prim::Copy, &[t])
+    }
+}
+
+impl Program {
+    pub(crate) fn new(
+        graph: Graph,
+        plan: Plan,
+        kernels: Vec<KernelEntry>,
+        loaded: Option<Loaded>,
+    ) -> Program {
+        let consts = graph
+            .consts
+            .iter()
+            .map(|(v, t)| (*v, contiguous(t)))
+            .collect();
+        let n = graph.avals.len();
+        Program {
+            graph,
+            plan,
+            kernels,
+            _loaded: loaded,
+            consts,
+            slots: RefCell::new(vec![None; n]),
+        }
+    }
+
+    /// Number of distinct compiled kernels.
+    pub fn num_kernels(&self) -> usize {
+        self.kernels.len()
+    }
+
+    /// Number of steps in the plan.
+    pub fn num_steps(&self) -> usize {
+        self.plan.steps.len()
+    }
+
+    /// The simplified graph this program runs.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Runs the program on `inputs` (one per graph input, matching its
+    /// avals), replays the writebacks into them, and returns the outputs.
+    pub fn run(&self, inputs: &[Tensor]) -> Vec<Tensor> {
+        let g = &self.graph;
+        assert_eq!(inputs.len(), g.inputs.len(), "tolk: wrong number of inputs");
+        let mut slots = self.slots.borrow_mut();
+        for (&v, t) in g.inputs.iter().zip(inputs) {
+            slots[v] = Some(contiguous(t));
+        }
+        for (v, t) in &self.consts {
+            slots[*v] = Some(t.clone());
+        }
+        for (s, step) in self.plan.steps.iter().enumerate() {
+            match step {
+                Step::Kernel { kernel, out, args } => {
+                    let entry = &self.kernels[*kernel];
+                    let o = nx::raw::alloc(entry.out_dtype, &entry.shape);
+                    let numel = o.numel();
+                    if numel > 0 {
+                        let ins: Vec<&Tensor> =
+                            args.iter().map(|a| slots[*a].as_ref().unwrap()).collect();
+                        call_kernel(entry, &o, &ins, numel);
+                    }
+                    slots[*out] = Some(o);
+                }
+                Step::Library { eqn } => {
+                    let e = &g.eqns[*eqn];
+                    let out = {
+                        let ins: Vec<&Tensor> =
+                            e.inputs.iter().map(|a| slots[*a].as_ref().unwrap()).collect();
+                        nx::raw::eval(e.prim.clone(), &ins)
+                    };
+                    slots[e.out] = Some(out);
+                }
+            }
+            for &v in &self.plan.frees[s] {
+                slots[v] = None;
+            }
+        }
+        for &(i, v) in &g.writebacks {
+            if g.inputs[i] != v {
+                let src = slots[v].as_ref().unwrap();
+                nx::raw::eval(Prim::Assign, &[&inputs[i], src]);
+            }
+        }
+        let outs = g
+            .outputs
+            .iter()
+            .map(|v| slots[*v].clone().expect("tolk: output not computed"))
+            .collect();
+        for s in slots.iter_mut() {
+            *s = None;
+        }
+        outs
+    }
+}
+
+fn call_kernel(entry: &KernelEntry, out: &Tensor, ins: &[&Tensor], numel: usize) {
+    let reads: Vec<nx::raw::ReadView<'_>> = ins.iter().map(|t| nx::raw::read(t)).collect();
+    let write = nx::raw::write(out);
+    let mut ptrs = Vec::with_capacity(1 + reads.len());
+    ptrs.push(write.ptr());
+    ptrs.extend(reads.iter().map(|r| r.ptr() as *mut u8));
+    let args = Args(ptrs);
+    let outer = entry.outer;
+    let f = entry.f;
+    if numel < PAR_MIN || outer < 2 {
+        // SAFETY: `args` holds the output and every argument buffer, each
+        // of the size and dtype the kernel was compiled for (the plan
+        // allocates outputs from the kernel's own shape; inputs match the
+        // graph's avals, checked by the caller's signature lookup), and the
+        // kernel reads and writes only within `0..outer` of its loop nest.
+        unsafe { f(args.0.as_ptr(), 0, outer as i64) };
+        return;
+    }
+    let parts = numel.div_ceil(PAR_CHUNK).min(outer);
+    let args = &args;
+    nx::raw::parallel_for(parts, &|p| {
+        let lo = outer * p / parts;
+        let hi = outer * (p + 1) / parts;
+        // SAFETY: as above; parts cover disjoint ranges of the outer loop.
+        unsafe { f(args.0.as_ptr(), lo as i64, hi as i64) };
+    });
+}
