@@ -1,15 +1,18 @@
 //! Train a small MLP on three interleaved spirals, end to end:
 //!
 //! ```sh
-//! cargo run --release --example train_mlp [-- LOSS_PNG_PATH]
+//! cargo run --release --example train_mlp [-- [--eager] [LOSS_PNG_PATH]]
 //! ```
 //!
 //! - the data set (2-D points, 3 classes) is generated from a fixed seed with
 //!   nx's implicit RNG and split into a training and a held-out set;
 //! - the parameters are a `#[derive(Ptree)]` struct, the loss is the mean
 //!   cross-entropy of `log_softmax`, and `rune::value_and_grad` differentiates
-//!   it on each minibatch (eagerly: no jit yet);
-//! - Adam is written with `Ptree::map2_leaves`, leaf by leaf over the tree;
+//!   it on each minibatch;
+//! - the whole training step (forward, backward, Adam written with
+//!   `Ptree::map2_leaves`) runs under `rune::jit`: compiled on the first
+//!   step, replayed after (`--eager` runs it op by op instead); the step
+//!   time of both modes and the speed-up are printed at the end;
 //! - a progress bar shows the running loss; at the end the held-out accuracy is
 //!   printed (the example fails if it is under 95%) and the loss curve is
 //!   written as a PNG (by default next to the build, in `target/`).
@@ -88,48 +91,37 @@ fn accuracy(p: &Mlp, x: &Tensor, y: &Tensor) -> f64 {
     predicted.equal(y).cast(DType::F32).mean_all().item::<f32>() as f64
 }
 
-/// Adam (Kingma and Ba, 2015), one `map2_leaves` per tree it updates.
-struct Adam {
-    lr: f64,
-    beta1: f64,
-    beta2: f64,
-    eps: f64,
-    step: i32,
+/// What the training step updates: the parameters and Adam's moments.
+#[derive(Ptree, Clone)]
+struct State {
+    params: Mlp,
     m: Mlp, // first moments
     v: Mlp, // second moments
 }
 
-impl Adam {
-    fn new(params: &Mlp, lr: f64) -> Adam {
-        let zeros = params.map_leaves(&mut |t| t.zeros_like());
-        Adam {
-            lr,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            step: 0,
-            m: zeros.clone(),
-            v: zeros,
-        }
-    }
+const BETA1: f64 = 0.9;
+const BETA2: f64 = 0.999;
+const EPS: f64 = 1e-8;
 
-    fn update(&mut self, params: &Mlp, grads: &Mlp, lr_scale: f64) -> Mlp {
-        let (b1, b2, eps) = (self.beta1, self.beta2, self.eps);
-        self.step += 1;
-        self.m = self
-            .m
-            .map2_leaves(grads, &mut |m, g| m * b1 + g * (1.0 - b1));
-        self.v = self
-            .v
-            .map2_leaves(grads, &mut |v, g| v * b2 + g.square() * (1.0 - b2));
-        // bias-corrected step size: lr * sqrt(1 - b2^t) / (1 - b1^t)
-        let lr =
-            self.lr * lr_scale * (1.0 - b2.powi(self.step)).sqrt() / (1.0 - b1.powi(self.step));
-        let steps = self
-            .m
-            .map2_leaves(&self.v, &mut |m, v| m * lr / (v.sqrt() + eps));
-        params.map2_leaves(&steps, &mut |p, s| p - s)
-    }
+/// One Adam step (Kingma and Ba, 2015) on a minibatch, written with
+/// `map2_leaves` over the trees: returns the minibatch loss and the new
+/// state. `lr` is the bias-corrected step size, a 0-d tensor so that the
+/// jitted step is compiled once and fed a new value every step.
+fn train_step((s, xb, yb, lr): &(State, Tensor, Tensor, Tensor)) -> (Tensor, State) {
+    let (l, grads) = rune::value_and_grad(|p: &Mlp| loss(p, xb, yb), &s.params);
+    let m = s.m.map2_leaves(&grads, &mut |m, g| m * BETA1 + g * (1.0 - BETA1));
+    let v = s
+        .v
+        .map2_leaves(&grads, &mut |v, g| v * BETA2 + g.square() * (1.0 - BETA2));
+    let steps = m.map2_leaves(&v, &mut |m, v| m * lr / (v.sqrt() + EPS));
+    let params = s.params.map2_leaves(&steps, &mut |p, s| p - s);
+    (l, State { params, m, v })
+}
+
+/// The step size of Adam step `t` (from 1) with the bias corrections:
+/// `lr * sqrt(1 - b2^t) / (1 - b1^t)`.
+fn adam_lr(lr: f64, t: i32) -> f64 {
+    lr * (1.0 - BETA2.powi(t)).sqrt() / (1.0 - BETA1.powi(t))
 }
 
 /// `CLASSES` spiral arms, `POINTS_PER_CLASS` points each, shuffled:
@@ -157,7 +149,7 @@ fn spirals(rng: &mut SplitMix) -> (Tensor, Tensor) {
 /// from this executable's path, `target/<profile>/examples/train_mlp`), else
 /// the system's temporary directory.
 fn plot_path() -> PathBuf {
-    if let Some(arg) = std::env::args_os().nth(1) {
+    if let Some(arg) = std::env::args_os().skip(1).find(|a| a != "--eager") {
         return PathBuf::from(arg);
     }
     let target = std::env::current_exe().ok().and_then(|exe| {
@@ -193,7 +185,25 @@ fn main() {
         params.leaves().iter().map(|t| t.numel()).sum::<usize>(),
         params.num_leaves()
     );
-    let mut adam = Adam::new(&params, LEARNING_RATE);
+    let eager = std::env::args().any(|a| a == "--eager");
+    let zeros = params.map_leaves(&mut |t| t.zeros_like());
+    let mut state = State {
+        params,
+        m: zeros.clone(),
+        v: zeros,
+    };
+    let step_fn = rune::jit(train_step);
+    let run_step = |args: &(State, Tensor, Tensor, Tensor), jitted: bool| {
+        if jitted {
+            step_fn.call(args)
+        } else {
+            train_step(args)
+        }
+    };
+    println!(
+        "training step: {}",
+        if eager { "eager (--eager)" } else { "jit (compiled on the first step)" }
+    );
 
     let batches_per_epoch = n_train / BATCH; // the last partial batch is dropped
     let total_steps = EPOCHS * batches_per_epoch;
@@ -218,8 +228,9 @@ fn main() {
             let lr_scale = 0.5 * (1.0 + (PI * step as f64 / total_steps as f64).cos());
             let idx = Tensor::from_slice(&order[b * BATCH..(b + 1) * BATCH], &[BATCH]);
             let (xb, yb) = (x_train.take(&idx, 0), y_train.take(&idx, 0));
-            let (l, grads) = rune::value_and_grad(|p: &Mlp| loss(p, &xb, &yb), &params);
-            params = adam.update(&params, &grads, lr_scale);
+            let lr = Tensor::scalar(adam_lr(LEARNING_RATE * lr_scale, step as i32 + 1) as f32);
+            let (l, next) = run_step(&(state, xb, yb, lr), !eager);
+            state = next;
 
             let l = l.item::<f32>() as f64;
             assert!(l.is_finite(), "loss diverged at step {step}: {l}");
@@ -232,7 +243,7 @@ fn main() {
             bar.set_message(format!("epoch {}/{EPOCHS}  loss {running:.4}", epoch + 1));
             bar.inc(1);
         }
-        held_out_losses.push(loss(&params, &x_test, &y_test).item::<f32>() as f64);
+        held_out_losses.push(loss(&state.params, &x_test, &y_test).item::<f32>() as f64);
         if bar.is_hidden() && (epoch + 1) % 25 == 0 {
             // no terminal to draw the bar on (output piped, CI): a line now and then
             println!("epoch {:>3}/{EPOCHS}  loss {running:.4}", epoch + 1);
@@ -241,13 +252,43 @@ fn main() {
     bar.finish();
     let train_time = train_start.elapsed().as_secs_f64();
 
-    let train_acc = accuracy(&params, &x_train, &y_train);
-    let test_acc = accuracy(&params, &x_test, &y_test);
+    let params = &state.params;
+    let train_acc = accuracy(params, &x_train, &y_train);
+    let test_acc = accuracy(params, &x_test, &y_test);
     let test_loss = held_out_losses[EPOCHS - 1];
     println!(
         "trained {total_steps} steps ({EPOCHS} epochs x {batches_per_epoch} minibatches of {BATCH}) \
          in {train_time:.2} s ({:.2} ms/step)",
         1e3 * train_time / total_steps as f64
+    );
+    // The step time of both modes on one minibatch, after warming up (the
+    // jitted step is compiled by now, or compiles during the warmup).
+    let probe = (
+        state.clone(),
+        x_train.narrow(0, 0, BATCH),
+        y_train.narrow(0, 0, BATCH),
+        Tensor::scalar(1e-3f32),
+    );
+    let time_step = |jitted: bool| {
+        for _ in 0..20 {
+            run_step(&probe, jitted);
+        }
+        let mut times: Vec<f64> = (0..200)
+            .map(|_| {
+                let t = Instant::now();
+                run_step(&probe, jitted);
+                t.elapsed().as_secs_f64()
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times[times.len() / 2]
+    };
+    let (t_jit, t_eager) = (time_step(true), time_step(false));
+    println!(
+        "step time (median of 200): jit {:.1} us, eager {:.1} us, speed-up {:.2}x",
+        t_jit * 1e6,
+        t_eager * 1e6,
+        t_eager / t_jit
     );
     println!("train accuracy    {:.2}%", 100.0 * train_acc);
     println!(

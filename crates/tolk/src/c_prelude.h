@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__F16C__)
+#if defined(__F16C__) && !defined(TK_NO_F16C)
 #include <immintrin.h>
 #endif
 

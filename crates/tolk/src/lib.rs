@@ -80,7 +80,18 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
     };
     let nests: Vec<render::LoopNest> = sched.kernels.iter().map(render::lower).collect();
     let names: Vec<String> = (0..sched.kernels.len()).map(|i| format!("tk_k{i}")).collect();
-    let mut source = String::from(c_ops::PRELUDE);
+    // immintrin.h (for the F16C conversions) is most of a small program's
+    // compile time: include it only for programs with f16 values.
+    let uses_f16 = sched.kernels.iter().any(|k| {
+        k.out_dtype == nx::DType::F16
+            || k.arg_dtypes.contains(&nx::DType::F16)
+            || k.nodes.iter().any(|n| matches!(n, schedule::Node::Cast { from: nx::DType::F16, .. } | schedule::Node::Cast { to: nx::DType::F16, .. }))
+    });
+    let mut source = String::new();
+    if !uses_f16 {
+        source.push_str("#define TK_NO_F16C\n");
+    }
+    source.push_str(c_ops::PRELUDE);
     let mut kernel_sources = Vec::new();
     for ((k, nest), name) in sched.kernels.iter().zip(&nests).zip(&names) {
         let src = render::render(name, k, nest);
