@@ -133,8 +133,6 @@ struct Builder<'g> {
     nodes: Vec<Node>,
     args: Vec<Var>,
     memo: HashMap<(Var, Vec<usize>), usize>,
-    /// Non-movement variables computed inside this kernel.
-    inlined: BTreeSet<Var>,
     fused: Vec<String>,
 }
 
@@ -170,7 +168,6 @@ impl Builder<'_> {
                         self.expr(e.inputs[0], &c)?
                     }
                     p => {
-                        self.inlined.insert(var);
                         let ins: Vec<usize> = e
                             .inputs
                             .iter()
@@ -280,9 +277,11 @@ pub fn schedule(g: &Graph) -> Schedule {
         }
     }
 
-    // Build kernels until no value is needed as a buffer by another.
+    // Values shared by several kernels become buffers (one reverse pass),
+    // then kernels are built; a reshape no layout expresses makes its input
+    // a buffer and the two are redone (rare).
     loop {
-        let mut users: HashMap<Var, usize> = HashMap::new();
+        buffers.extend(shared_values(g, &buffers));
         let mut kernels: Vec<(Var, Kernel, Vec<Var>)> = Vec::new();
         let mut need = None;
         for &root in buffers.iter() {
@@ -298,16 +297,10 @@ pub fn schedule(g: &Graph) -> Schedule {
                 nodes: Vec::new(),
                 args: Vec::new(),
                 memo: HashMap::new(),
-                inlined: BTreeSet::new(),
                 fused: Vec::new(),
             };
             match b.expr(root, &[]) {
                 Ok(r) => {
-                    for &v in &b.inlined {
-                        if v != root {
-                            *users.entry(v).or_default() += 1;
-                        }
-                    }
                     let arg_dtypes = b.args.iter().map(|&a| g.aval(a).dtype).collect();
                     kernels.push((
                         root,
@@ -328,21 +321,75 @@ pub fn schedule(g: &Graph) -> Schedule {
                 }
             }
         }
-        // A value inlined into several kernels is computed once instead.
-        let shared = users.iter().filter(|(_, &n)| n > 1).map(|(&v, _)| v).max();
-        if let Some(v) = need.or(shared) {
+        if let Some(v) = need {
             buffers.insert(v);
             continue;
         }
-        return plan(g, &def, kernels, &views);
+        return plan(g, kernels, &views);
     }
+}
+
+/// Values that would be computed by more than one kernel: each becomes a
+/// buffer, computed once. One pass in reverse program order: a value's
+/// kernel is its consumers' kernel when they agree. Cheap values (constants
+/// and views of constants or buffers) are recomputed instead: they cost
+/// index arithmetic only.
+fn shared_values(g: &Graph, buffers: &BTreeSet<Var>) -> Vec<Var> {
+    const NONE: usize = usize::MAX;
+    const MANY: usize = usize::MAX - 1;
+    let n = g.avals.len();
+    let mut cheap = vec![false; n];
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, e) in g.eqns.iter().enumerate() {
+        cheap[e.out] = match kind(&e.prim) {
+            Kind::Fill => true,
+            Kind::Movement => {
+                let src = e.inputs[0];
+                cheap[src] || buffers.contains(&src)
+            }
+            _ => false,
+        };
+        for &v in &e.inputs {
+            if consumers[v].last() != Some(&i) {
+                consumers[v].push(i);
+            }
+        }
+    }
+    let mut group = vec![NONE; n];
+    let mut shared = Vec::new();
+    for e in g.eqns.iter().rev() {
+        let v = e.out;
+        if buffers.contains(&v) || kind(&e.prim) == Kind::Library {
+            group[v] = v;
+            continue;
+        }
+        let mut mine = NONE;
+        for &c in &consumers[v] {
+            let ce = &g.eqns[c];
+            if kind(&ce.prim) == Kind::Library {
+                continue; // a library input is a buffer or an eager view already
+            }
+            mine = match (mine, group[ce.out]) {
+                (m, NONE) => m,
+                (NONE, x) => x,
+                (m, x) if m == x => m,
+                _ => MANY,
+            };
+        }
+        if mine == MANY && !cheap[v] {
+            shared.push(v);
+            group[v] = v;
+        } else {
+            group[v] = mine;
+        }
+    }
+    shared
 }
 
 /// Orders the steps (graph order), deduplicates kernels by structure and
 /// computes when each buffer dies.
 fn plan(
     g: &Graph,
-    def: &[Option<usize>],
     kernels: Vec<(Var, Kernel, Vec<Var>)>,
     views: &BTreeSet<Var>,
 ) -> Schedule {
@@ -368,7 +415,6 @@ fn plan(
             steps.push(Step::Library { eqn: i });
         }
     }
-    let _ = def;
     // Last use of every buffer.
     let mut last: HashMap<Var, usize> = HashMap::new();
     for (s, step) in steps.iter().enumerate() {
