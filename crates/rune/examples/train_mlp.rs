@@ -109,10 +109,10 @@ const EPS: f64 = 1e-8;
 /// jitted step is compiled once and fed a new value every step.
 fn train_step((s, xb, yb, lr): &(State, Tensor, Tensor, Tensor)) -> (Tensor, State) {
     let (l, grads) = rune::value_and_grad(|p: &Mlp| loss(p, xb, yb), &s.params);
-    let m = s.m.map2_leaves(&grads, &mut |m, g| m * BETA1 + g * (1.0 - BETA1));
-    let v = s
-        .v
-        .map2_leaves(&grads, &mut |v, g| v * BETA2 + g.square() * (1.0 - BETA2));
+    let m =
+        s.m.map2_leaves(&grads, &mut |m, g| m * BETA1 + g * (1.0 - BETA1));
+    let v =
+        s.v.map2_leaves(&grads, &mut |v, g| v * BETA2 + g.square() * (1.0 - BETA2));
     let steps = m.map2_leaves(&v, &mut |m, v| m * lr / (v.sqrt() + EPS));
     let params = s.params.map2_leaves(&steps, &mut |p, s| p - s);
     (l, State { params, m, v })
@@ -202,7 +202,11 @@ fn main() {
     };
     println!(
         "training step: {}",
-        if eager { "eager (--eager)" } else { "jit (compiled on the first step)" }
+        if eager {
+            "eager (--eager)"
+        } else {
+            "jit (compiled on the first step)"
+        }
     );
 
     let batches_per_epoch = n_train / BATCH; // the last partial batch is dropped

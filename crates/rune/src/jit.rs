@@ -126,7 +126,9 @@ fn check_device(device: &str) {
         "METAL" if instance_ok => {
             panic!("jit: device {device:?} is not available: METAL is available on macOS only")
         }
-        _ => panic!("jit: unknown device {device:?}; the devices are \"CPU\", \"CUDA\" and \"METAL\""),
+        _ => panic!(
+            "jit: unknown device {device:?}; the devices are \"CPU\", \"CUDA\" and \"METAL\""
+        ),
     }
 }
 
@@ -195,7 +197,9 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
         let leaves = p.leaves();
         let hit = {
             let entries = self.entries.borrow();
-            entries.iter().position(|e| same_signature(&e.signature, &leaves))
+            entries
+                .iter()
+                .position(|e| same_signature(&e.signature, &leaves))
         };
         let (index, how, seconds) = match hit {
             Some(i) => (i, "hit memory", 0.0),
@@ -215,7 +219,10 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                 };
                 let mut entries = self.entries.borrow_mut();
                 entries.push(Entry {
-                    signature: leaves.iter().map(|t| (t.dtype(), t.shape().to_vec())).collect(),
+                    signature: leaves
+                        .iter()
+                        .map(|t| (t.dtype(), t.shape().to_vec()))
+                        .collect(),
                     program: compiled.program,
                     template,
                 });

@@ -135,24 +135,24 @@ fn new_var(st: &mut State, aval: Aval, depends: bool) -> Var {
 /// The variable for `t`: its own if it is a tracer of the staging trace at
 /// `level`, a constant if concrete.
 fn var_of(level: usize, st: &mut State, t: &Tensor) -> Var {
-        match t.tracer() {
-            Some(tr) => match tr.as_any().downcast_ref::<StageTracer>() {
-                Some(s) if s.level == level => s.var(),
-                _ => panic!(
-                    "jit: internal error: a tensor traced by another transformation reached the \
+    match t.tracer() {
+        Some(tr) => match tr.as_any().downcast_ref::<StageTracer>() {
+            Some(s) if s.level == level => s.var(),
+            _ => panic!(
+                "jit: internal error: a tensor traced by another transformation reached the \
                      staging trace"
-                ),
-            },
-            None => {
-                if let Some(&v) = st.consts.get(&t.id()) {
-                    return v;
-                }
-                let v = new_var(st, t.aval(), false);
-                st.graph.consts.push((v, t.clone()));
-                st.consts.insert(t.id(), v);
-                v
+            ),
+        },
+        None => {
+            if let Some(&v) = st.consts.get(&t.id()) {
+                return v;
             }
+            let v = new_var(st, t.aval(), false);
+            st.graph.consts.push((v, t.clone()));
+            st.consts.insert(t.id(), v);
+            v
         }
+    }
 }
 
 fn tracer(level: usize, aval: Aval, var: Var, input: Option<usize>, view: bool) -> Tensor {
@@ -201,7 +201,10 @@ impl Trace for StageTrace {
             return self.assign(inputs[0], inputs[1]);
         }
         let mut st = self.state.borrow_mut();
-        let vars: Vec<Var> = inputs.iter().map(|t| var_of(self.level, &mut st, t)).collect();
+        let vars: Vec<Var> = inputs
+            .iter()
+            .map(|t| var_of(self.level, &mut st, t))
+            .collect();
         if prim == Prim::Threefry2x32 && !st.depends[vars[0]] {
             drop(st);
             raise(JitError::new(

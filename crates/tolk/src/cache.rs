@@ -85,8 +85,18 @@ pub fn cpu_features() -> String {
             )*};
         }
         feats!(
-            "sse4.2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512dq",
-            "avx512vl", "avx512fp16", "avx512bf16"
+            "sse4.2",
+            "avx",
+            "avx2",
+            "fma",
+            "f16c",
+            "bmi2",
+            "avx512f",
+            "avx512bw",
+            "avx512dq",
+            "avx512vl",
+            "avx512fp16",
+            "avx512bf16"
         );
     }
     f
@@ -112,7 +122,10 @@ pub struct Entry {
 }
 
 fn join(v: &[usize]) -> String {
-    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn split(s: &str) -> Option<Vec<usize>> {
@@ -124,15 +137,21 @@ fn split(s: &str) -> Option<Vec<usize>> {
 
 fn dtype_from_name(n: &str) -> Option<DType> {
     use DType::*;
-    [Bool, U8, U16, U32, U64, I8, I16, I32, I64, F16, BF16, F32, F64]
-        .into_iter()
-        .find(|d| d.name() == n)
+    [
+        Bool, U8, U16, U32, U64, I8, I16, I32, I64, F16, BF16, F32, F64,
+    ]
+    .into_iter()
+    .find(|d| d.name() == n)
 }
 
 fn encode(e: &Entry, so_hash: &str) -> String {
     let mut s = format!("{FORMAT}\nso {so_hash}\n");
     for (name, outer, dt, shape) in &e.kernels {
-        s.push_str(&format!("kernel {name} {outer} {} [{}]\n", dt.name(), join(shape)));
+        s.push_str(&format!(
+            "kernel {name} {outer} {} [{}]\n",
+            dt.name(),
+            join(shape)
+        ));
     }
     for (step, frees) in e.plan.steps.iter().zip(&e.plan.frees) {
         match step {
@@ -199,7 +218,10 @@ fn decode(text: &str) -> Option<(Entry, String)> {
 
 /// The entry's paths.
 pub fn paths(dir: &Path, key: &str) -> (PathBuf, PathBuf) {
-    (dir.join(format!("{key}.so")), dir.join(format!("{key}.meta")))
+    (
+        dir.join(format!("{key}.so")),
+        dir.join(format!("{key}.meta")),
+    )
 }
 
 /// Reads a valid entry: `None` when missing, truncated, corrupt, or when

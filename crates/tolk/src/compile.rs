@@ -46,11 +46,13 @@ fn no_compiler(cc: &str) -> String {
 pub fn build(source: &str, out: &Path, extra_flags: &[&str]) -> Result<(), String> {
     compiler_identity()?;
     let dir = out.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| format!("jit: cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("jit: cannot create {}: {e}", dir.display()))?;
     let uniq = unique_suffix();
     let c_path = dir.join(format!("tmp-{uniq}.c"));
     let so_tmp = dir.join(format!("tmp-{uniq}.so"));
-    std::fs::write(&c_path, source).map_err(|e| format!("jit: cannot write {}: {e}", c_path.display()))?;
+    std::fs::write(&c_path, source)
+        .map_err(|e| format!("jit: cannot write {}: {e}", c_path.display()))?;
     let cc = compiler();
     let result = Command::new(&cc)
         .args(c_ops::CFLAGS)

@@ -61,6 +61,13 @@ fn fmt_aval(a: &Aval) -> String {
 
 /// The primitive's static parameters, as jaxprs print them.
 fn params(prim: &Prim) -> String {
+    if matches!(
+        prim,
+        Prim::Unary(_) | Prim::Binary(_) | Prim::Compare(_) | Prim::Cast(_)
+    ) {
+        // The name says it all (the cast's target is the output type).
+        return String::new();
+    }
     let s = format!("{prim:?}");
     match s.find(['{', '(']) {
         Some(i) => s[i..].to_string(),
@@ -80,14 +87,14 @@ impl fmt::Display for Graph {
         }
         for e in &self.eqns {
             let args: Vec<String> = e.inputs.iter().map(|&x| v(x)).collect();
-            writeln!(
-                f,
+            let line = format!(
                 "  {} = {}{} {}",
                 typed(e.out),
                 e.prim.name(),
                 params(&e.prim),
                 args.join(" ")
-            )?;
+            );
+            writeln!(f, "{}", line.trim_end())?;
         }
         for (i, x) in &self.writebacks {
             writeln!(f, "  {} <- {}", v(self.inputs[*i]), v(*x))?;
@@ -100,12 +107,31 @@ impl fmt::Display for Graph {
 impl fmt::Debug for Graph {
     /// Structure only (constants by shape and dtype): the cache key.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "in {:?}", self.inputs.iter().map(|&x| fmt_aval(&self.avals[x])).collect::<Vec<_>>())?;
+        writeln!(
+            f,
+            "in {:?}",
+            self.inputs
+                .iter()
+                .map(|&x| fmt_aval(&self.avals[x]))
+                .collect::<Vec<_>>()
+        )?;
         for (c, t) in &self.consts {
-            writeln!(f, "const {c} {} contiguous={}", fmt_aval(&self.avals[*c]), t.is_contiguous())?;
+            writeln!(
+                f,
+                "const {c} {} contiguous={}",
+                fmt_aval(&self.avals[*c]),
+                t.is_contiguous()
+            )?;
         }
         for e in &self.eqns {
-            writeln!(f, "{} {} = {:?} {:?}", e.out, fmt_aval(&self.avals[e.out]), e.prim, e.inputs)?;
+            writeln!(
+                f,
+                "{} {} = {:?} {:?}",
+                e.out,
+                fmt_aval(&self.avals[e.out]),
+                e.prim,
+                e.inputs
+            )?;
         }
         writeln!(f, "wb {:?}", self.writebacks)?;
         write!(f, "out {:?}", self.outputs)

@@ -73,19 +73,40 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
             }
         }
     }
+    let t_simplify = start.elapsed().as_secs_f64();
     let sched = schedule::schedule(&g);
+    if std::env::var("TOLK_TIMING").is_ok() {
+        eprintln!(
+            "tolk: simplify {:.1} ms, schedule {:.1} ms",
+            t_simplify * 1e3,
+            (start.elapsed().as_secs_f64() - t_simplify) * 1e3
+        );
+    }
     let plan = Plan {
         steps: sched.steps.clone(),
         frees: sched.frees.clone(),
     };
     let nests: Vec<render::LoopNest> = sched.kernels.iter().map(render::lower).collect();
-    let names: Vec<String> = (0..sched.kernels.len()).map(|i| format!("tk_k{i}")).collect();
+    let names: Vec<String> = (0..sched.kernels.len())
+        .map(|i| format!("tk_k{i}"))
+        .collect();
     // immintrin.h (for the F16C conversions) is most of a small program's
     // compile time: include it only for programs with f16 values.
     let uses_f16 = sched.kernels.iter().any(|k| {
         k.out_dtype == nx::DType::F16
             || k.arg_dtypes.contains(&nx::DType::F16)
-            || k.nodes.iter().any(|n| matches!(n, schedule::Node::Cast { from: nx::DType::F16, .. } | schedule::Node::Cast { to: nx::DType::F16, .. }))
+            || k.nodes.iter().any(|n| {
+                matches!(
+                    n,
+                    schedule::Node::Cast {
+                        from: nx::DType::F16,
+                        ..
+                    } | schedule::Node::Cast {
+                        to: nx::DType::F16,
+                        ..
+                    }
+                )
+            })
     });
     let mut source = String::new();
     if !uses_f16 {
@@ -120,7 +141,15 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
             format!("{key}.so")
         };
         let so = dir.join(so_name);
+        let t_build = Instant::now();
         compile::build(&source, &so, &[])?;
+        if std::env::var("TOLK_TIMING").is_ok() {
+            eprintln!(
+                "tolk: cc {:.1} ms, {} bytes of C",
+                t_build.elapsed().as_secs_f64() * 1e3,
+                source.len()
+            );
+        }
         let loaded = compile::load(&so, &names)?;
         if scratch {
             // The mapping outlives the file.

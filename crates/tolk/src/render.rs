@@ -104,7 +104,10 @@ pub fn render(name: &str, k: &Kernel, nest: &LoopNest) -> String {
         } else {
             ("0".to_string(), format!("{n}"))
         };
-        let _ = writeln!(s, "{indent}for (int64_t i{d} = {from}; i{d} < {to}; i{d}++) {{");
+        let _ = writeln!(
+            s,
+            "{indent}for (int64_t i{d} = {from}; i{d} < {to}; i{d}++) {{"
+        );
         indent.push_str("  ");
     }
     // Output index: row-major over the merged dims.

@@ -131,8 +131,11 @@ impl Program {
                 Step::Library { eqn } => {
                     let e = &g.eqns[*eqn];
                     let out = {
-                        let ins: Vec<&Tensor> =
-                            e.inputs.iter().map(|a| slots[*a].as_ref().unwrap()).collect();
+                        let ins: Vec<&Tensor> = e
+                            .inputs
+                            .iter()
+                            .map(|a| slots[*a].as_ref().unwrap())
+                            .collect();
                         nx::raw::eval(e.prim.clone(), &ins)
                     };
                     slots[e.out] = Some(out);

@@ -23,13 +23,42 @@ use std::collections::{BTreeSet, HashMap};
 pub enum Node {
     /// Element of kernel argument `arg` (a buffer) at `layout` (whose shape is
     /// the kernel's shape).
-    Load { arg: usize, layout: Layout },
-    Lit { dtype: DType, value: f64 },
-    Unary { op: UnaryOp, dtype: DType, x: usize },
-    Binary { op: BinaryOp, dtype: DType, a: usize, b: usize },
-    Compare { op: CmpOp, dtype: DType, a: usize, b: usize },
-    Where { dtype: DType, c: usize, a: usize, b: usize },
-    Cast { from: DType, to: DType, x: usize },
+    Load {
+        arg: usize,
+        layout: Layout,
+    },
+    Lit {
+        dtype: DType,
+        value: f64,
+    },
+    Unary {
+        op: UnaryOp,
+        dtype: DType,
+        x: usize,
+    },
+    Binary {
+        op: BinaryOp,
+        dtype: DType,
+        a: usize,
+        b: usize,
+    },
+    Compare {
+        op: CmpOp,
+        dtype: DType,
+        a: usize,
+        b: usize,
+    },
+    Where {
+        dtype: DType,
+        c: usize,
+        a: usize,
+        b: usize,
+    },
+    Cast {
+        from: DType,
+        to: DType,
+        x: usize,
+    },
 }
 
 /// A fused loop nest over `shape`, writing one contiguous buffer.
@@ -120,6 +149,10 @@ fn apply_movement(prim: &Prim, l: &Layout) -> Option<Layout> {
     }
 }
 
+/// Largest kernel: nesting of elementwise operations, and nodes.
+const MAX_DEPTH: usize = 24;
+const MAX_NODES: usize = 192;
+
 /// Why building a kernel failed: this value must become a buffer first.
 struct NeedBuffer(Var);
 
@@ -133,6 +166,10 @@ struct Builder<'g> {
     nodes: Vec<Node>,
     args: Vec<Var>,
     memo: HashMap<(Var, Vec<usize>), usize>,
+    /// Nesting of elementwise nodes above the current one.
+    depth: usize,
+    /// Values this kernel loads because it grew too big to compute them.
+    spilled: Vec<Var>,
     fused: Vec<String>,
 }
 
@@ -154,8 +191,21 @@ impl Builder<'_> {
         }
         let eqn = self.def[var].map(|e| &self.g.eqns[e]);
         let is_root_call = var == self.root && chain.is_empty();
+        // A kernel stops growing past a size (a long sum of terms, such as a
+        // gradient accumulated over a scan's steps, would otherwise become
+        // one kernel reading every term): the value is computed by a kernel
+        // of its own, and identical pieces compile once.
+        let too_big = self.depth >= MAX_DEPTH || self.nodes.len() >= MAX_NODES;
+        if !is_root_call
+            && too_big
+            && eqn.is_some_and(|e| kind(&e.prim) == Kind::Elementwise)
+            && !self.buffers.contains(&var)
+        {
+            self.spilled.push(var);
+        }
+        let computed = |b: &Self| !b.buffers.contains(&var) && !b.spilled.contains(&var);
         let node = match eqn {
-            Some(e) if !self.buffers.contains(&var) || (is_root_call && kind(&e.prim) != Kind::Library) => {
+            Some(e) if computed(self) || (is_root_call && kind(&e.prim) != Kind::Library) => {
                 self.fused.push(e.prim.name());
                 match &e.prim {
                     Prim::Full { dtype, value, .. } => self.push(Node::Lit {
@@ -168,11 +218,13 @@ impl Builder<'_> {
                         self.expr(e.inputs[0], &c)?
                     }
                     p => {
+                        self.depth += 1;
                         let ins: Vec<usize> = e
                             .inputs
                             .iter()
                             .map(|&i| self.expr(i, chain))
                             .collect::<Result<_, _>>()?;
+                        self.depth -= 1;
                         let dt = self.g.aval(e.inputs[0]).dtype;
                         let n = match p {
                             Prim::Unary(op) => Node::Unary {
@@ -284,7 +336,8 @@ pub fn schedule(g: &Graph) -> Schedule {
         buffers.extend(shared_values(g, &buffers));
         let mut kernels: Vec<(Var, Kernel, Vec<Var>)> = Vec::new();
         let mut need = None;
-        for &root in buffers.iter() {
+        let mut work: Vec<Var> = buffers.iter().rev().copied().collect();
+        while let Some(root) = work.pop() {
             match kind_of(root) {
                 None | Some(Kind::Library) => continue,
                 _ => {}
@@ -297,9 +350,13 @@ pub fn schedule(g: &Graph) -> Schedule {
                 nodes: Vec::new(),
                 args: Vec::new(),
                 memo: HashMap::new(),
+                depth: 0,
+                spilled: Vec::new(),
                 fused: Vec::new(),
             };
-            match b.expr(root, &[]) {
+            let result = b.expr(root, &[]);
+            let spilled = std::mem::take(&mut b.spilled);
+            match result {
                 Ok(r) => {
                     let arg_dtypes = b.args.iter().map(|&a| g.aval(a).dtype).collect();
                     kernels.push((
@@ -314,6 +371,11 @@ pub fn schedule(g: &Graph) -> Schedule {
                         },
                         b.args,
                     ));
+                    for v in spilled {
+                        if buffers.insert(v) {
+                            work.push(v);
+                        }
+                    }
                 }
                 Err(NeedBuffer(v)) => {
                     need = Some(v);
@@ -388,11 +450,7 @@ fn shared_values(g: &Graph, buffers: &BTreeSet<Var>) -> Vec<Var> {
 
 /// Orders the steps (graph order), deduplicates kernels by structure and
 /// computes when each buffer dies.
-fn plan(
-    g: &Graph,
-    kernels: Vec<(Var, Kernel, Vec<Var>)>,
-    views: &BTreeSet<Var>,
-) -> Schedule {
+fn plan(g: &Graph, kernels: Vec<(Var, Kernel, Vec<Var>)>, views: &BTreeSet<Var>) -> Schedule {
     let mut by_root: HashMap<Var, (Kernel, Vec<Var>)> =
         kernels.into_iter().map(|(v, k, a)| (v, (k, a))).collect();
     let mut distinct: Vec<Kernel> = Vec::new();
