@@ -125,7 +125,7 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
         .iter()
         .zip(&nests)
         .zip(&names)
-        .map(|((k, n), name)| (name.clone(), n.outer(), k.out_dtype, k.shape.clone()))
+        .map(|((k, n), name)| (name.clone(), n.outer(), k.out_dtype, k.out_shape().to_vec()))
         .collect();
     let program = if sched.kernels.is_empty() {
         Program::new(g, plan, Vec::new(), None)

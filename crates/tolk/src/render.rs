@@ -10,13 +10,15 @@
 
 use crate::c_ops;
 use crate::schedule::{Kernel, Node};
-use nx::DType;
+use nx::{BinaryOp, DType, ReduceOp};
 use std::fmt::Write;
 
 /// A kernel lowered to a loop nest: merged dims and, per load, its offset
-/// and strides over them.
+/// and strides over them. For a reduction, the first `kept` dims are the
+/// output's and the rest are reduced.
 pub struct LoopNest {
     pub dims: Vec<usize>,
+    pub kept: usize,
     /// For each node index that is a load: (offset, strides over `dims`).
     loads: Vec<Option<(usize, Vec<isize>)>>,
 }
@@ -29,45 +31,72 @@ impl LoopNest {
 }
 
 /// Merges the kernel's dims: size-1 dims go, and neighbours merge when the
-/// output and every load step through them as one.
+/// output and every load step through them as one (never across the
+/// boundary between kept and reduced dims).
 pub fn lower(k: &Kernel) -> LoopNest {
-    let keep: Vec<usize> = (0..k.shape.len()).filter(|&d| k.shape[d] != 1).collect();
-    let mut dims: Vec<usize> = keep.iter().map(|&d| k.shape[d]).collect();
+    let nkept = k.reduce.map_or(k.shape.len(), |(_, kept)| kept);
+    let groups = [0..nkept, nkept..k.shape.len()];
+    let mut dims = Vec::new();
     let mut loads: Vec<Option<(usize, Vec<isize>)>> = k
         .nodes
         .iter()
         .map(|n| match n {
-            Node::Load { layout, .. } => Some((
-                layout.offset,
-                keep.iter().map(|&d| layout.strides[d]).collect(),
-            )),
+            Node::Load { layout, .. } => Some((layout.offset, Vec::new())),
             _ => None,
         })
         .collect();
-    if dims.is_empty() {
-        dims.push(1);
-        for (_, s) in loads.iter_mut().flatten() {
-            s.push(0);
+    let mut kept = 0;
+    for (gi, range) in groups.into_iter().enumerate() {
+        if gi == 1 && k.reduce.is_none() {
+            break;
         }
-    }
-    // Merge from the inside out: d-1 into d when stride[d-1] == stride[d] * dims[d]
-    // for every load (the output is contiguous, so it always merges).
-    let mut d = dims.len() - 1;
-    while d > 0 {
-        let ok = loads
-            .iter()
-            .flatten()
-            .all(|(_, s)| s[d - 1] == s[d] * dims[d] as isize);
-        if ok {
-            dims[d - 1] *= dims[d];
-            dims.remove(d);
-            for (_, s) in loads.iter_mut().flatten() {
-                s.remove(d - 1);
+        let mut gdims: Vec<usize> = Vec::new();
+        let mut gstrides: Vec<Vec<isize>> = vec![Vec::new(); k.nodes.len()];
+        for d in range.filter(|&d| k.shape[d] != 1) {
+            gdims.push(k.shape[d]);
+            for (i, n) in k.nodes.iter().enumerate() {
+                if let Node::Load { layout, .. } = n {
+                    gstrides[i].push(layout.strides[d]);
+                }
             }
         }
-        d -= 1;
+        if gdims.is_empty() {
+            gdims.push(1);
+            for st in gstrides.iter_mut() {
+                st.push(0);
+            }
+        }
+        // Merge from the inside out: d-1 into d when stride[d-1] ==
+        // stride[d] * dims[d] for every load (the output is contiguous).
+        let mut d = gdims.len() - 1;
+        while d > 0 {
+            let ok = loads
+                .iter()
+                .zip(&gstrides)
+                .filter(|(l, _)| l.is_some())
+                .all(|(_, s)| s[d - 1] == s[d] * gdims[d] as isize);
+            if ok {
+                gdims[d - 1] *= gdims[d];
+                gdims.remove(d);
+                for (l, st) in loads.iter().zip(gstrides.iter_mut()) {
+                    if l.is_some() {
+                        st.remove(d - 1);
+                    }
+                }
+            }
+            d -= 1;
+        }
+        if gi == 0 {
+            kept = gdims.len();
+        }
+        dims.extend(gdims);
+        for (l, st) in loads.iter_mut().zip(gstrides) {
+            if let Some((_, s)) = l {
+                s.extend(st);
+            }
+        }
     }
-    LoopNest { dims, loads }
+    LoopNest { dims, kept, loads }
 }
 
 fn node_dtype(k: &Kernel, i: usize) -> DType {
@@ -82,39 +111,9 @@ fn node_dtype(k: &Kernel, i: usize) -> DType {
     }
 }
 
-/// C source of kernel `k` as function `name`.
-pub fn render(name: &str, k: &Kernel, nest: &LoopNest) -> String {
+/// The statements computing every node, at the loop indices `i0, i1, ...`.
+fn body(k: &Kernel, nest: &LoopNest, indent: &str) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "void {name}(void *const *b, int64_t lo, int64_t hi) {{");
-    let _ = writeln!(
-        s,
-        "  {} *restrict out = ({} *)b[0];",
-        c_ops::c_type(k.out_dtype),
-        c_ops::c_type(k.out_dtype)
-    );
-    for (a, &dt) in k.arg_dtypes.iter().enumerate() {
-        let t = c_ops::c_type(dt);
-        let _ = writeln!(s, "  const {t} *a{a} = (const {t} *)b[{}];", a + 1);
-    }
-    let nd = nest.dims.len();
-    let mut indent = String::from("  ");
-    for (d, &n) in nest.dims.iter().enumerate() {
-        let (from, to) = if d == 0 {
-            ("lo".to_string(), "hi".to_string())
-        } else {
-            ("0".to_string(), format!("{n}"))
-        };
-        let _ = writeln!(
-            s,
-            "{indent}for (int64_t i{d} = {from}; i{d} < {to}; i{d}++) {{"
-        );
-        indent.push_str("  ");
-    }
-    // Output index: row-major over the merged dims.
-    let mut oidx = String::from("i0");
-    for d in 1..nd {
-        oidx = format!("({oidx}) * {} + i{d}", nest.dims[d]);
-    }
     for (i, n) in k.nodes.iter().enumerate() {
         let t = c_ops::c_type(node_dtype(k, i));
         let v = |j: &usize| format!("v{j}");
@@ -138,11 +137,209 @@ pub fn render(name: &str, k: &Kernel, nest: &LoopNest) -> String {
         };
         let _ = writeln!(s, "{indent}{t} v{i} = {e};");
     }
-    let _ = writeln!(s, "{indent}out[{oidx}] = v{};", k.root);
-    for _ in 0..nd {
+    s
+}
+
+/// How a reduction accumulates: the accumulator's dtype, its initial value,
+/// the C statement folding `v` into `acc`, and the final conversion.
+struct Accumulate {
+    dtype: DType,
+    init: String,
+    fold: String,
+    finish: String,
+}
+
+fn accumulate(op: ReduceOp, dtype: DType, v: &str) -> Accumulate {
+    use ReduceOp::*;
+    let float = dtype.is_float();
+    // Float sums and products accumulate in f64; integer ones wrap in u64
+    // (the same residue modulo 2^bits as wrapping in the element type).
+    let wide = if float { DType::F64 } else { DType::U64 };
+    match op {
+        Sum | Prod => {
+            let x = c_ops::cast(dtype, wide, v);
+            let (init, fold) = if op == Sum {
+                (
+                    c_ops::literal(wide, 0.0),
+                    c_ops::binary(BinaryOp::Add, wide, "acc", &x),
+                )
+            } else {
+                (
+                    c_ops::literal(wide, 1.0),
+                    c_ops::binary(BinaryOp::Mul, wide, "acc", &x),
+                )
+            };
+            Accumulate {
+                dtype: wide,
+                init,
+                fold,
+                finish: c_ops::cast(wide, dtype, "acc"),
+            }
+        }
+        Max | Min => {
+            let init = if float {
+                c_ops::literal(
+                    dtype,
+                    if op == Max {
+                        f64::NEG_INFINITY
+                    } else {
+                        f64::INFINITY
+                    },
+                )
+            } else {
+                int_bound(dtype, op == Max)
+            };
+            let bop = if op == Max {
+                BinaryOp::Max
+            } else {
+                BinaryOp::Min
+            };
+            Accumulate {
+                dtype,
+                init,
+                fold: c_ops::binary(bop, dtype, "acc", v),
+                finish: "acc".into(),
+            }
+        }
+    }
+}
+
+/// The identity of integer max (the type's minimum) or min (its maximum).
+fn int_bound(dtype: DType, lowest: bool) -> String {
+    let t = c_ops::c_type(dtype);
+    let bits = 8 * dtype.size_in_bytes();
+    let v = match (dtype.is_signed_int(), lowest) {
+        (true, true) => format!("(-{}LL - 1)", (1u64 << (bits - 1)) - 1),
+        (true, false) => format!("{}LL", (1u64 << (bits - 1)) - 1),
+        (false, true) => "0".to_string(),
+        (false, false) => format!(
+            "{}ULL",
+            if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            }
+        ),
+    };
+    format!("(({t}){v})")
+}
+
+/// Independent accumulators of a reduction's innermost loop (so the fold
+/// is not one serial dependency chain).
+const ACCS: usize = 8;
+
+/// C source of kernel `k` as function `name`.
+pub fn render(name: &str, k: &Kernel, nest: &LoopNest) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "void {name}(void *const *b, int64_t lo, int64_t hi) {{");
+    let _ = writeln!(
+        s,
+        "  {} *restrict out = ({} *)b[0];",
+        c_ops::c_type(k.out_dtype),
+        c_ops::c_type(k.out_dtype)
+    );
+    for (a, &dt) in k.arg_dtypes.iter().enumerate() {
+        let t = c_ops::c_type(dt);
+        let _ = writeln!(s, "  const {t} *a{a} = (const {t} *)b[{}];", a + 1);
+    }
+    let nd = nest.dims.len();
+    let nkept = nest.kept;
+    let mut indent = String::from("  ");
+    let open = |s: &mut String, indent: &mut String, d: usize| {
+        let (from, to) = if d == 0 {
+            ("lo".to_string(), "hi".to_string())
+        } else {
+            ("0".to_string(), format!("{}", nest.dims[d]))
+        };
+        let _ = writeln!(
+            s,
+            "{indent}for (int64_t i{d} = {from}; i{d} < {to}; i{d}++) {{"
+        );
+        indent.push_str("  ");
+    };
+    let close = |s: &mut String, indent: &mut String| {
         indent.truncate(indent.len() - 2);
         let _ = writeln!(s, "{indent}}}");
+    };
+    // Output index: row-major over the kept (for a map: all) dims.
+    let mut oidx = String::from("i0");
+    for d in 1..nkept {
+        oidx = format!("({oidx}) * {} + i{d}", nest.dims[d]);
+    }
+    for d in 0..nkept {
+        open(&mut s, &mut indent, d);
+    }
+    match k.reduce {
+        None => {
+            s.push_str(&body(k, nest, &indent));
+            let _ = writeln!(s, "{indent}out[{oidx}] = v{};", k.root);
+        }
+        Some((op, _)) => {
+            let acc = accumulate(op, k.out_dtype, &format!("v{}", k.root));
+            let at = c_ops::c_type(acc.dtype);
+            let _ = writeln!(s, "{indent}{at} accs[{ACCS}];");
+            let _ = writeln!(
+                s,
+                "{indent}for (int u = 0; u < {ACCS}; u++) accs[u] = {};",
+                acc.init
+            );
+            for d in nkept..nd - 1 {
+                open(&mut s, &mut indent, d);
+            }
+            // The innermost reduced loop, ACCS at a time, then the rest.
+            let last = nd - 1;
+            let n = nest.dims[last];
+            let _ = writeln!(s, "{indent}int64_t r = 0;");
+            let _ = writeln!(s, "{indent}for (; r + {ACCS} <= {n}; r += {ACCS}) {{");
+            let _ = writeln!(s, "{indent}  for (int u = 0; u < {ACCS}; u++) {{");
+            let inner = format!("{indent}    ");
+            let _ = writeln!(s, "{inner}int64_t i{last} = r + u;");
+            s.push_str(&body(k, nest, &inner));
+            let _ = writeln!(s, "{inner}{at} acc = accs[u];");
+            let _ = writeln!(s, "{inner}accs[u] = {};", acc.fold);
+            let _ = writeln!(s, "{indent}  }}");
+            let _ = writeln!(s, "{indent}}}");
+            let _ = writeln!(s, "{indent}for (; r < {n}; r++) {{");
+            let inner = format!("{indent}  ");
+            let _ = writeln!(s, "{inner}int64_t i{last} = r;");
+            s.push_str(&body(k, nest, &inner));
+            let _ = writeln!(s, "{inner}{at} acc = accs[0];");
+            let _ = writeln!(s, "{inner}accs[0] = {};", acc.fold);
+            let _ = writeln!(s, "{indent}}}");
+            for _ in nkept..nd - 1 {
+                close(&mut s, &mut indent);
+            }
+            // Pairwise merge of the accumulators.
+            let mut w = ACCS;
+            while w > 1 {
+                w /= 2;
+                let _ = writeln!(s, "{indent}for (int u = 0; u < {w}; u++) {{");
+                let _ = writeln!(s, "{indent}  {at} acc = accs[u];");
+                let fold = fold_with(op, acc.dtype, "acc", &format!("accs[u + {w}]"));
+                let _ = writeln!(s, "{indent}  accs[u] = {fold};");
+                let _ = writeln!(s, "{indent}}}");
+            }
+            let _ = writeln!(
+                s,
+                "{indent}{{ {at} acc = accs[0]; out[{oidx}] = {}; }}",
+                acc.finish
+            );
+        }
+    }
+    for _ in 0..nkept {
+        close(&mut s, &mut indent);
     }
     s.push_str("}\n");
     s
+}
+
+/// Merges two accumulators of `op`.
+fn fold_with(op: ReduceOp, acc_dtype: DType, a: &str, b: &str) -> String {
+    let bop = match op {
+        ReduceOp::Sum => BinaryOp::Add,
+        ReduceOp::Prod => BinaryOp::Mul,
+        ReduceOp::Max => BinaryOp::Max,
+        ReduceOp::Min => BinaryOp::Min,
+    };
+    c_ops::binary(bop, acc_dtype, a, b)
 }

@@ -13,8 +13,8 @@
 //! library step, is used by more than one kernel (computed once, not per
 //! consumer), or sits under a reshape that no strided layout expresses.
 
-use crate::graph::{Graph, Var};
-use nx::{BinaryOp, CmpOp, DType, Layout, Prim, UnaryOp};
+use crate::graph::{Eqn, Graph, Var};
+use nx::{BinaryOp, CmpOp, DType, Layout, Prim, ReduceOp, UnaryOp};
 use std::collections::{BTreeSet, HashMap};
 
 /// One node of a kernel's body, in topological order; operands are indices
@@ -64,6 +64,7 @@ pub enum Node {
 /// A fused loop nest over `shape`, writing one contiguous buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
+    /// The iteration space (for a reduction: kept dims, then reduced ones).
     pub shape: Vec<usize>,
     pub out_dtype: DType,
     /// Argument buffers: dtype of each.
@@ -73,6 +74,19 @@ pub struct Kernel {
     pub root: usize,
     /// The graph primitives fused into it (for debug output).
     pub fused: Vec<String>,
+    /// A reduction kernel: the last `shape.len() - kept` dims of `shape`
+    /// are reduced with `op`; the output is contiguous over the first `kept`.
+    pub reduce: Option<(ReduceOp, usize)>,
+}
+
+impl Kernel {
+    /// Shape of the buffer it writes.
+    pub fn out_shape(&self) -> &[usize] {
+        match self.reduce {
+            Some((_, kept)) => &self.shape[..kept],
+            None => &self.shape,
+        }
+    }
 }
 
 /// One step of a program's plan.
@@ -105,7 +119,29 @@ enum Kind {
     Elementwise,
     Movement,
     Fill,
+    /// A reduction compiled as a kernel (its input expression fused in).
+    Reduce,
     Library,
+}
+
+/// Full reductions at least this large stay with nx's eager kernel, which
+/// splits them across threads (a fused kernel splits over kept dims only).
+const FUSED_FULL_REDUCE_MAX: usize = 1 << 16;
+
+/// How equation `e` of `g` is scheduled (`kind`, refined by its types).
+fn kind_in(g: &Graph, e: &Eqn) -> Kind {
+    match &e.prim {
+        Prim::Reduce { axes, .. } => {
+            let x = g.aval(e.inputs[0]);
+            let full = axes.len() == x.shape.len();
+            if x.dtype == DType::Bool || (full && x.numel() >= FUSED_FULL_REDUCE_MAX) {
+                Kind::Library
+            } else {
+                Kind::Reduce
+            }
+        }
+        p => kind(p),
+    }
 }
 
 fn kind(prim: &Prim) -> Kind {
@@ -123,8 +159,8 @@ fn kind(prim: &Prim) -> Kind {
         | Prim::Slice { .. }
         | Prim::Flip { .. } => Kind::Movement,
         Prim::Full { .. } => Kind::Fill,
+        Prim::Reduce { .. } => Kind::Reduce,
         Prim::Iota { .. }
-        | Prim::Reduce { .. }
         | Prim::ArgReduce { .. }
         | Prim::Cumulative { .. }
         | Prim::Pad { .. }
@@ -198,16 +234,34 @@ impl Builder<'_> {
         let too_big = self.depth >= MAX_DEPTH || self.nodes.len() >= MAX_NODES;
         if !is_root_call
             && too_big
-            && eqn.is_some_and(|e| kind(&e.prim) == Kind::Elementwise)
+            && eqn.is_some_and(|e| kind_in(self.g, e) == Kind::Elementwise)
             && !self.buffers.contains(&var)
         {
             self.spilled.push(var);
         }
         let computed = |b: &Self| !b.buffers.contains(&var) && !b.spilled.contains(&var);
         let node = match eqn {
-            Some(e) if computed(self) || (is_root_call && kind(&e.prim) != Kind::Library) => {
+            Some(e) if computed(self) || (is_root_call && kind_in(self.g, e) != Kind::Library) => {
                 self.fused.push(e.prim.name());
                 match &e.prim {
+                    Prim::Reduce { axes, .. } => {
+                        // The kernel's root: its body is the input's
+                        // expression, over the input's index space with the
+                        // reduced axes moved last.
+                        let x = e.inputs[0];
+                        let n = self.g.aval(x).shape.len();
+                        let mut perm: Vec<usize> = (0..n).filter(|a| !axes.contains(a)).collect();
+                        perm.extend(axes.iter().copied());
+                        self.depth += 1;
+                        let r = self.expr(x, &[])?;
+                        self.depth -= 1;
+                        for node in &mut self.nodes {
+                            if let Node::Load { layout, .. } = node {
+                                *layout = layout.permute(&perm);
+                            }
+                        }
+                        r
+                    }
                     Prim::Full { dtype, value, .. } => self.push(Node::Lit {
                         dtype: *dtype,
                         value: *value,
@@ -292,7 +346,7 @@ pub fn schedule(g: &Graph) -> Schedule {
     for (i, e) in g.eqns.iter().enumerate() {
         def[e.out] = Some(i);
     }
-    let kind_of = |v: Var| def[v].map(|e: usize| kind(&g.eqns[e].prim));
+    let kind_of = |v: Var| def[v].map(|e: usize| kind_in(g, &g.eqns[e]));
 
     // Buffers to start from; movement results feeding library steps are
     // eager views (steps of their own), not buffers.
@@ -309,7 +363,7 @@ pub fn schedule(g: &Graph) -> Schedule {
         buffers: &mut BTreeSet<Var>,
         views: &mut BTreeSet<Var>,
     ) {
-        match def[v].map(|e| (e, kind(&g.eqns[e].prim))) {
+        match def[v].map(|e| (e, kind_in(g, &g.eqns[e]))) {
             Some((e, Kind::Movement)) => {
                 if views.insert(v) {
                     library_input(g.eqns[e].inputs[0], g, def, buffers, views);
@@ -321,7 +375,10 @@ pub fn schedule(g: &Graph) -> Schedule {
         }
     }
     for e in &g.eqns {
-        if kind(&e.prim) == Kind::Library {
+        if kind_in(g, e) == Kind::Reduce {
+            buffers.insert(e.out);
+        }
+        if kind_in(g, e) == Kind::Library {
             buffers.insert(e.out);
             for &i in &e.inputs {
                 library_input(i, g, &def, &mut buffers, &mut views);
@@ -362,12 +419,13 @@ pub fn schedule(g: &Graph) -> Schedule {
                     kernels.push((
                         root,
                         Kernel {
-                            shape: g.aval(root).shape.clone(),
+                            shape: iteration_shape(g, &def, root),
                             out_dtype: g.aval(root).dtype,
                             arg_dtypes,
                             nodes: b.nodes,
                             root: r,
                             fused: b.fused,
+                            reduce: reduce_of(g, &def, root),
                         },
                         b.args,
                     ));
@@ -391,6 +449,38 @@ pub fn schedule(g: &Graph) -> Schedule {
     }
 }
 
+/// The shape a kernel iterates over: its root's, or for a reduction the
+/// input's with the reduced axes last.
+fn iteration_shape(g: &Graph, def: &[Option<usize>], root: Var) -> Vec<usize> {
+    match def[root].map(|e| &g.eqns[e]) {
+        Some(Eqn {
+            prim: Prim::Reduce { axes, .. },
+            inputs,
+            ..
+        }) => {
+            let x = &g.aval(inputs[0]).shape;
+            let mut s: Vec<usize> = (0..x.len())
+                .filter(|a| !axes.contains(a))
+                .map(|a| x[a])
+                .collect();
+            s.extend(axes.iter().map(|&a| x[a]));
+            s
+        }
+        _ => g.aval(root).shape.clone(),
+    }
+}
+
+fn reduce_of(g: &Graph, def: &[Option<usize>], root: Var) -> Option<(ReduceOp, usize)> {
+    match def[root].map(|e| &g.eqns[e]) {
+        Some(Eqn {
+            prim: Prim::Reduce { op, axes },
+            inputs,
+            ..
+        }) => Some((*op, g.aval(inputs[0]).shape.len() - axes.len())),
+        _ => None,
+    }
+}
+
 /// Values that would be computed by more than one kernel: each becomes a
 /// buffer, computed once. One pass in reverse program order: a value's
 /// kernel is its consumers' kernel when they agree. Cheap values (constants
@@ -403,7 +493,7 @@ fn shared_values(g: &Graph, buffers: &BTreeSet<Var>) -> Vec<Var> {
     let mut cheap = vec![false; n];
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, e) in g.eqns.iter().enumerate() {
-        cheap[e.out] = match kind(&e.prim) {
+        cheap[e.out] = match kind_in(g, e) {
             Kind::Fill => true,
             Kind::Movement => {
                 let src = e.inputs[0];
@@ -421,14 +511,14 @@ fn shared_values(g: &Graph, buffers: &BTreeSet<Var>) -> Vec<Var> {
     let mut shared = Vec::new();
     for e in g.eqns.iter().rev() {
         let v = e.out;
-        if buffers.contains(&v) || kind(&e.prim) == Kind::Library {
+        if buffers.contains(&v) || kind_in(g, e) == Kind::Library {
             group[v] = v;
             continue;
         }
         let mut mine = NONE;
         for &c in &consumers[v] {
             let ce = &g.eqns[c];
-            if kind(&ce.prim) == Kind::Library {
+            if kind_in(g, ce) == Kind::Library {
                 continue; // a library input is a buffer or an eager view already
             }
             mine = match (mine, group[ce.out]) {
@@ -469,7 +559,7 @@ fn plan(g: &Graph, kernels: Vec<(Var, Kernel, Vec<Var>)>, views: &BTreeSet<Var>)
                 out: e.out,
                 args,
             });
-        } else if kind(&e.prim) == Kind::Library || views.contains(&e.out) {
+        } else if kind_in(g, e) == Kind::Library || views.contains(&e.out) {
             steps.push(Step::Library { eqn: i });
         }
     }
