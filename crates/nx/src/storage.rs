@@ -17,7 +17,7 @@ use crate::dtype::{DType, Element};
 use std::alloc::{self, Layout};
 use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 const ALIGN: usize = 64;
@@ -197,11 +197,16 @@ fn give_back_shared(p: NonNull<u8>, bucket: usize) {
 ///
 /// Reads and writes go through an `RwLock`, so an in-place `assign` on one
 /// thread can never race a kernel reading the same storage on another.
+///
+/// `version` counts the in-place writes (`write`): reverse mode records it
+/// with each value it keeps for the backward pass and refuses a backward
+/// pass over a value written since (PyTorch's version counters).
 pub struct Storage {
     ptr: NonNull<u8>,
     bytes: usize,
     bucket: usize,
     lock: RwLock<()>,
+    version: AtomicU64,
 }
 
 // SAFETY: the memory is owned by this value; every access to it after
@@ -228,6 +233,7 @@ impl Storage {
             bytes,
             bucket,
             lock: RwLock::new(()),
+            version: AtomicU64::new(0),
         }
     }
 
@@ -269,9 +275,19 @@ impl Storage {
         }
     }
 
-    /// Exclusive write access for in-place operations (`assign`).
+    /// How many times `write` has been called on this buffer: a value read
+    /// earlier is stale if this has changed since.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Relaxed)
+    }
+
+    /// Exclusive write access for in-place operations (`assign`, and any
+    /// later writeback); bumps `version`.
     pub fn write<T: Element>(&self) -> WriteGuard<'_, T> {
         let guard = self.lock.write().unwrap_or_else(|e| e.into_inner());
+        // Relaxed: the lock orders the write itself; the counter only has to
+        // change, and a reader on another thread synchronizes through the lock.
+        self.version.fetch_add(1, Ordering::Relaxed);
         let len = self.bytes / std::mem::size_of::<T>();
         // SAFETY: as in `as_mut_slice`; the write guard excludes all other access.
         let slice = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr() as *mut T, len) };
@@ -348,6 +364,17 @@ mod tests {
             );
             assert_eq!(b % ALIGN, 0);
         }
+    }
+
+    #[test]
+    fn writes_bump_the_version_and_reads_do_not() {
+        let s = Storage::new(DType::F32, 4);
+        assert_eq!(s.version(), 0);
+        drop(s.read::<f32>());
+        assert_eq!(s.version(), 0);
+        s.write::<f32>()[0] = 1.0;
+        s.write::<f32>()[1] = 2.0;
+        assert_eq!(s.version(), 2);
     }
 
     #[test]

@@ -156,6 +156,24 @@ impl Tensor {
         }
     }
 
+    /// The write count of a concrete tensor's storage (shared by every view
+    /// of it), bumped by each in-place write (`assign`, `blit`); None for a
+    /// tracer. One relaxed atomic load.
+    ///
+    /// ```
+    /// let x = nx::Tensor::from_slice(&[1.0f32, 2.0], &[2]);
+    /// let v = x.version().unwrap();
+    /// x.narrow(0, 1, 1).assign(&nx::Tensor::scalar(5.0f32));
+    /// assert_eq!(x.version(), Some(v + 1));
+    /// assert_eq!(x.copy().version(), Some(0));
+    /// ```
+    pub fn version(&self) -> Option<u64> {
+        match &*self.0 {
+            Repr::Value(v) => Some(v.storage.version()),
+            Repr::Traced(_) => None,
+        }
+    }
+
     /// The concrete tensor behind `self`, reading through tracers.
     fn concrete(&self) -> Tensor {
         let mut t = self.clone();

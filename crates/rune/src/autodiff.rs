@@ -112,8 +112,24 @@ impl Recorded {
     }
 }
 
+/// Panics unless `x`, the one tensor `func` differentiates with respect
+/// to, is a float tensor (as JAX's jacfwd/jacrev raise).
+pub(crate) fn require_float_input(func: &str, x: &Tensor) {
+    let dtype = x.dtype();
+    if !dtype.is_float() {
+        let kind = if dtype == nx::DType::Bool {
+            "boolean"
+        } else {
+            "integer"
+        };
+        panic!(
+            "{func}: the input has {kind} dtype {dtype}; differentiate with respect to a float tensor"
+        );
+    }
+}
+
 /// Panics unless every leaf of `params` is a float tensor.
-fn require_float_leaves<P: Ptree>(func: &str, params: &P) {
+pub(crate) fn require_float_leaves<P: Ptree>(func: &str, params: &P) {
     for (i, leaf) in params.leaves().iter().enumerate() {
         if !leaf.dtype().is_float() {
             panic!(
@@ -371,6 +387,7 @@ pub fn jvp_aux<P: Ptree, Q: Ptree, A>(
 
 /// The Hessian of the scalar objective `f` at `params` times `v`, with
 /// `params`' structure, without forming the Hessian (forward over reverse).
+/// Panics if a leaf of `params` is not a float tensor.
 ///
 /// ```
 /// use rune::prelude::*;
@@ -381,5 +398,6 @@ pub fn jvp_aux<P: Ptree, Q: Ptree, A>(
 /// assert_eq!(hv.to_vec::<f64>(), vec![6.0, 0.0]);
 /// ```
 pub fn hvp<P: Ptree>(f: impl Fn(&P) -> Tensor, params: &P, v: &P) -> P {
+    require_float_leaves("hvp", params);
     jvp(|p: &P| grad(&f, p), params, v).1
 }

@@ -44,6 +44,7 @@ pub fn check_grads_with<P: Ptree>(
     params: &P,
     opts: CheckGradsOpts,
 ) -> Result<(), String> {
+    crate::autodiff::require_float_leaves("check_grads", params);
     let g = crate::grad(&f, params);
     let leaves = params.leaves();
     let grads = g.leaves();

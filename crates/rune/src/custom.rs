@@ -9,7 +9,7 @@
 use crate::batch::BatchTrace;
 use crate::gradient_control::is_inactive;
 use crate::jvp::JvpTrace;
-use crate::vjp::{Rule, VjpTrace};
+use crate::vjp::{stale, Rule, Saved, VjpTrace};
 use nx::trace::{ceiling, trace_at, with_ceiling, Trace};
 use nx::{Ptree, Tensor};
 use std::rc::Rc;
@@ -307,10 +307,19 @@ where
 {
     let f = Rc::new(f);
     let recompute = f.clone();
+    // The residual is the inputs, each with its storage's write count: the
+    // recomputation must see the values the forward pass saw.
+    let keep = |p: &P| {
+        let saved: Vec<Saved<Tensor>> = p.leaves().into_iter().map(Saved::new).collect();
+        (p.map_leaves(&mut |t| t.clone()), saved)
+    };
     custom_vjp_dyn(
         "remat",
-        &|p: &P| (f(p), p.map_leaves(&mut |t| t.clone())),
-        Rc::new(move |p: &P, ct: &Q| {
+        &|p: &P| (f(p), keep(p)),
+        Rc::new(move |(p, saved): &(P, Vec<Saved<Tensor>>), ct: &Q| {
+            if !saved.iter().all(Saved::is_unwritten) {
+                stale("remat");
+            }
             crate::autodiff::vjp_grads("remat", |q: &P| recompute(q), p, ct)
         }),
         params,

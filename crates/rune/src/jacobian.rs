@@ -2,6 +2,7 @@
 //! `jacfwd` is one vmapped `jvp`, `jacrev` one forward pass and a vmapped
 //! pullback, `hessian` is `jacfwd` of `grad`. Each calls `f` exactly once.
 
+use crate::autodiff::require_float_input;
 use crate::{grad, jvp, vjp_fun, vmap};
 use nx::Tensor;
 
@@ -15,7 +16,7 @@ fn basis(shape: &[usize], dtype: nx::DType) -> Tensor {
 
 /// The Jacobian of `f` at `x`, shaped `f(x).shape ++ x.shape`, column by
 /// column in forward mode (one vectorized pass). Prefer it when the input
-/// is smaller than the output.
+/// is smaller than the output. Panics if `x` is not a float tensor.
 ///
 /// ```
 /// use rune::prelude::*;
@@ -25,6 +26,7 @@ fn basis(shape: &[usize], dtype: nx::DType) -> Tensor {
 /// assert_eq!(j.to_vec::<f64>(), vec![6.0, 0.0, 0.0, 12.0]);
 /// ```
 pub fn jacfwd(f: impl Fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
+    require_float_input("jacfwd", x);
     let cols = vmap(|t: &Tensor| jvp(&f, x, t).1, &basis(x.shape(), x.dtype()));
     // cols: [n, out...] -> [out..., n] -> [out..., x...]
     let n = x.numel();
@@ -37,7 +39,8 @@ pub fn jacfwd(f: impl Fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
 
 /// The Jacobian of `f` at `x`, shaped `f(x).shape ++ x.shape`, row by row
 /// in reverse mode (one forward pass, one vectorized backward pass). Prefer
-/// it when the output is smaller than the input.
+/// it when the output is smaller than the input. Panics if `x` is not a
+/// float tensor.
 ///
 /// ```
 /// use rune::prelude::*;
@@ -47,6 +50,7 @@ pub fn jacfwd(f: impl Fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
 /// assert_eq!(j.to_vec::<f64>(), vec![7.0, 1.0, 1.0]);
 /// ```
 pub fn jacrev(f: impl Fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
+    require_float_input("jacrev", x);
     let (y, pullback) = vjp_fun(f, x);
     let rows = vmap(
         |ct: &Tensor| pullback.call(ct),
@@ -58,7 +62,8 @@ pub fn jacrev(f: impl Fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
 }
 
 /// The Hessian of the scalar objective `f` at `x`, shaped `x.shape ++
-/// x.shape` (forward over reverse: `jacfwd` of `grad`).
+/// x.shape` (forward over reverse: `jacfwd` of `grad`). Panics if `x` is
+/// not a float tensor.
 ///
 /// ```
 /// use rune::prelude::*;
@@ -68,5 +73,6 @@ pub fn jacrev(f: impl Fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
 /// assert_eq!(h.to_vec::<f64>(), vec![4.0, 2.0, 2.0, 0.0]);
 /// ```
 pub fn hessian(f: impl Fn(&Tensor) -> Tensor, x: &Tensor) -> Tensor {
+    require_float_input("hessian", x);
     jacfwd(|x: &Tensor| grad(&f, x), x)
 }

@@ -9,6 +9,42 @@
 //! [`hessian`]). Control flow: [`scan`], [`cond`], [`while_loop`].
 //! Logging: [`with_debug`], [`with_debug_to`].
 //!
+//! # Derivatives at kinks
+//!
+//! Where a function is not differentiable, rune gives the value JAX gives
+//! (each is tested against JAX in `tests/no_silent_wrong_grads.rs`):
+//!
+//! | function | derivative there | as JAX's rule |
+//! |---|---|---|
+//! | `abs` at 0 and -0.0 | 1 (-1 below 0 and at NaN) | `select(x >= 0, 1, -1)` |
+//! | `relu` at 0 | 0 | `select(x > 0, 1, 0)` (`jax.nn.relu`) |
+//! | `maximum`/`minimum` on a tie | 1/2 to each operand | `lax.max`/`lax.min`'s balanced rule |
+//! | `clamp` at a bound | 1/2 | `jnp.clip` (maximum, then minimum) |
+//! | `max`/`min` reductions on ties | shared evenly among the tied elements | `reduce_max`'s chooser rule |
+//! | `sqrt` at 0 (-0.0) | +inf (-inf) | `0.5 / sqrt(x)` |
+//! | `pow(x, y)` in `x` at `x = 0` | `y * 0^(y-1)`: 0 for `y > 1`, 1 for `y = 1`, inf for `0 < y < 1`, NaN for `y = 0` | `y * x^(y-1)` (float exponent) |
+//! | `pow(x, y)` in `y` at `x = 0` | 0 | `log(x == 0 ? 1 : x) * x^y` |
+//! | `floor`, `ceil`, `round`, `trunc`, `sign` | 0 everywhere, steps included | zero derivative |
+//! | `softplus` at 0 | 1/2 (`sigmoid(x)` everywhere) | `jax.nn.softplus` |
+//!
+//! # Mutation and recorded values
+//!
+//! Reverse mode keeps some values for the backward pass (an operand of a
+//! product, a result of `exp`, a `where_` condition, a `take` index). Each
+//! records its storage's version (`nx::Tensor::version`, bumped by every
+//! `assign`/`blit`); a backward pass (`Pullback::call`, or the second half
+//! of `grad`) over a value written since panics, naming the operation that
+//! kept it, rather than differentiating at the new value. Differentiate at
+//! (or capture) a `.copy()` of a tensor that changes while a pullback is
+//! alive. `custom_vjp` residuals are the rule's own business and are not
+//! checked; `remat` checks its inputs.
+//!
+//! Every function that differentiates with respect to its input (`grad`,
+//! `value_and_grad(_aux)`, `hvp`, `jacfwd`, `jacrev`, `hessian`,
+//! `check_grads`) refuses integer and boolean inputs with a panic naming
+//! itself, as JAX raises; `vjp`, `vjp_fun` and `jvp` accept such leaves (as
+//! JAX does with `float0`), and `vjp` gives them zero cotangents.
+//!
 //! Each transformation is a trace (`nx::Trace`) in a file of its own
 //! (`jvp.rs`, `vjp.rs`, `batch.rs`) with one rule per primitive; the functions users
 //! call live in `autodiff.rs`, `custom.rs`, `check_grads.rs` and

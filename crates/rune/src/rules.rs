@@ -34,7 +34,12 @@ pub(crate) fn unary_partial(op: UnaryOp, x: &Tensor, out: &Tensor) -> Partial {
     let by = Partial::By;
     match op {
         UnaryOp::Neg => Partial::MinusOne,
-        UnaryOp::Abs => by(x.sign()),
+        // JAX's select(x >= 0, 1, -1): 1 at 0 and at -0.0 (not sign's 0).
+        UnaryOp::Abs => by(Tensor::where_(
+            &x.greater_equal(&x.scalar_like(0.0)),
+            &one(),
+            &x.scalar_like(-1.0),
+        )),
         UnaryOp::Sign
         | UnaryOp::Floor
         | UnaryOp::Ceil
@@ -85,10 +90,9 @@ pub(crate) fn binary_partials(
         // x - trunc(x / y) * y
         BinaryOp::Rem => [Partial::One, lazy(needs[1], || -(x / y).trunc())],
         BinaryOp::Pow => [
-            lazy(needs[0], || {
-                let d = y * x.pow(&(y - 1.0));
-                Tensor::where_(&y.equal(&y.scalar_like(0.0)), &y.scalar_like(0.0), &d)
-            }),
+            // JAX's y * x^(y - 1) for a float exponent, with no case for
+            // y = 0: NaN at x = 0 (0 * inf), 0 elsewhere.
+            lazy(needs[0], || y * x.pow(&(y - 1.0))),
             lazy(needs[1], || {
                 let zero = x.equal(&x.scalar_like(0.0));
                 let safe_x = Tensor::where_(&zero, &x.scalar_like(1.0), x);

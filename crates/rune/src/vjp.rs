@@ -6,12 +6,16 @@
 //! derivative computed during the forward pass, as JAX's linearize does).
 //! The backward pass walks the nodes in reverse with ordinary tensor
 //! operations, so it can itself be differentiated or transformed.
+//!
+//! Every residual is kept as a [`Saved`], which records its storage's write
+//! count: a backward pass over a value written in place since (`assign`)
+//! panics instead of differentiating at the wrong point.
 
 use crate::gradient_control::is_inactive;
 use crate::jvp::Tag;
 use crate::rules::{
     binary_partials, cumprod_vjp, dot_transpose_lhs, extremum_weights, inverse_perm, prod_others,
-    reverse_cumsum, sum_to_shape, unary_partial, unreduce, unslice,
+    reverse_cumsum, sum_to_shape, unary_partial, unreduce, unslice, Partial,
 };
 use nx::trace::Tracer;
 use nx::{bind, Aval, CumOp, Prim, ReduceOp, Tensor, Trace};
@@ -189,8 +193,9 @@ impl Trace for VjpTrace {
             .collect();
         match vjp_rule(&prim, &values, &out, &needs) {
             Some(rule) => {
+                // The node keeps `prim` only to name it if a residual went stale.
                 let wrapped: Rule = Box::new(move |cts| match &cts[0] {
-                    Some(ct) => rule(ct),
+                    Some(ct) => rule(ct, &prim),
                     None => vec![],
                 });
                 let var = self.tape.push(vars, &[out.aval()], wrapped)[0];
@@ -205,7 +210,72 @@ impl Trace for VjpTrace {
     }
 }
 
-type PrimRule = Box<dyn Fn(&Tensor) -> Vec<Option<Tensor>>>;
+/// Something a reverse rule keeps from the forward pass, and the tensor in
+/// it whose storage must not be written before the backward pass.
+pub(crate) trait Residual {
+    fn tensor(&self) -> Option<&Tensor>;
+}
+
+impl Residual for Tensor {
+    fn tensor(&self) -> Option<&Tensor> {
+        Some(self)
+    }
+}
+
+impl Residual for Partial {
+    fn tensor(&self) -> Option<&Tensor> {
+        match self {
+            Partial::By(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// A residual and the write count of its storage when it was saved (one
+/// relaxed atomic load; None for constants and tracers of other traces,
+/// whose values are fresh results).
+pub(crate) struct Saved<T> {
+    value: T,
+    version: Option<u64>,
+}
+
+impl<T: Residual> Saved<T> {
+    pub(crate) fn new(value: T) -> Saved<T> {
+        let version = value.tensor().and_then(Tensor::version);
+        Saved { value, version }
+    }
+
+    /// The residual, after checking that nothing wrote its storage since it
+    /// was saved; `op` is the primitive that saved it (named in the panic).
+    pub(crate) fn get(&self, op: &Prim) -> &T {
+        if !self.is_unwritten() {
+            stale(&op.name());
+        }
+        &self.value
+    }
+
+    /// True unless the residual's storage was written since it was saved.
+    pub(crate) fn is_unwritten(&self) -> bool {
+        match (self.version, self.value.tensor()) {
+            (Some(saved), Some(t)) => t.version() == Some(saved),
+            _ => true,
+        }
+    }
+}
+
+/// The panic for a residual written in place after it was recorded.
+pub(crate) fn stale(op: &str) -> ! {
+    panic!(
+        "backward pass: a tensor that `{op}` saved for its gradient was modified in place \
+         (assign/blit) after the forward pass recorded it, so the gradient would be computed \
+         at the new value; differentiate at a `.copy()` of a tensor (or capture a `.copy()`) \
+         that is mutated while a pullback or gradient still needs it"
+    )
+}
+
+/// A reverse rule: the output cotangent (and the primitive, for `Saved::get`)
+/// to the input cotangents.
+type PrimRule = Box<dyn Fn(&Tensor, &Prim) -> Vec<Option<Tensor>>>;
 
 /// The reverse rule of `prim` applied to `xs` (giving `out`), for the inputs
 /// in `needs`; None when the derivative is zero (nothing is recorded).
@@ -221,23 +291,26 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         Prim::Threefry2x32 => return None, // integer output
         Prim::Unary(op) => {
             let p = unary_partial(*op, &xs[0], out);
-            if matches!(p, crate::rules::Partial::Zero) {
+            if matches!(p, Partial::Zero) {
                 return None;
             }
-            Box::new(move |ct| vec![p.apply(ct)])
+            let p = Saved::new(p);
+            Box::new(move |ct, op| vec![p.get(op).apply(ct)])
         }
         Prim::Binary(op) => {
             let [px, py] = binary_partials(*op, &xs[0], &xs[1], out, [needs[0], needs[1]]);
-            Box::new(move |ct| vec![px.apply(ct), py.apply(ct)])
+            let (px, py) = (Saved::new(px), Saved::new(py));
+            Box::new(move |ct, op| vec![px.get(op).apply(ct), py.get(op).apply(ct)])
         }
         Prim::Where => {
-            let (cond, on_true, on_false) = (xs[0].clone(), needs[1], needs[2]);
-            Box::new(move |ct| {
+            let (cond, on_true, on_false) = (Saved::new(xs[0].clone()), needs[1], needs[2]);
+            Box::new(move |ct, op| {
+                let cond = cond.get(op);
                 let zero = ct.scalar_like(0.0).broadcast_to(ct.shape());
                 vec![
                     None,
-                    on_true.then(|| bind(Prim::Where, &[&cond, ct, &zero])),
-                    on_false.then(|| bind(Prim::Where, &[&cond, &zero, ct])),
+                    on_true.then(|| bind(Prim::Where, &[cond, ct, &zero])),
+                    on_false.then(|| bind(Prim::Where, &[cond, &zero, ct])),
                 ]
             })
         }
@@ -246,51 +319,50 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
             if !src.is_float() {
                 return None;
             }
-            Box::new(move |ct| vec![Some(ct.cast(src))])
+            Box::new(move |ct, _| vec![Some(ct.cast(src))])
         }
         Prim::Reduce { op, axes } => {
             let axes = axes.clone();
             match op {
-                ReduceOp::Sum => Box::new(move |ct| vec![Some(unreduce(ct, &shape0, &axes))]),
+                ReduceOp::Sum => Box::new(move |ct, _| vec![Some(unreduce(ct, &shape0, &axes))]),
                 ReduceOp::Prod => {
-                    let others = prod_others(&xs[0], &axes);
-                    Box::new(move |ct| vec![Some(unreduce(ct, &shape0, &axes) * &others)])
+                    let others = Saved::new(prod_others(&xs[0], &axes));
+                    Box::new(move |ct, op| {
+                        vec![Some(unreduce(ct, &shape0, &axes) * others.get(op))]
+                    })
                 }
                 ReduceOp::Max | ReduceOp::Min => {
-                    let w = extremum_weights(&xs[0], out, &axes);
-                    Box::new(move |ct| vec![Some(unreduce(ct, &shape0, &axes) * &w)])
+                    let w = Saved::new(extremum_weights(&xs[0], out, &axes));
+                    Box::new(move |ct, op| vec![Some(unreduce(ct, &shape0, &axes) * w.get(op))])
                 }
             }
         }
         Prim::Cumulative { op, axis } => {
             let axis = *axis;
             match op {
-                CumOp::Sum => Box::new(move |ct| vec![Some(reverse_cumsum(ct, axis))]),
+                CumOp::Sum => Box::new(move |ct, _| vec![Some(reverse_cumsum(ct, axis))]),
                 CumOp::Prod => {
-                    let x = xs[0].clone();
-                    Box::new(move |ct| vec![Some(cumprod_vjp(&x, ct, axis))])
+                    let x = Saved::new(xs[0].clone());
+                    Box::new(move |ct, op| vec![Some(cumprod_vjp(x.get(op), ct, axis))])
                 }
             }
         }
-        Prim::Reshape { .. } => Box::new(move |ct| vec![Some(ct.reshape(&shape0))]),
-        Prim::Broadcast { .. } => Box::new(move |ct| vec![Some(sum_to_shape(ct, &shape0))]),
+        Prim::Reshape { .. } => Box::new(move |ct, _| vec![Some(ct.reshape(&shape0))]),
+        Prim::Broadcast { .. } => Box::new(move |ct, _| vec![Some(sum_to_shape(ct, &shape0))]),
         Prim::Permute { perm } => {
             let inv = inverse_perm(perm);
-            Box::new(move |ct| vec![Some(bind(Prim::Permute { perm: inv.clone() }, &[ct]))])
+            Box::new(move |ct, _| vec![Some(bind(Prim::Permute { perm: inv.clone() }, &[ct]))])
         }
         Prim::Slice { start, step, .. } => {
             let (start, step) = (start.clone(), step.clone());
-            Box::new(move |ct| vec![Some(unslice(ct, &shape0, &start, &step))])
+            Box::new(move |ct, _| vec![Some(unslice(ct, &shape0, &start, &step))])
         }
-        Prim::Flip { .. } => {
-            let flip = prim.clone();
-            Box::new(move |ct| vec![Some(bind(flip.clone(), &[ct]))])
-        }
+        Prim::Flip { .. } => Box::new(move |ct, flip| vec![Some(bind(flip.clone(), &[ct]))]),
         Prim::Pad { lo, .. } => {
             let start = lo.clone();
             let end: Vec<usize> = lo.iter().zip(&shape0).map(|(l, n)| l + n).collect();
             let step = vec![1; lo.len()];
-            Box::new(move |ct| {
+            Box::new(move |ct, _| {
                 let slice = Prim::Slice {
                     start: start.clone(),
                     end: end.clone(),
@@ -302,7 +374,7 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         Prim::Concat { axis } => {
             let axis = *axis;
             let sizes: Vec<usize> = xs.iter().map(|x| x.shape()[axis]).collect();
-            Box::new(move |ct| {
+            Box::new(move |ct, _| {
                 let mut offset = 0;
                 sizes
                     .iter()
@@ -314,24 +386,24 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
                     .collect()
             })
         }
-        Prim::Copy => Box::new(|ct| vec![Some(ct.clone())]),
+        Prim::Copy => Box::new(|ct, _| vec![Some(ct.clone())]),
         Prim::Gather { axis } => {
-            let (idx, axis, dtype) = (xs[1].clone(), *axis, xs[0].dtype());
-            Box::new(move |ct| {
+            let (idx, axis, dtype) = (Saved::new(xs[1].clone()), *axis, xs[0].dtype());
+            Box::new(move |ct, op| {
                 let zeros = Tensor::zeros(&shape0, dtype);
                 vec![
-                    Some(bind(Prim::ScatterAdd { axis }, &[&zeros, &idx, ct])),
+                    Some(bind(Prim::ScatterAdd { axis }, &[&zeros, idx.get(op), ct])),
                     None,
                 ]
             })
         }
         Prim::ScatterAdd { axis } => {
-            let (idx, axis) = (xs[1].clone(), *axis);
-            Box::new(move |ct| {
+            let (idx, axis) = (Saved::new(xs[1].clone()), *axis);
+            Box::new(move |ct, op| {
                 vec![
                     Some(ct.clone()),
                     None,
-                    Some(bind(Prim::Gather { axis }, &[ct, &idx])),
+                    Some(bind(Prim::Gather { axis }, &[ct, idx.get(op)])),
                 ]
             })
         }
@@ -349,15 +421,15 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
             );
             let (x_ndim, y_ndim) = (xs[0].ndim(), xs[1].ndim());
             // Each cotangent needs the other operand only.
-            let y = needs[0].then(|| xs[1].clone());
-            let x = needs[1].then(|| xs[0].clone());
-            Box::new(move |ct| {
+            let y = needs[0].then(|| Saved::new(xs[1].clone()));
+            let x = needs[1].then(|| Saved::new(xs[0].clone()));
+            Box::new(move |ct, op| {
                 let dx = y
                     .as_ref()
-                    .map(|y| dot_transpose_lhs(ct, x_ndim, y, &lb, &rb, &lc, &rc, false));
+                    .map(|y| dot_transpose_lhs(ct, x_ndim, y.get(op), &lb, &rb, &lc, &rc, false));
                 let dy = x
                     .as_ref()
-                    .map(|x| dot_transpose_lhs(ct, y_ndim, x, &rb, &lb, &rc, &lc, true));
+                    .map(|x| dot_transpose_lhs(ct, y_ndim, x.get(op), &rb, &lb, &rc, &lc, true));
                 vec![dx, dy]
             })
         }

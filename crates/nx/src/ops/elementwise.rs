@@ -181,9 +181,10 @@ impl Tensor {
     /// `log(1 + exp(x))`, computed without overflow.
     pub fn softplus(&self) -> Tensor {
         require_float("softplus", self);
-        // maximum (not relu): its derivative splits the tie at 0, which with
-        // abs's zero derivative there sums to the true 1/2.
-        self.maximum(&self.scalar_like(0.0)) + self.abs().neg().exp().log1p()
+        // max(x, 0) + log1p(exp(-|x|)), with -|x| as min(x, -x): both
+        // derivatives split their tie at 0 (1/2 and 0), summing to the true
+        // 1/2 (abs's derivative is 1 at 0, as in JAX).
+        self.maximum(&self.scalar_like(0.0)) + self.minimum(&self.neg()).exp().log1p()
     }
 
     /// `x * sigmoid(x)`.
