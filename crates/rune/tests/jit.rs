@@ -4,12 +4,17 @@
 //! MLP training trajectory against eager.
 //!
 //! Every expected value is computed independently: by running the same
-//! function eagerly (outside any jit) or from a closed form. Elementwise and
-//! movement primitives compile to C that computes each element with the
-//! eager kernel's algorithm, and every other primitive (reductions,
-//! `dot_general`, ...) runs as a library step through nx's eager kernels, so
-//! jitted results are expected to equal eager ones *bit for bit*; the tests
-//! compare bits unless they say otherwise.
+//! function eagerly (outside any jit) or from a closed form.
+//!
+//! Exactness: elementwise and movement primitives compile to C that
+//! computes each element with the eager kernel's algorithm, so programs made
+//! of them (and the rng samplers, and everything under an enclosing
+//! transformation, where jit runs `f` directly) are compared bit for bit
+//! (`assert_same`). Reductions compile as kernels that accumulate float sums
+//! in f64 (eager accumulates in the dtype, in another order), and matmuls
+//! with a strided operand see it copied contiguous (see
+//! `assert_matmul_close`): programs with those are compared within a bound
+//! (`assert_close`, justified there).
 //!
 //! The persistent cache across processes is `jit_cache.rs` (its own binary:
 //! it spawns child processes).
@@ -89,6 +94,57 @@ fn assert_same(a: &Tensor, b: &Tensor) {
     assert_eq!(a.dtype(), b.dtype(), "dtype");
     assert_eq!(a.shape(), b.shape(), "shape");
     assert_eq!(bits(a), bits(b), "values differ:\n jit   {a}\n eager {b}");
+}
+
+/// `a` is within a few dozen rounding errors of `b`:
+/// `|a - b| <= 64 * eps * (1 + |b|)` elementwise, `eps` the dtype's epsilon.
+///
+/// The bound: every reduction in these tests sums at most a few dozen terms
+/// of magnitude O(1). Eager accumulates in the dtype, with an error of at
+/// most n * eps * sum|x_i| (n <= 32 here); the jitted kernel accumulates in
+/// f64 and rounds once (half an ulp). The elementwise operations around the
+/// reductions (tanh, exp, log_softmax, products) are O(1)-conditioned on
+/// these O(1) values, so the two results differ by a few ulp of a unit-scale
+/// quantity; 64 eps (7.6e-6 in f32) leaves room for a gradient's backward
+/// pass re-using a reduced value a few times, and still catches any real
+/// error (a wrong element, a wrong axis, a stale buffer is off by O(1)).
+#[track_caller]
+fn assert_close(a: &Tensor, b: &Tensor) {
+    assert_eq!(a.dtype(), b.dtype(), "dtype");
+    assert_eq!(a.shape(), b.shape(), "shape");
+    let (av, bv, eps) = match a.dtype() {
+        DType::F32 => (
+            a.to_vec::<f32>()
+                .iter()
+                .map(|&x| x as f64)
+                .collect::<Vec<_>>(),
+            b.to_vec::<f32>()
+                .iter()
+                .map(|&x| x as f64)
+                .collect::<Vec<_>>(),
+            f32::EPSILON as f64,
+        ),
+        DType::F64 => (a.to_vec::<f64>(), b.to_vec::<f64>(), f64::EPSILON),
+        _ => return assert_same(a, b),
+    };
+    for (i, (x, y)) in av.iter().zip(&bv).enumerate() {
+        let tol = 64.0 * eps * (1.0 + y.abs());
+        assert!(
+            (x - y).abs() <= tol,
+            "element {i}: jit {x} eager {y} (|diff| {} > {tol})\n jit   {a}\n eager {b}",
+            (x - y).abs()
+        );
+    }
+}
+
+/// Every leaf of `a` is `assert_close` to `b`'s.
+#[track_caller]
+fn assert_close_tree<P: Ptree>(a: &P, b: &P) {
+    let (la, lb) = (a.leaves(), b.leaves());
+    assert_eq!(la.len(), lb.len(), "leaf count");
+    for (x, y) in la.iter().zip(&lb) {
+        assert_close(x, y);
+    }
 }
 
 /// Every leaf of `a` equals `b`'s, bit for bit.
@@ -236,8 +292,8 @@ fn leaf_order_matters_to_the_signature() {
     let f = rune::jit(body);
     let p = (f32s(&[1.0, 2.0], &[2]), f64s(&[3.0, 4.0], &[2]));
     let q = (f64s(&[3.0, 4.0], &[2]), f32s(&[1.0, 2.0], &[2]));
-    assert_same(&f.call(&p), &body(&p));
-    assert_same(&f.call(&q), &body(&q));
+    assert_close(&f.call(&p), &body(&p));
+    assert_close(&f.call(&q), &body(&q));
     assert_eq!(f.trace_count(), 2);
     assert_eq!(f.call(&p).item::<f64>(), 5.0);
 }
@@ -263,7 +319,7 @@ fn structured_inputs_and_outputs() {
         tag: "s".into(),
     };
     let (got, want) = (f.call(&s), body(&s));
-    assert_same_tree(&got, &want);
+    assert_close_tree(&got, &want);
     assert_eq!(got.tag, "s'", "metadata comes from the traced output");
 }
 
@@ -293,10 +349,11 @@ fn non_contiguous_inputs_are_read_through_their_layout() {
     let (e, m) = f.call(&p);
     assert_same(&e, &body(&p).0);
     assert_matmul_close(&m, &p.0, &p.1);
-    // The same signature with contiguous inputs replays the same program,
-    // and with contiguous operands the matmul is bit-exact.
+    // The same signature with contiguous inputs replays the same program.
     let q = (rand_f32(&[3, 3], 3), rand_f32(&[3, 3], 4));
-    assert_same_tree(&f.call(&q), &body(&q));
+    let (e, m) = f.call(&q);
+    assert_same(&e, &body(&q).0);
+    assert_matmul_close(&m, &q.0, &q.1);
 }
 
 // ------------------------------------------------------------------ captures
@@ -316,11 +373,9 @@ fn captures_are_constants_and_are_read() {
     for seed in 0..3 {
         let x = rand_f32(&[2, 3], seed);
         let (p, y, yc) = f.call(&x);
-        let (pe, _, yce) = body(&x);
-        assert_same(&p, &pe);
-        // A contiguous capture is read in place: bit for bit.
-        assert_same(&yc, &yce);
-        // A strided capture is copied contiguous once: within the bound.
+        let pe = pre(&x);
+        assert_close(&p, &pe); // w.sum_all() is a reduction
+        assert_matmul_close(&yc, &pe, &mc);
         assert_matmul_close(&y, &pe, &m);
     }
     // A closed form: with x = 1, (1*w + 6) = [7, 8, 9].
@@ -400,8 +455,8 @@ fn writeback_of_an_integer_state_and_of_several_leaves() {
     for _ in 0..4 {
         let l = f.call(&state);
         let le = body(&eager);
-        assert_same(&l, &le);
-        assert_same_tree(&state, &eager);
+        assert_close(&l, &le);
+        assert_close_tree(&state, &eager);
     }
     assert_eq!(state.2.item::<i32>(), 4);
 }
@@ -768,11 +823,11 @@ fn grad_and_value_and_grad_inside_jit_equal_eager() {
     let g = rune::jit(|w: &Tensor| rune::value_and_grad(loss, w));
     for seed in 0..3 {
         let w = rand_f64(&[5], seed);
-        assert_same(&f.call(&w), &rune::grad(loss, &w));
+        assert_close(&f.call(&w), &rune::grad(loss, &w));
         let (v, dw) = g.call(&w);
         let (ve, dwe) = rune::value_and_grad(loss, &w);
-        assert_same(&v, &ve);
-        assert_same(&dw, &dwe);
+        assert_close(&v, &ve);
+        assert_close(&dw, &dwe);
         // And the closed form d/dw = sin w + w cos w + exp(w)/2 (to rounding).
         let wv = w.to_vec::<f64>();
         for (i, d) in dw.to_vec::<f64>().iter().enumerate() {
@@ -791,8 +846,8 @@ fn grad_of_a_structured_loss_with_matmuls_inside_jit_equals_eager() {
     let f = rune::jit(|p: &(Tensor, Tensor)| rune::value_and_grad(lossp, p));
     let p = (rand_f32(&[4, 2], 13), rand_f32(&[2], 14));
     let ((l, g), (le, ge)) = (f.call(&p), rune::value_and_grad(lossp, &p));
-    assert_same(&l, &le);
-    assert_same_tree(&g, &ge);
+    assert_close(&l, &le);
+    assert_close_tree(&g, &ge);
 }
 
 #[test]
@@ -800,7 +855,7 @@ fn hessian_inside_jit_equals_eager() {
     let h = |x: &Tensor| (x.sin() * x.sum_all()).sum_all();
     let f = rune::jit(|x: &Tensor| rune::hessian(h, x));
     let x = rand_f64(&[3], 3);
-    assert_same(&f.call(&x), &rune::hessian(h, &x));
+    assert_close(&f.call(&x), &rune::hessian(h, &x));
     // Closed form for sum(sin x) * sum(x): H_ij = cos x_i + cos x_j - [i=j] sin x_i * S.
     let xv = x.to_vec::<f64>();
     let s: f64 = xv.iter().sum();
@@ -818,13 +873,13 @@ fn vmap_and_jvp_inside_jit_equal_eager() {
     let per_row = |r: &Tensor| (r.exp() / r.exp().sum_all()).square();
     let f = rune::jit(|x: &Tensor| rune::vmap(per_row, x));
     let x = rand_f32(&[4, 5], 21);
-    assert_same(&f.call(&x), &rune::vmap(per_row, &x));
+    assert_close(&f.call(&x), &rune::vmap(per_row, &x));
 
     let g = rune::jit(|(x, t): &(Tensor, Tensor)| rune::jvp(|x: &Tensor| x.tanh() * x, x, t));
     let p = (rand_f64(&[6], 22), rand_f64(&[6], 23));
     let ((y, dy), (ye, dye)) = (g.call(&p), rune::jvp(|x: &Tensor| x.tanh() * x, &p.0, &p.1));
-    assert_same(&y, &ye);
-    assert_same(&dy, &dye);
+    assert_close(&y, &ye);
+    assert_close(&dy, &dye);
 
     // vmap of grad (per-example gradients) inside jit.
     let w = rand_f32(&[5], 24);
@@ -840,7 +895,7 @@ fn vmap_and_jvp_inside_jit_equal_eager() {
     };
     let h = rune::jit(pe);
     let q = (w, x);
-    assert_same(&h.call(&q), &pe(&q));
+    assert_close(&h.call(&q), &pe(&q));
 }
 
 #[test]
@@ -862,12 +917,12 @@ fn scan_inside_jit_equals_eager() {
         rand_f32(&[3, 3], 3),
     );
     let ((h, ys), (he, yse)) = (f.call(&p), rnn(&p));
-    assert_same(&h, &he);
-    assert_same(&ys, &yse);
+    assert_close(&h, &he);
+    assert_close(&ys, &yse);
     // Gradient through the scan, inside jit.
     let lossf = |p: &(Tensor, Tensor, Tensor)| rnn(p).1.sum_all();
     let g = rune::jit(|p: &(Tensor, Tensor, Tensor)| rune::grad(lossf, p));
-    assert_same_tree(&g.call(&p), &rune::grad(lossf, &p));
+    assert_close_tree(&g.call(&p), &rune::grad(lossf, &p));
 }
 
 #[test]
@@ -1123,16 +1178,34 @@ fn sgd_step((p, x, labels): &(Mlp, Tensor, Tensor)) -> (Mlp, Tensor) {
     (p.map2_leaves(&g, &mut |w, g| w - g * 0.1), l)
 }
 
+/// The largest `|a - b| / (1 + |b|)` over the elements of two f32 trees.
+fn max_rel_diff<P: Ptree>(a: &P, b: &P) -> f64 {
+    let mut m = 0.0f64;
+    for (x, y) in a.leaves().iter().zip(&b.leaves()) {
+        for (u, v) in x.to_vec::<f32>().iter().zip(y.to_vec::<f32>()) {
+            m = m.max((*u as f64 - v as f64).abs() / (1.0 + (v as f64).abs()));
+        }
+    }
+    m
+}
+
 /// Twenty SGD steps of a 4-16-3 MLP on 32 examples, jitted (grad inside the
-/// jitted step) and eager, from the same start: the trajectories (every
-/// parameter and the loss after every step) are equal bit for bit.
+/// jitted step) and eager, from the same start: every jitted step from the
+/// eager state equals the eager step within `assert_close`'s bound, and the
+/// whole jitted trajectory (every parameter and loss after every step)
+/// stays within 256 eps (3e-5, relative to 1 + |value|) of the eager one.
 ///
-/// Why exact: the jitted program runs `dot_general` and the reductions as
-/// library steps through the same eager kernels on operands of the same
-/// shapes (so the same summation order), and each elementwise primitive in
-/// the generated C uses the eager kernel's algorithm (bit-exact by design).
-/// Were a reduction ever fused or reordered by the compiler, this would have
-/// to become a tolerance of a few ulp per step, compounding over 20 steps.
+/// Why not bit for bit: the matmuls run through the same eager GEMM on the
+/// same contiguous operands, and every elementwise primitive is bit-exact,
+/// but the reductions (the bias gradients, log_softmax's max and sum, the
+/// mean loss) compile as kernels that sum f32 in f64, while eager sums in
+/// f32: each step differs by a few ulp (`assert_close`: 64 eps). Over the
+/// trajectory such a difference is carried forward through the SGD map
+/// `p -> p - lr * grad(p)`, whose Lipschitz constant `1 + lr * |H|` is
+/// close to 1 for this small, smooth model at lr = 0.1, so 20 steps
+/// accumulate at most about 20 per-step differences: 256 eps covers that
+/// with room, and a wrong gradient or a stale parameter would be off by
+/// orders of magnitude more (the parameters move by ~1e-2 a step).
 #[test]
 fn mlp_training_trajectory_under_jit_equals_eager() {
     let x = rand_f32(&[32, 4], 61);
@@ -1145,22 +1218,34 @@ fn mlp_training_trajectory_under_jit_equals_eager() {
         b2: Tensor::zeros(&[3], DType::F32),
     };
     let step = rune::jit(sgd_step);
-    let (mut pj, mut pe) = (init.clone(), init);
+    let (mut pj, mut pe) = (init.clone(), init.clone());
     let mut losses = Vec::new();
+    let mut worst = 0.0f64;
+    let bound = 256.0 * f32::EPSILON as f64;
     for i in 0..20 {
-        let (nj, lj) = step.call(&(pj, x.clone(), labels.clone()));
+        // One jitted step from the eager state: a per-step comparison.
+        let (n1, l1) = step.call(&(pe.clone(), x.clone(), labels.clone()));
         let (ne, le) = sgd_step(&(pe, x.clone(), labels.clone()));
-        assert_same(&lj, &le);
-        for (a, b) in nj.leaves().iter().zip(&ne.leaves()) {
-            assert_eq!(bits(a), bits(b), "step {i}: params differ");
-        }
+        assert_close(&l1, &le);
+        assert_close_tree(&n1, &ne);
+        // The jitted trajectory.
+        let (nj, lj) = step.call(&(pj, x.clone(), labels.clone()));
+        let d = max_rel_diff(&nj, &ne).max(max_rel_diff(&lj, &le));
+        assert!(
+            d <= bound,
+            "step {i}: the jitted trajectory is {d:e} from eager (bound {bound:e})"
+        );
+        worst = worst.max(d);
         losses.push(le.item::<f32>());
         pj = nj;
         pe = ne;
     }
+    eprintln!("mlp trajectory: largest relative difference from eager over 20 steps {worst:e}");
     assert_eq!(step.trace_count(), 1);
     assert!(
         losses[19] < losses[0],
         "training makes progress: {losses:?}"
     );
+    // The parameters really moved (the comparison is not of constants).
+    assert!(max_rel_diff(&pe, &init) > 1e-3);
 }

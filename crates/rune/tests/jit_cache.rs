@@ -213,10 +213,44 @@ fn name(p: &Path) -> String {
     p.file_name().unwrap().to_string_lossy().to_string()
 }
 
-/// The eager result of the workload in this process (the expected value).
+/// The jitted result of a process that does not use the persistent cache
+/// (`JITCACHE=0`), computed once: "results are identical with and without
+/// the cache" means bit for bit equal to this. It is itself checked against
+/// eager (in this process) within `assert_near_eager`'s bound.
 fn expected() -> String {
-    let (l, g) = workload(&inputs());
-    bits_line(&[l, g])
+    static REF: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    REF.get_or_init(|| {
+        let xdg = fresh_dir("reference");
+        let r = run_child(&xdg, &[("JITCACHE", "0")]);
+        let _ = std::fs::remove_dir_all(&xdg);
+        let (l, g) = workload(&inputs());
+        assert_near_eager(&r.result, &bits_line(&[l, g]));
+        assert_near_eager(&r.result, &r.eager);
+        r.result
+    })
+    .clone()
+}
+
+fn parse_bits(line: &str) -> Vec<f32> {
+    line.split([';', ','])
+        .map(|h| f32::from_bits(u32::from_str_radix(h, 16).unwrap()))
+        .collect()
+}
+
+/// A jitted result (bits line) is within `64 * eps * (1 + |eager|)` of the
+/// eager one, elementwise. Not bit for bit: the workload's reductions (the
+/// mean, the sums in the matmul's backward pass) compile as kernels that
+/// accumulate f32 in f64, eager accumulates in f32; over these 24- and
+/// 16-term sums of O(1) values that is a few ulp (the elementwise parts and
+/// the matmuls themselves are bit-exact), far below any real error.
+#[track_caller]
+fn assert_near_eager(jit: &str, eager: &str) {
+    let (a, b) = (parse_bits(jit), parse_bits(eager));
+    assert_eq!(a.len(), b.len());
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        let tol = 64.0 * f32::EPSILON * (1.0 + y.abs());
+        assert!((x - y).abs() <= tol, "element {i}: jit {x} eager {y}");
+    }
 }
 
 #[test]
@@ -254,9 +288,9 @@ fn the_persistent_cache_serves_a_second_process() {
         second.stderr
     );
     assert_eq!(second.result, first.result, "identical results");
-    // Jit equals eager (in the children and in this process).
-    assert_eq!(first.result, first.eager);
+    // Identical to a process without the cache, and close to eager.
     assert_eq!(first.result, expected());
+    assert_near_eager(&first.result, &first.eager);
     // The cache did not grow.
     let (so2, meta2, _) = entries(&xdg);
     assert_eq!((so2.len(), meta2.len()), (1, 1));
