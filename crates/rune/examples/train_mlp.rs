@@ -179,7 +179,7 @@ fn main() {
         "data: {CLASSES} interleaved spirals, {total} points ({n_train} train, {HELD_OUT} held out)"
     );
 
-    let mut params = Mlp::init([2, HIDDEN, HIDDEN, CLASSES]);
+    let params = Mlp::init([2, HIDDEN, HIDDEN, CLASSES]);
     println!(
         "model: MLP 2-{HIDDEN}-{HIDDEN}-{CLASSES} (tanh), {} parameters in {} tensors",
         params.leaves().iter().map(|t| t.numel()).sum::<usize>(),
