@@ -140,6 +140,15 @@ impl Tensor {
         }
     }
 
+    /// Offset in elements of a concrete tensor's first element in its
+    /// storage (None for a tracer).
+    pub fn offset(&self) -> Option<usize> {
+        match &*self.0 {
+            Repr::Value(v) => Some(v.layout.offset),
+            Repr::Traced(_) => None,
+        }
+    }
+
     /// True for a concrete tensor laid out row-major without gaps.
     pub fn is_contiguous(&self) -> bool {
         match &*self.0 {

@@ -62,6 +62,10 @@ pub fn reset_jit_stats() {
 /// One compiled signature.
 struct Entry<Q> {
     signature: Vec<(DType, Vec<usize>)>,
+    /// The program assigns to inputs: then which leaves alias which matters
+    /// (`Aliases::of`), and is part of the signature.
+    writes: bool,
+    aliases: Vec<usize>,
     program: tolk::Program,
     /// The traced output: its structure (and ignored fields) for the results.
     template: Q,
@@ -143,10 +147,56 @@ fn debug_level() -> u8 {
     })
 }
 
+/// How the input leaves alias one another: `first[j]` is the first leaf
+/// that is the same view of the same storage as leaf `j` (`j` if none);
+/// `overlap` names two leaves that share storage through different views
+/// (which a compiled program cannot model when it assigns in place).
+struct Aliases {
+    first: Vec<usize>,
+    overlap: Option<(usize, usize)>,
+}
+
+impl Aliases {
+    fn of(leaves: &[Tensor]) -> Aliases {
+        let mut first: Vec<usize> = (0..leaves.len()).collect();
+        let mut overlap = None;
+        for j in 0..leaves.len() {
+            for i in 0..j {
+                if first[i] == i && leaves[i].shares_storage_with(&leaves[j]) {
+                    let same = leaves[i].shape() == leaves[j].shape()
+                        && leaves[i].strides() == leaves[j].strides()
+                        && leaves[i].offset() == leaves[j].offset();
+                    if same {
+                        first[j] = i;
+                        break;
+                    }
+                    overlap.get_or_insert((i, j));
+                }
+            }
+        }
+        Aliases { first, overlap }
+    }
+}
+
+fn overlap_error(i: usize, j: usize) -> JitError {
+    JitError::new(format!(
+        "jit: input leaves {i} and {j} are different views of one tensor's storage and the          function assigns to its inputs in place; the compiled program cannot replay how the          writes would show through the other view. Pass separate tensors (copy one of them)"
+    ))
+}
+
 /// Runs `f` under a staging trace on tracers for `p`'s leaves.
 fn stage<P: Ptree, Q: Ptree>(f: &impl Fn(&P) -> Q, p: &P) -> (tolk::Graph, Q) {
     let leaves = p.leaves();
-    let (staging, tracers) = Staging::begin(&leaves);
+    stage_with(f, p, &leaves, &(0..leaves.len()).collect::<Vec<_>>())
+}
+
+fn stage_with<P: Ptree, Q: Ptree>(
+    f: &impl Fn(&P) -> Q,
+    p: &P,
+    leaves: &[Tensor],
+    aliases: &[usize],
+) -> (tolk::Graph, Q) {
+    let (staging, tracers) = Staging::begin(leaves, aliases);
     let q = f(&p.with_leaves(&tracers));
     let graph = staging.finish(&q.leaves());
     (graph, q)
@@ -195,16 +245,34 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
             return Ok((self.f)(p));
         }
         let leaves = p.leaves();
+        let mut aliases: Option<Aliases> = None;
         let hit = {
             let entries = self.entries.borrow();
-            entries
-                .iter()
-                .position(|e| same_signature(&e.signature, &leaves))
+            entries.iter().position(|e| {
+                same_signature(&e.signature, &leaves)
+                    && (!e.writes
+                        || aliases.get_or_insert_with(|| Aliases::of(&leaves)).first == e.aliases)
+            })
         };
+        if let Some(i) = hit {
+            if self.entries.borrow()[i].writes {
+                if let Some((a, b)) = aliases.as_ref().and_then(|a| a.overlap) {
+                    return Err(overlap_error(a, b));
+                }
+            }
+        }
         let (index, how, seconds) = match hit {
             Some(i) => (i, "hit memory", 0.0),
             None => {
-                let (graph, template) = catch_jit(|| stage(&self.f, p))?;
+                let aliases = aliases.unwrap_or_else(|| Aliases::of(&leaves));
+                let (graph, template) =
+                    catch_jit(|| stage_with(&self.f, p, &leaves, &aliases.first))?;
+                let writes = !graph.writebacks.is_empty();
+                if writes {
+                    if let Some((a, b)) = aliases.overlap {
+                        return Err(overlap_error(a, b));
+                    }
+                }
                 self.traces.set(self.traces.get() + 1);
                 let compiled = tolk::compile(&graph, true).map_err(JitError::new)?;
                 if debug_level() >= 2 {
@@ -223,6 +291,8 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                         .iter()
                         .map(|t| (t.dtype(), t.shape().to_vec()))
                         .collect(),
+                    writes,
+                    aliases: aliases.first,
                     program: compiled.program,
                     template,
                 });

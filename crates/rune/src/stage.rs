@@ -72,8 +72,26 @@ pub(crate) struct StageTracer {
     var: AtomicUsize,
     /// Index of the input leaf this tracer is, if it is one.
     input: Option<usize>,
-    /// Produced by a movement primitive (a view in eager mode).
-    view: bool,
+    /// Produced by a movement primitive: a view in eager mode, so it must
+    /// see later in-place updates of its source.
+    view: Option<ViewOf>,
+    /// Bumped whenever `var` changes (an assign, or a view refreshed).
+    generation: AtomicUsize,
+}
+
+/// What a view tracer is a view of.
+struct ViewOf {
+    source: Tensor,
+    prim: Prim,
+    /// The source's generation when `var` was last computed.
+    seen: AtomicUsize,
+}
+
+/// A tensor's staging generation (0 for a concrete tensor).
+fn generation(t: &Tensor) -> usize {
+    t.tracer()
+        .and_then(|tr| tr.as_any().downcast_ref::<StageTracer>())
+        .map_or(0, |s| s.generation.load(Ordering::Relaxed))
 }
 
 impl Tracer for StageTracer {
@@ -137,7 +155,27 @@ fn new_var(st: &mut State, aval: Aval, depends: bool) -> Var {
 fn var_of(level: usize, st: &mut State, t: &Tensor) -> Var {
     match t.tracer() {
         Some(tr) => match tr.as_any().downcast_ref::<StageTracer>() {
-            Some(s) if s.level == level => s.var(),
+            Some(s) if s.level == level => {
+                if let Some(v) = &s.view {
+                    // Eager views alias their source: after the source was
+                    // assigned in place, re-apply the view to its new value.
+                    let src = var_of(level, st, &v.source);
+                    let g = generation(&v.source);
+                    if g != v.seen.load(Ordering::Relaxed) {
+                        let depends = st.depends[src];
+                        let out = new_var(st, s.aval.clone(), depends);
+                        st.graph.eqns.push(Eqn {
+                            prim: v.prim.clone(),
+                            inputs: vec![src],
+                            out,
+                        });
+                        s.var.store(out, Ordering::Relaxed);
+                        v.seen.store(g, Ordering::Relaxed);
+                        s.generation.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                s.var()
+            }
             _ => panic!(
                 "jit: internal error: a tensor traced by another transformation reached the \
                      staging trace"
@@ -155,13 +193,20 @@ fn var_of(level: usize, st: &mut State, t: &Tensor) -> Var {
     }
 }
 
-fn tracer(level: usize, aval: Aval, var: Var, input: Option<usize>, view: bool) -> Tensor {
+fn tracer(
+    level: usize,
+    aval: Aval,
+    var: Var,
+    input: Option<usize>,
+    view: Option<ViewOf>,
+) -> Tensor {
     Tensor::from_tracer(StageTracer {
         level,
         aval,
         var: AtomicUsize::new(var),
         input,
         view,
+        generation: AtomicUsize::new(0),
     })
 }
 
@@ -177,7 +222,7 @@ impl StageTrace {
                  leaf, or return the new value)",
             ))
         };
-        if d.view {
+        if d.view.is_some() {
             raise(JitError::new(
                 "jit: the function assigns into a view (a reshape, slice, transpose, ... of \
                  another tensor), which the compiler does not support; compute the whole new \
@@ -187,6 +232,7 @@ impl StageTrace {
         let mut st = self.state.borrow_mut();
         let v = var_of(self.level, &mut st, src);
         d.var.store(v, Ordering::Relaxed);
+        d.generation.fetch_add(1, Ordering::Relaxed);
         if let Some(i) = d.input {
             st.graph.writebacks.retain(|(j, _)| *j != i);
             st.graph.writebacks.push((i, v));
@@ -218,7 +264,11 @@ impl Trace for StageTrace {
         let aval = prim.out_aval(&avals);
         let depends = vars.iter().any(|&v| st.depends[v]);
         let out = new_var(&mut st, aval.clone(), depends);
-        let view = is_movement(&prim);
+        let view = is_movement(&prim).then(|| ViewOf {
+            source: inputs[0].clone(),
+            prim: prim.clone(),
+            seen: AtomicUsize::new(generation(inputs[0])),
+        });
         st.graph.eqns.push(Eqn {
             prim,
             inputs: vars,
@@ -251,7 +301,10 @@ pub(crate) struct Staging {
 impl Staging {
     /// Pushes a staging trace; `leaves` become the graph's inputs, and the
     /// returned tracers stand for them.
-    pub(crate) fn begin(leaves: &[Tensor]) -> (Staging, Vec<Tensor>) {
+    /// `aliases[j]` is the first leaf identical to leaf `j` (`j` itself if
+    /// none): such leaves share one tracer, so an assign through either is
+    /// seen through both, as in eager mode.
+    pub(crate) fn begin(leaves: &[Tensor], aliases: &[usize]) -> (Staging, Vec<Tensor>) {
         let state = Rc::new(RefCell::new(State::default()));
         let shared = state.clone();
         let guard = push_trace(
@@ -264,11 +317,16 @@ impl Staging {
         let level = guard.level();
         let tracers = {
             let mut st = state.borrow_mut();
-            let mut out = Vec::with_capacity(leaves.len());
+            let mut out: Vec<Tensor> = Vec::with_capacity(leaves.len());
             for (i, leaf) in leaves.iter().enumerate() {
                 let v = new_var(&mut st, leaf.aval(), true);
                 st.graph.inputs.push(v);
-                out.push(tracer(level, leaf.aval(), v, Some(i), false));
+                let t = if aliases[i] == i {
+                    tracer(level, leaf.aval(), v, Some(i), None)
+                } else {
+                    out[aliases[i]].clone()
+                };
+                out.push(t);
             }
             out
         };
