@@ -41,7 +41,9 @@ pub fn lower(k: &Kernel) -> LoopNest {
         .nodes
         .iter()
         .map(|n| match n {
-            Node::Load { layout, .. } => Some((layout.offset, Vec::new())),
+            Node::Load { layout, .. } | Node::Iota { layout, .. } => {
+                Some((layout.offset, Vec::new()))
+            }
             _ => None,
         })
         .collect();
@@ -55,7 +57,7 @@ pub fn lower(k: &Kernel) -> LoopNest {
         for d in range.filter(|&d| k.shape[d] != 1) {
             gdims.push(k.shape[d]);
             for (i, n) in k.nodes.iter().enumerate() {
-                if let Node::Load { layout, .. } = n {
+                if let Node::Load { layout, .. } | Node::Iota { layout, .. } = n {
                     gstrides[i].push(layout.strides[d]);
                 }
             }
@@ -102,7 +104,7 @@ pub fn lower(k: &Kernel) -> LoopNest {
 fn node_dtype(k: &Kernel, i: usize) -> DType {
     match &k.nodes[i] {
         Node::Load { arg, .. } => k.arg_dtypes[*arg],
-        Node::Lit { dtype, .. } => *dtype,
+        Node::Lit { dtype, .. } | Node::Iota { dtype, .. } => *dtype,
         Node::Unary { dtype, .. } | Node::Binary { dtype, .. } | Node::Where { dtype, .. } => {
             *dtype
         }
@@ -117,16 +119,23 @@ fn body(k: &Kernel, nest: &LoopNest, indent: &str) -> String {
     for (i, n) in k.nodes.iter().enumerate() {
         let t = c_ops::c_type(node_dtype(k, i));
         let v = |j: &usize| format!("v{j}");
-        let e = match n {
-            Node::Load { arg, .. } => {
-                let (off, strides) = nest.loads[i].as_ref().unwrap();
-                let mut idx = format!("{off}");
-                for (d, &st) in strides.iter().enumerate() {
-                    if st != 0 {
-                        let _ = write!(idx, " + i{d} * ({st})");
-                    }
+        let index = || {
+            let (off, strides) = nest.loads[i].as_ref().unwrap();
+            let mut idx = format!("{off}");
+            for (d, &st) in strides.iter().enumerate() {
+                if st != 0 {
+                    let _ = write!(idx, " + i{d} * ({st})");
                 }
-                format!("a{arg}[{idx}]")
+            }
+            idx
+        };
+        let e = match n {
+            Node::Load { arg, .. } => format!("a{arg}[{}]", index()),
+            Node::Iota {
+                stride, len, dtype, ..
+            } => {
+                let coord = format!("((int64_t)({}) / {stride}) % {len}", index());
+                c_ops::cast(DType::I64, *dtype, &coord)
             }
             Node::Lit { dtype, value } => c_ops::literal(*dtype, *value),
             Node::Unary { op, dtype, x } => c_ops::unary(*op, *dtype, &v(x)),

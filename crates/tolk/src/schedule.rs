@@ -31,6 +31,14 @@ pub enum Node {
         dtype: DType,
         value: f64,
     },
+    /// `Prim::Iota` seen through `layout`: the element at linear index `l`
+    /// of the iota's own contiguous layout holds `(l / stride) % len`.
+    Iota {
+        layout: Layout,
+        stride: usize,
+        len: usize,
+        dtype: DType,
+    },
     Unary {
         op: UnaryOp,
         dtype: DType,
@@ -158,10 +166,9 @@ fn kind(prim: &Prim) -> Kind {
         | Prim::Permute { .. }
         | Prim::Slice { .. }
         | Prim::Flip { .. } => Kind::Movement,
-        Prim::Full { .. } => Kind::Fill,
+        Prim::Full { .. } | Prim::Iota { .. } => Kind::Fill,
         Prim::Reduce { .. } => Kind::Reduce,
-        Prim::Iota { .. }
-        | Prim::ArgReduce { .. }
+        Prim::ArgReduce { .. }
         | Prim::Cumulative { .. }
         | Prim::Pad { .. }
         | Prim::Concat { .. }
@@ -218,6 +225,18 @@ impl Builder<'_> {
         self.nodes.len() - 1
     }
 
+    /// `var`'s contiguous layout with `chain` applied.
+    fn through(&self, var: Var, chain: &[usize]) -> Result<Layout, NeedBuffer> {
+        let mut layout = Layout::contiguous(&self.g.aval(var).shape);
+        let mut below = var;
+        for &m in chain {
+            let e = &self.g.eqns[m];
+            layout = apply_movement(&e.prim, &layout).ok_or(NeedBuffer(below))?;
+            below = e.out;
+        }
+        Ok(layout)
+    }
+
     /// The node computing `var` seen through `chain` (movement equations
     /// applied after `var`, innermost first).
     fn expr(&mut self, var: Var, chain: &[usize]) -> Result<usize, NeedBuffer> {
@@ -256,7 +275,7 @@ impl Builder<'_> {
                         let r = self.expr(x, &[])?;
                         self.depth -= 1;
                         for node in &mut self.nodes {
-                            if let Node::Load { layout, .. } = node {
+                            if let Node::Load { layout, .. } | Node::Iota { layout, .. } = node {
                                 *layout = layout.permute(&perm);
                             }
                         }
@@ -266,6 +285,15 @@ impl Builder<'_> {
                         dtype: *dtype,
                         value: *value,
                     }),
+                    Prim::Iota { shape, axis, dtype } => {
+                        let layout = self.through(var, chain)?;
+                        self.push(Node::Iota {
+                            layout,
+                            stride: shape[axis + 1..].iter().product(),
+                            len: shape[*axis],
+                            dtype: *dtype,
+                        })
+                    }
                     p if kind(p) == Kind::Movement => {
                         let mut c = vec![self.def[var].unwrap()];
                         c.extend_from_slice(chain);
@@ -317,14 +345,7 @@ impl Builder<'_> {
                 }
             }
             _ => {
-                // A buffer: compose the chain onto its contiguous layout.
-                let mut layout = Layout::contiguous(&self.g.aval(var).shape);
-                let mut below = var;
-                for &m in chain {
-                    let e = &self.g.eqns[m];
-                    layout = apply_movement(&e.prim, &layout).ok_or(NeedBuffer(below))?;
-                    below = e.out;
-                }
+                let layout = self.through(var, chain)?;
                 let arg = match self.args.iter().position(|&a| a == var) {
                     Some(a) => a,
                     None => {
