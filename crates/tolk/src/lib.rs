@@ -58,7 +58,7 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
     let cc = compile::compiler_identity();
     let key = cache::key(
         &g.structure_key(),
-        c_ops::CFLAGS,
+        &compile::flags(),
         cc.as_deref().unwrap_or("none"),
     );
     if let Some(dir) = &cache_dir {
@@ -79,7 +79,9 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
         frees: sched.frees.clone(),
     };
     let nests: Vec<render::LoopNest> = sched.kernels.iter().map(render::lower).collect();
-    let names: Vec<String> = (0..sched.kernels.len()).map(|i| format!("tk_k{i}")).collect();
+    let names: Vec<String> = (0..sched.kernels.len())
+        .map(|i| format!("tk_k{i}"))
+        .collect();
     let mut source = String::from(c_ops::PRELUDE);
     let mut kernel_sources = Vec::new();
     for ((k, nest), name) in sched.kernels.iter().zip(&nests).zip(&names) {

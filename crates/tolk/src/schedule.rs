@@ -18,18 +18,115 @@ use nx::{BinaryOp, CmpOp, DType, Layout, Prim, UnaryOp};
 use std::collections::{BTreeSet, HashMap};
 
 /// One node of a kernel's body, in topological order; operands are indices
-/// of earlier nodes.
-#[derive(Clone, Debug, PartialEq)]
+/// of earlier nodes. Equality compares literals by their bits (`0.0` and
+/// `-0.0` are different literals: deduplicating one into the other, within a
+/// kernel or across kernels, changed the sign of zero results).
+#[derive(Clone, Debug)]
 pub enum Node {
     /// Element of kernel argument `arg` (a buffer) at `layout` (whose shape is
     /// the kernel's shape).
-    Load { arg: usize, layout: Layout },
-    Lit { dtype: DType, value: f64 },
-    Unary { op: UnaryOp, dtype: DType, x: usize },
-    Binary { op: BinaryOp, dtype: DType, a: usize, b: usize },
-    Compare { op: CmpOp, dtype: DType, a: usize, b: usize },
-    Where { dtype: DType, c: usize, a: usize, b: usize },
-    Cast { from: DType, to: DType, x: usize },
+    Load {
+        arg: usize,
+        layout: Layout,
+    },
+    Lit {
+        dtype: DType,
+        value: f64,
+    },
+    Unary {
+        op: UnaryOp,
+        dtype: DType,
+        x: usize,
+    },
+    Binary {
+        op: BinaryOp,
+        dtype: DType,
+        a: usize,
+        b: usize,
+    },
+    Compare {
+        op: CmpOp,
+        dtype: DType,
+        a: usize,
+        b: usize,
+    },
+    Where {
+        dtype: DType,
+        c: usize,
+        a: usize,
+        b: usize,
+    },
+    Cast {
+        from: DType,
+        to: DType,
+        x: usize,
+    },
+}
+
+impl PartialEq for Node {
+    fn eq(&self, other: &Node) -> bool {
+        use Node::*;
+        match (self, other) {
+            (Load { arg: a, layout: l }, Load { arg: b, layout: m }) => a == b && l == m,
+            (Lit { dtype: a, value: x }, Lit { dtype: b, value: y }) => {
+                a == b && x.to_bits() == y.to_bits()
+            }
+            (
+                Unary { op: o, dtype: d, x },
+                Unary {
+                    op: p,
+                    dtype: e,
+                    x: y,
+                },
+            ) => o == p && d == e && x == y,
+            (
+                Binary {
+                    op: o,
+                    dtype: d,
+                    a,
+                    b,
+                },
+                Binary {
+                    op: p,
+                    dtype: e,
+                    a: c,
+                    b: f,
+                },
+            ) => o == p && d == e && a == c && b == f,
+            (
+                Compare {
+                    op: o,
+                    dtype: d,
+                    a,
+                    b,
+                },
+                Compare {
+                    op: p,
+                    dtype: e,
+                    a: c,
+                    b: f,
+                },
+            ) => o == p && d == e && a == c && b == f,
+            (
+                Where { dtype: d, c, a, b },
+                Where {
+                    dtype: e,
+                    c: c2,
+                    a: a2,
+                    b: b2,
+                },
+            ) => d == e && c == c2 && a == a2 && b == b2,
+            (
+                Cast { from: f, to: t, x },
+                Cast {
+                    from: g,
+                    to: u,
+                    x: y,
+                },
+            ) => f == g && t == u && x == y,
+            _ => false,
+        }
+    }
 }
 
 /// A fused loop nest over `shape`, writing one contiguous buffer.
@@ -157,7 +254,10 @@ impl Builder<'_> {
         let eqn = self.def[var].map(|e| &self.g.eqns[e]);
         let is_root_call = var == self.root && chain.is_empty();
         let node = match eqn {
-            Some(e) if !self.buffers.contains(&var) || (is_root_call && kind(&e.prim) != Kind::Library) => {
+            Some(e)
+                if !self.buffers.contains(&var)
+                    || (is_root_call && kind(&e.prim) != Kind::Library) =>
+            {
                 self.fused.push(e.prim.name());
                 match &e.prim {
                     Prim::Full { dtype, value, .. } => self.push(Node::Lit {
