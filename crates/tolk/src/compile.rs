@@ -41,6 +41,28 @@ fn no_compiler(cc: &str) -> String {
     )
 }
 
+/// Flags added when `TOLK_SANITIZE=1`: the kernels are built with
+/// AddressSanitizer and UBSan (for fuzzing the generated code). The process
+/// must then have the sanitizer runtimes loaded first, e.g.
+/// `LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)`.
+/// Part of the persistent cache's key (through [`flags`]).
+pub fn sanitize_flags() -> &'static [&'static str] {
+    static ON: OnceLock<bool> = OnceLock::new();
+    if *ON.get_or_init(|| std::env::var("TOLK_SANITIZE").is_ok_and(|v| v == "1")) {
+        &["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
+    } else {
+        &[]
+    }
+}
+
+/// Every flag a kernel build uses besides `-shared -fPIC -o`: `c_ops::CFLAGS`
+/// and, with `TOLK_SANITIZE=1`, [`sanitize_flags`].
+pub fn flags() -> Vec<&'static str> {
+    let mut f = c_ops::CFLAGS.to_vec();
+    f.extend_from_slice(sanitize_flags());
+    f
+}
+
 /// Compiles `source` into the shared object `out` (written to a temporary
 /// name beside it, then renamed, so a reader never sees a partial file).
 pub fn build(source: &str, out: &Path, extra_flags: &[&str]) -> Result<(), String> {
@@ -56,6 +78,7 @@ pub fn build(source: &str, out: &Path, extra_flags: &[&str]) -> Result<(), Strin
     let cc = compiler();
     let result = Command::new(&cc)
         .args(c_ops::CFLAGS)
+        .args(sanitize_flags())
         .args(extra_flags)
         .args(["-shared", "-fPIC", "-o"])
         .arg(&so_tmp)

@@ -58,7 +58,7 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
     let cc = compile::compiler_identity();
     let key = cache::key(
         &g.structure_key(),
-        c_ops::CFLAGS,
+        &compile::flags(),
         cc.as_deref().unwrap_or("none"),
     );
     if let Some(dir) = &cache_dir {

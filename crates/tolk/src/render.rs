@@ -137,7 +137,7 @@ fn body(k: &Kernel, nest: &LoopNest, indent: &str) -> String {
                 let coord = format!("((int64_t)({}) / {stride}) % {len}", index());
                 c_ops::cast(DType::I64, *dtype, &coord)
             }
-            Node::Lit { dtype, value } => c_ops::literal(*dtype, *value),
+            Node::Lit { dtype, bits } => c_ops::literal(*dtype, f64::from_bits(*bits)),
             Node::Unary { op, dtype, x } => c_ops::unary(*op, *dtype, &v(x)),
             Node::Binary { op, dtype, a, b } => c_ops::binary(*op, *dtype, &v(a), &v(b)),
             Node::Compare { op, dtype, a, b } => c_ops::compare(*op, *dtype, &v(a), &v(b)),

@@ -1,8 +1,10 @@
 //! Running a compiled program: its plan of steps over buffers.
 //!
 //! Buffers are nx tensors. Contiguous inputs and constants are read in
-//! place (non-contiguous ones are copied first: kernels are compiled for
-//! contiguous buffers); each kernel writes a fresh buffer from nx's caching
+//! place; a non-contiguous one is copied for the kernels that read it
+//! (kernels are compiled for contiguous buffers), while library steps read
+//! it as it is, as eager does (a reduction over a strided view sums in a
+//! different order than over its contiguous copy); each kernel writes a fresh buffer from nx's caching
 //! allocator, and a buffer is dropped at its last use (known at compile
 //! time), so the next same-sized buffer reuses its memory: the allocator's
 //! size buckets are the arena. Outputs are the kernels' buffers themselves.
@@ -44,9 +46,14 @@ pub struct Program {
     pub(crate) kernels: Vec<KernelEntry>,
     /// Keeps the kernels' code mapped.
     _loaded: Option<Loaded>,
-    /// Constants, contiguous (copied once at compile time where needed).
-    consts: Vec<(Var, Tensor)>,
+    /// Constants as captured (library steps read them as they are, like
+    /// eager) and, for the non-contiguous ones, a contiguous copy made once
+    /// at compile time (what kernels read).
+    consts: Vec<(Var, Tensor, Option<Tensor>)>,
     slots: RefCell<Vec<Option<Tensor>>>,
+    /// Contiguous copies of non-contiguous slots (inputs, constants) for
+    /// kernels, which address their arguments as dense row-major buffers.
+    dense: RefCell<Vec<Option<Tensor>>>,
 }
 
 /// The argument array of one kernel call, shared by the threads running
@@ -75,7 +82,7 @@ impl Program {
         let consts = graph
             .consts
             .iter()
-            .map(|(v, t)| (*v, contiguous(t)))
+            .map(|(v, t)| (*v, t.clone(), (!t.is_contiguous()).then(|| contiguous(t))))
             .collect();
         let n = graph.avals.len();
         Program {
@@ -85,6 +92,7 @@ impl Program {
             _loaded: loaded,
             consts,
             slots: RefCell::new(vec![None; n]),
+            dense: RefCell::new(vec![None; n]),
         }
     }
 
@@ -109,11 +117,17 @@ impl Program {
         let g = &self.graph;
         assert_eq!(inputs.len(), g.inputs.len(), "tolk: wrong number of inputs");
         let mut slots = self.slots.borrow_mut();
+        let mut dense = self.dense.borrow_mut();
+        // Inputs and constants stay as they are for library steps (so a
+        // reduction or product of a strided input takes the same path, and
+        // sums in the same order, as eager); kernels get contiguous copies,
+        // made on first use.
         for (&v, t) in g.inputs.iter().zip(inputs) {
-            slots[v] = Some(contiguous(t));
+            slots[v] = Some(t.clone());
         }
-        for (v, t) in &self.consts {
+        for (v, t, d) in &self.consts {
             slots[*v] = Some(t.clone());
+            dense[*v] = d.clone();
         }
         for (s, step) in self.plan.steps.iter().enumerate() {
             match step {
@@ -122,8 +136,16 @@ impl Program {
                     let o = nx::raw::alloc(entry.out_dtype, &entry.shape);
                     let numel = o.numel();
                     if numel > 0 {
-                        let ins: Vec<&Tensor> =
-                            args.iter().map(|a| slots[*a].as_ref().unwrap()).collect();
+                        for a in args {
+                            let t = slots[*a].as_ref().unwrap();
+                            if dense[*a].is_none() && !t.is_contiguous() {
+                                dense[*a] = Some(contiguous(t));
+                            }
+                        }
+                        let ins: Vec<&Tensor> = args
+                            .iter()
+                            .map(|a| dense[*a].as_ref().or(slots[*a].as_ref()).unwrap())
+                            .collect();
                         call_kernel(entry, &o, &ins, numel);
                     }
                     slots[*out] = Some(o);
@@ -157,6 +179,9 @@ impl Program {
             .map(|v| slots[*v].clone().expect("tolk: output not computed"))
             .collect();
         for s in slots.iter_mut() {
+            *s = None;
+        }
+        for s in dense.iter_mut() {
             *s = None;
         }
         outs

@@ -27,9 +27,11 @@ pub enum Node {
         arg: usize,
         layout: Layout,
     },
+    /// A constant; the value's bits, so that `0.0` and `-0.0` differ (two
+    /// kernels compare equal only if they compute the same bits).
     Lit {
         dtype: DType,
-        value: f64,
+        bits: u64,
     },
     /// `Prim::Iota` seen through `layout`: the element at linear index `l`
     /// of the iota's own contiguous layout holds `(l / stride) % len`.
@@ -283,7 +285,7 @@ impl Builder<'_> {
                     }
                     Prim::Full { dtype, value, .. } => self.push(Node::Lit {
                         dtype: *dtype,
-                        value: *value,
+                        bits: value.to_bits(),
                     }),
                     Prim::Iota { shape, axis, dtype } => {
                         let layout = self.through(var, chain)?;

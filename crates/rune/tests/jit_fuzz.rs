@@ -1,0 +1,1129 @@
+//! Differential fuzzer: random programs of 3-20 operations, run under `jit`
+//! and eagerly, must agree.
+//!
+//! A program is data (`Prog`: inputs and a list of `Instr`s over a growing
+//! list of values), generated from a seed by a small deterministic PRNG with
+//! every shape and dtype tracked statically, and interpreted on tensors, so
+//! the same program runs eagerly and under a staging trace, and a failure
+//! prints a replayable reproducer (the case's seed and the program).
+//!
+//! The menu: unary and binary elementwise ops (with broadcasting: the second
+//! operand is fitted to a shape broadcast-compatible with the first by
+//! movement ops), casts between float and integer dtypes (f16/bf16
+//! included), views (reshape, permute, slice with steps including negative
+//! ones, flip, broadcast, expand, unsqueeze), compare + where, reductions
+//! (sum/max/mean over random axes, keepdims or not), matmul, non-contiguous
+//! inputs (transposed, stride-2 and reversed views), captured constants, an
+//! in-place writeback (`assign` on an input leaf, the last statement; the
+//! outputs are copied before it, since eager views of the leaf would alias
+//! it, see `view_of_an_assigned_input_aliases`), and for float programs the
+//! gradient of the program's sum with respect to its first input
+//! (`rune::grad` inside `jit`, against eager `rune::grad`).
+//!
+//! **Bound.** Everything must be bit-exact (NaN payloads aside, as in
+//! `jit_op_table.rs`): tolk compiles elementwise and movement ops into C that
+//! reproduces the eager kernels bit for bit, and runs every other primitive
+//! (reductions, matmul, the backward pass's scatter/pad/...) as a library
+//! step through the same eager kernel on the same values. The only
+//! difference in what those kernels see is layout: a non-contiguous input or
+//! a fused intermediate reaches a library step as a contiguous buffer, where
+//! eager passes a strided view. That changes nothing for elementwise work,
+//! and the fuzzer checks that it changes nothing for reductions and GEMM
+//! either (they accumulate in an order set by the reduced extent, not by
+//! strides). A program that contains no reduction and no matmul is reported
+//! as such in the counts ("elementwise/movement-only").
+//!
+//! CI: `every_random_program_under_jit_equals_eager` runs `CI_CASES` cases,
+//! `BATCH` programs per jitted function (one C compile per batch; a failing
+//! batch is rerun program by program to name the program).
+//!
+//! Long mode, 10^4 cases with the generated C built with AddressSanitizer
+//! and UBSan (`TOLK_SANITIZE=1` makes tolk add
+//! `-fsanitize=address,undefined -fno-omit-frame-pointer`, and the ASan
+//! runtime must be loaded first into the test process):
+//!
+//! ```text
+//! BIN=$(cargo test --release -p rune --test jit_fuzz --no-run 2>&1 \
+//!       | grep -o 'target/release/deps/jit_fuzz-[0-9a-f]*')
+//! TOLK_SANITIZE=1 JITCACHE=0 ASAN_OPTIONS=detect_leaks=0 \
+//!   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 JIT_FUZZ_PROGRESS=1 \
+//!   LD_PRELOAD=$(gcc -print-file-name=libasan.so) $BIN --ignored --nocapture long_fuzz
+//! ```
+//!
+//! (The test binary is run directly so that the preload applies to it and
+//! not to cargo and rustc; `cargo test --release -p rune --test jit_fuzz --
+//! --ignored` runs the same cases unsanitized. `detect_leaks=0`:
+//! LeakSanitizer would report the Rust runtime's own allocations at exit. `JIT_FUZZ_CASES=n` and `JIT_FUZZ_SEED=s` set the
+//! count and the first seed; `JIT_FUZZ_ONLY=s` runs the one case with seed
+//! `s` and prints its program.)
+
+#[path = "../../nx/tests/common/mod.rs"]
+mod common;
+
+use rune::prelude::*;
+use std::time::Instant;
+
+const CI_CASES: usize = 300;
+const BATCH: usize = 12;
+
+// ---------------------------------------------------------------------------
+// PRNG (splitmix64).
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + self.below(hi - lo + 1)
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 > 1.0 - p
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len())]
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Programs.
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Un {
+    Neg,
+    Abs,
+    Exp,
+    Sin,
+    Tanh,
+    Sqrt,
+    Log1p,
+    Sigmoid,
+    Square,
+    Floor,
+    Sign,
+    BitNot,
+    Relu,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Bin {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+    Rem,
+    Pow,
+    Atan2,
+    BitAnd,
+    BitXor,
+    Shl,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Cmp {
+    Lt,
+    Le,
+    Eq,
+    Gt,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Red {
+    Sum,
+    Max,
+    Mean,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum NonContig {
+    No,
+    /// A permuted view of a tensor of permuted shape.
+    Transposed,
+    /// Stride 2 along a hidden axis, then reversed (`strided_copy`).
+    Strided,
+}
+
+#[derive(Clone, Debug)]
+struct Input {
+    shape: Vec<usize>,
+    dtype: DType,
+    layout: NonContig,
+    /// Captured by the jitted closure (a constant) instead of passed.
+    captured: bool,
+    seed: u64,
+}
+
+/// Values are numbered: inputs first, then one per instruction.
+#[derive(Clone, Debug)]
+enum Instr {
+    Unary(Un, usize),
+    /// `a op fit(b)`.
+    Binary(Bin, usize, usize, Fit),
+    Cast(usize, DType),
+    Reshape(usize, Vec<usize>),
+    Permute(usize, Vec<isize>),
+    /// Per dim `(start, end, step)`; `end` None: past the front (negative steps).
+    Slice(usize, Vec<(isize, Option<isize>, isize)>),
+    Flip(usize, Vec<isize>),
+    BroadcastTo(usize, Vec<usize>),
+    Expand(usize, Vec<usize>),
+    Unsqueeze(usize, isize),
+    Reduce(Red, usize, Vec<isize>, bool),
+    /// `a @ fit(b)`, `a` of rank >= 1 (rank 1: a vector-matrix product).
+    Matmul(usize, usize, Fit),
+    /// `where(a cmp fit(b), a, fit(c))`.
+    Where(Cmp, usize, usize, Fit, usize, Fit),
+}
+
+/// How operand `b` is fitted to `shape` and `dtype`: cast, flatten, then the
+/// first `numel(shape)` elements reshaped, or its first element broadcast.
+#[derive(Clone, Debug)]
+struct Fit {
+    shape: Vec<usize>,
+    dtype: DType,
+}
+
+#[derive(Clone, Debug)]
+struct Prog {
+    inputs: Vec<Input>,
+    instrs: Vec<Instr>,
+    /// Values returned.
+    outputs: Vec<usize>,
+    /// `assign` on input `i` of `fit(value)`, after the outputs are taken.
+    assign: Option<(usize, usize, Fit)>,
+    /// Differentiate `sum(last value)` with respect to input 0 instead.
+    grad: bool,
+    /// Whether the program has a reduction or matmul.
+    library: bool,
+}
+
+fn numel(s: &[usize]) -> usize {
+    s.iter().product()
+}
+
+fn fit(t: &Tensor, f: &Fit) -> Tensor {
+    let t = if t.dtype() == f.dtype {
+        t.clone()
+    } else {
+        t.cast(f.dtype)
+    };
+    let n = t.numel();
+    let flat = t.reshape(&[n]);
+    let m = numel(&f.shape);
+    if n >= m {
+        flat.narrow(0, 0, m).reshape(&f.shape)
+    } else {
+        flat.narrow(0, 0, 1).reshape(&[]).broadcast_to(&f.shape)
+    }
+}
+
+fn unary(op: Un, x: &Tensor) -> Tensor {
+    match op {
+        Un::Neg => x.neg(),
+        Un::Abs => x.abs(),
+        Un::Exp => x.exp(),
+        Un::Sin => x.sin(),
+        Un::Tanh => x.tanh(),
+        Un::Sqrt => x.sqrt(),
+        Un::Log1p => x.log1p(),
+        Un::Sigmoid => x.sigmoid(),
+        Un::Square => x.square(),
+        Un::Floor => x.floor(),
+        Un::Sign => x.sign(),
+        Un::BitNot => x.bitwise_not(),
+        Un::Relu => x.relu(),
+    }
+}
+
+fn binary(op: Bin, a: &Tensor, b: &Tensor) -> Tensor {
+    match op {
+        Bin::Add => a.add(b),
+        Bin::Sub => a.sub(b),
+        Bin::Mul => a.mul(b),
+        Bin::Div => a.div(b),
+        Bin::Max => a.maximum(b),
+        Bin::Min => a.minimum(b),
+        Bin::Rem => a.rem(b),
+        Bin::Pow => a.pow(b),
+        Bin::Atan2 => a.atan2(b),
+        Bin::BitAnd => a.bitwise_and(b),
+        Bin::BitXor => a.bitwise_xor(b),
+        Bin::Shl => a.shift_left(b),
+    }
+}
+
+fn compare(op: Cmp, a: &Tensor, b: &Tensor) -> Tensor {
+    match op {
+        Cmp::Lt => a.less(b),
+        Cmp::Le => a.less_equal(b),
+        Cmp::Eq => a.equal(b),
+        Cmp::Gt => a.greater(b),
+    }
+}
+
+/// Runs the instructions on `vals` (the inputs) and returns every value.
+fn interpret(p: &Prog, mut vals: Vec<Tensor>) -> Vec<Tensor> {
+    for ins in &p.instrs {
+        let v = match ins {
+            Instr::Unary(op, a) => unary(*op, &vals[*a]),
+            Instr::Binary(op, a, b, f) => binary(*op, &vals[*a], &fit(&vals[*b], f)),
+            Instr::Cast(a, d) => vals[*a].cast(*d),
+            Instr::Reshape(a, s) => vals[*a].reshape(s),
+            Instr::Permute(a, perm) => vals[*a].permute(perm),
+            Instr::Slice(a, sl) => {
+                let s: Vec<Slice> = sl
+                    .iter()
+                    .map(|&(lo, hi, st)| Slice::new(lo, hi, st))
+                    .collect();
+                vals[*a].slice(&s)
+            }
+            Instr::Flip(a, axes) => vals[*a].flip(axes),
+            Instr::BroadcastTo(a, s) => vals[*a].broadcast_to(s),
+            Instr::Expand(a, s) => vals[*a].expand(s),
+            Instr::Unsqueeze(a, ax) => vals[*a].unsqueeze(*ax),
+            Instr::Reduce(r, a, axes, keep) => match r {
+                Red::Sum => vals[*a].sum(axes, *keep),
+                Red::Max => vals[*a].max(axes, *keep),
+                Red::Mean => vals[*a].mean(axes, *keep),
+            },
+            Instr::Matmul(a, b, f) => vals[*a].matmul(&fit(&vals[*b], f)),
+            Instr::Where(c, a, b, fb, x, fx) => {
+                let cond = compare(*c, &vals[*a], &fit(&vals[*b], fb));
+                Tensor::where_(&cond, &vals[*a], &fit(&vals[*x], fx))
+            }
+        };
+        vals.push(v);
+    }
+    vals
+}
+
+/// The program as a function of its leaves (`args`: the inputs that are
+/// not captured; `caps`: the captured ones), returning its outputs. With
+/// `p.grad`, the gradient of `sum(last value)` w.r.t. input 0 instead.
+fn run(p: &Prog, args: &[Tensor], caps: &[Tensor]) -> Vec<Tensor> {
+    let assemble = |args: &[Tensor]| -> Vec<Tensor> {
+        let (mut a, mut c) = (args.iter(), caps.iter());
+        p.inputs
+            .iter()
+            .map(|i| {
+                if i.captured {
+                    c.next().unwrap().clone()
+                } else {
+                    a.next().unwrap().clone()
+                }
+            })
+            .collect()
+    };
+    if p.grad {
+        // Input 0 is always an argument in grad programs.
+        let rest: Vec<Tensor> = args[1..].to_vec();
+        let g = rune::grad(
+            |x: &Tensor| {
+                let mut a = vec![x.clone()];
+                a.extend(rest.iter().cloned());
+                let vals = interpret(p, assemble(&a));
+                vals.last().unwrap().sum_all()
+            },
+            &args[0],
+        );
+        return vec![g];
+    }
+    let vals = interpret(p, assemble(args));
+    let outs: Vec<Tensor> = p.outputs.iter().map(|&o| vals[o].clone()).collect();
+    match &p.assign {
+        Some((i, v, f)) => {
+            // Materialize the outputs first: an eager view of the leaf would
+            // alias it and see the assignment.
+            let outs: Vec<Tensor> = outs.iter().map(|o| o.copy()).collect();
+            let leaf = &args[p.inputs[..*i].iter().filter(|x| !x.captured).count()];
+            leaf.assign(&fit(&vals[*v], f));
+            outs
+        }
+        None => outs,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Generation.
+
+const FLOAT_DTYPES: [DType; 4] = [DType::F32, DType::F64, DType::F16, DType::BF16];
+const INT_DTYPES: [DType; 5] = [DType::I32, DType::I64, DType::U8, DType::I16, DType::U32];
+
+struct Gen {
+    rng: Rng,
+    avals: Vec<(Vec<usize>, DType)>,
+    grad: bool,
+}
+
+fn is_float(d: DType) -> bool {
+    d.is_float()
+}
+
+impl Gen {
+    fn shape(&mut self) -> Vec<usize> {
+        let rank = self.rng.pick(&[0, 1, 1, 2, 2, 2, 3, 3, 4]);
+        (0..rank)
+            .map(|_| self.rng.pick(&[1, 2, 3, 4, 5, 7]))
+            .collect()
+    }
+
+    fn value(&mut self) -> usize {
+        // Prefer recent values, so programs are chains more than bushes.
+        let n = self.avals.len();
+        if self.rng.chance(0.6) {
+            n - 1 - self.rng.below(n.min(3))
+        } else {
+            self.rng.below(n)
+        }
+    }
+
+    /// A shape that broadcasts against `s` (some dims 1, some leading dims
+    /// dropped).
+    fn compatible(&mut self, s: &[usize]) -> Vec<usize> {
+        let drop = self.rng.below(s.len() + 1);
+        s[drop..]
+            .iter()
+            .map(|&d| if self.rng.chance(0.3) { 1 } else { d })
+            .collect()
+    }
+
+    fn fit_to(&mut self, s: &[usize], d: DType) -> Fit {
+        Fit {
+            shape: s.to_vec(),
+            dtype: d,
+        }
+    }
+
+    fn unary(&mut self, d: DType) -> Un {
+        if is_float(d) {
+            if self.grad {
+                self.rng.pick(&[
+                    Un::Neg,
+                    Un::Abs,
+                    Un::Exp,
+                    Un::Sin,
+                    Un::Tanh,
+                    Un::Sigmoid,
+                    Un::Square,
+                    Un::Relu,
+                ])
+            } else {
+                self.rng.pick(&[
+                    Un::Neg,
+                    Un::Abs,
+                    Un::Exp,
+                    Un::Sin,
+                    Un::Tanh,
+                    Un::Sqrt,
+                    Un::Log1p,
+                    Un::Sigmoid,
+                    Un::Square,
+                    Un::Floor,
+                    Un::Sign,
+                    Un::Relu,
+                ])
+            }
+        } else if d.is_signed_int() {
+            self.rng
+                .pick(&[Un::Neg, Un::Abs, Un::Square, Un::Sign, Un::BitNot, Un::Relu])
+        } else {
+            self.rng.pick(&[Un::Square, Un::BitNot, Un::Abs])
+        }
+    }
+
+    fn binop(&mut self, d: DType) -> Bin {
+        if is_float(d) {
+            if self.grad {
+                self.rng
+                    .pick(&[Bin::Add, Bin::Sub, Bin::Mul, Bin::Div, Bin::Max, Bin::Min])
+            } else {
+                self.rng.pick(&[
+                    Bin::Add,
+                    Bin::Sub,
+                    Bin::Mul,
+                    Bin::Div,
+                    Bin::Max,
+                    Bin::Min,
+                    Bin::Rem,
+                    Bin::Pow,
+                    Bin::Atan2,
+                ])
+            }
+        } else {
+            self.rng.pick(&[
+                Bin::Add,
+                Bin::Sub,
+                Bin::Mul,
+                Bin::Div,
+                Bin::Max,
+                Bin::Min,
+                Bin::Rem,
+                Bin::BitAnd,
+                Bin::BitXor,
+                Bin::Shl,
+            ])
+        }
+    }
+
+    /// One instruction over the current values, with the aval it produces.
+    fn instr(&mut self, library: &mut bool) -> (Instr, Vec<usize>, DType) {
+        loop {
+            let a = self.value();
+            let (s, d) = self.avals[a].clone();
+            let r = s.len();
+            match self.rng.below(16) {
+                0..=2 => return (Instr::Unary(self.unary(d), a), s, d),
+                3..=5 => {
+                    let b = self.value();
+                    let mut t = self.compatible(&s);
+                    // Sometimes broadcast the other way: `a` is the smaller.
+                    let mut out = s.clone();
+                    if self.rng.chance(0.2) && r < 4 {
+                        t.insert(0, self.rng.pick(&[2, 3]));
+                        let mut o = vec![t[0]];
+                        o.extend(s.iter().copied());
+                        out = o;
+                        t = out.clone();
+                    }
+                    let f = self.fit_to(&t, d);
+                    return (Instr::Binary(self.binop(d), a, b, f), out, d);
+                }
+                6 => {
+                    if self.grad {
+                        if !is_float(d) {
+                            continue;
+                        }
+                        let to = if d == DType::F32 {
+                            DType::F64
+                        } else {
+                            DType::F32
+                        };
+                        return (Instr::Cast(a, to), s, to);
+                    }
+                    let all: Vec<DType> = FLOAT_DTYPES
+                        .iter()
+                        .chain(INT_DTYPES.iter())
+                        .copied()
+                        .collect();
+                    let to = self.rng.pick(&all);
+                    return (Instr::Cast(a, to), s, to);
+                }
+                7 => {
+                    // Reshape to a random factorization of numel.
+                    let n = numel(&s);
+                    let mut shape = vec![];
+                    let mut left = n;
+                    while left > 1 && shape.len() < 3 {
+                        let divs: Vec<usize> = (2..=left).filter(|k| left % k == 0).collect();
+                        let k = self.rng.pick(&divs);
+                        shape.push(k);
+                        left /= k;
+                    }
+                    if left > 1 {
+                        shape.push(left);
+                    }
+                    if self.rng.chance(0.3) {
+                        let at = self.rng.below(shape.len() + 1);
+                        shape.insert(at, 1);
+                    }
+                    return (Instr::Reshape(a, shape.clone()), shape, d);
+                }
+                8 => {
+                    if r < 2 {
+                        continue;
+                    }
+                    let mut perm: Vec<isize> = (0..r as isize).collect();
+                    for i in (1..r).rev() {
+                        let j = self.rng.below(i + 1);
+                        perm.swap(i, j);
+                    }
+                    let out = perm.iter().map(|&p| s[p as usize]).collect();
+                    return (Instr::Permute(a, perm), out, d);
+                }
+                9 => {
+                    if r == 0 {
+                        continue;
+                    }
+                    let mut sl = vec![];
+                    let mut out = vec![];
+                    for &n in &s {
+                        let n = n as isize;
+                        let step = self.rng.pick(&[1, 1, 2, -1, -2, 3]);
+                        let (lo, hi) = if step > 0 {
+                            let lo = self.rng.below(n as usize) as isize;
+                            let hi = lo + 1 + self.rng.below((n - lo) as usize) as isize;
+                            (lo, hi)
+                        } else {
+                            // From `hi` down to (exclusive) `lo`.
+                            let hi = self.rng.below(n as usize) as isize;
+                            let lo = hi - 1 - self.rng.below(hi as usize + 1) as isize;
+                            (hi, lo)
+                        };
+                        let len = if step > 0 {
+                            (hi - lo + step - 1) / step
+                        } else {
+                            (lo - hi + (-step) - 1) / (-step)
+                        };
+                        sl.push((lo, (hi >= 0).then_some(hi), step));
+                        out.push(len as usize);
+                    }
+                    return (Instr::Slice(a, sl), out, d);
+                }
+                10 => {
+                    if r == 0 {
+                        continue;
+                    }
+                    let axes: Vec<isize> =
+                        (0..r as isize).filter(|_| self.rng.chance(0.5)).collect();
+                    return (Instr::Flip(a, axes), s, d);
+                }
+                11 => {
+                    if r >= 4 {
+                        continue;
+                    }
+                    // Broadcast: dims of size 1 grow, a new leading dim.
+                    let mut out: Vec<usize> = s
+                        .iter()
+                        .map(|&n| if n == 1 { self.rng.pick(&[1, 3, 4]) } else { n })
+                        .collect();
+                    if self.rng.chance(0.5) {
+                        out.insert(0, self.rng.pick(&[2, 3]));
+                    }
+                    if self.rng.chance(0.5) {
+                        return (Instr::BroadcastTo(a, out.clone()), out, d);
+                    }
+                    return (Instr::Expand(a, out.clone()), out, d);
+                }
+                12 => {
+                    if r >= 4 {
+                        continue;
+                    }
+                    let ax = self.rng.below(r + 1) as isize;
+                    let mut out = s.clone();
+                    out.insert(ax as usize, 1);
+                    return (Instr::Unsqueeze(a, ax), out, d);
+                }
+                13 => {
+                    if r == 0 {
+                        continue;
+                    }
+                    let red = if is_float(d) {
+                        self.rng.pick(&[Red::Sum, Red::Max, Red::Mean])
+                    } else {
+                        self.rng.pick(&[Red::Sum, Red::Max])
+                    };
+                    let axes: Vec<isize> =
+                        (0..r as isize).filter(|_| self.rng.chance(0.5)).collect();
+                    let axes = if axes.is_empty() {
+                        vec![self.rng.below(r) as isize]
+                    } else {
+                        axes
+                    };
+                    let keep = self.rng.chance(0.3);
+                    let out: Vec<usize> = (0..r)
+                        .filter_map(|i| {
+                            if axes.contains(&(i as isize)) {
+                                keep.then_some(1)
+                            } else {
+                                Some(s[i])
+                            }
+                        })
+                        .collect();
+                    *library = true;
+                    return (Instr::Reduce(red, a, axes, keep), out, d);
+                }
+                14 => {
+                    if r == 0 || !is_float(d) {
+                        continue;
+                    }
+                    let k = s[r - 1];
+                    let n = self.rng.pick(&[1, 2, 3, 5]);
+                    let b = self.value();
+                    let f = self.fit_to(&[k, n], d);
+                    let mut out = s[..r - 1].to_vec();
+                    out.push(n);
+                    *library = true;
+                    return (Instr::Matmul(a, b, f), out, d);
+                }
+                _ => {
+                    let b = self.value();
+                    let x = self.value();
+                    let c = self.rng.pick(&[Cmp::Lt, Cmp::Le, Cmp::Eq, Cmp::Gt]);
+                    let tb = self.compatible(&s);
+                    let tx = self.compatible(&s);
+                    let fb = self.fit_to(&tb, d);
+                    let fx = self.fit_to(&tx, d);
+                    return (Instr::Where(c, a, b, fb, x, fx), s, d);
+                }
+            }
+        }
+    }
+}
+
+fn generate(seed: u64) -> Prog {
+    let mut rng = Rng(seed.wrapping_mul(0x2545f4914f6cdd1d) ^ 0x5eed);
+    let grad = rng.chance(0.25);
+    let base = if grad {
+        rng.pick(&[DType::F32, DType::F64])
+    } else if rng.chance(0.6) {
+        rng.pick(&FLOAT_DTYPES)
+    } else {
+        rng.pick(&INT_DTYPES)
+    };
+    let mut g = Gen {
+        rng,
+        avals: vec![],
+        grad,
+    };
+    let n_inputs = g.rng.range(1, 3);
+    let mut inputs = vec![];
+    for i in 0..n_inputs {
+        let shape = g.shape();
+        let layout = g.rng.pick(&[
+            NonContig::No,
+            NonContig::No,
+            NonContig::Transposed,
+            NonContig::Strided,
+        ]);
+        let captured = !(i == 0) && g.rng.chance(0.3);
+        let seed = g.rng.next();
+        g.avals.push((shape.clone(), base));
+        inputs.push(Input {
+            shape,
+            dtype: base,
+            layout,
+            captured,
+            seed,
+        });
+    }
+    let len = g.rng.range(3, 20);
+    let mut instrs = vec![];
+    let mut library = false;
+    for _ in 0..len {
+        let (ins, s, d) = g.instr(&mut library);
+        instrs.push(ins);
+        g.avals.push((s, d));
+    }
+    let total = g.avals.len();
+    let mut outputs = vec![total - 1];
+    if g.rng.chance(0.5) {
+        outputs.push(g.rng.below(total));
+    }
+    let assign = if !grad && g.rng.chance(0.35) {
+        let i = g.rng.below(n_inputs);
+        if inputs[i].captured {
+            None
+        } else {
+            let v = g.rng.below(total);
+            let f = Fit {
+                shape: inputs[i].shape.clone(),
+                dtype: inputs[i].dtype,
+            };
+            Some((i, v, f))
+        }
+    } else {
+        None
+    };
+    let mut p = Prog {
+        inputs,
+        instrs,
+        outputs,
+        assign,
+        grad,
+        library,
+    };
+    if grad {
+        // The loss reads the last value; it must be float (casts keep it so).
+        let (_, d) = &g.avals[total - 1];
+        assert!(d.is_float());
+        p.outputs = vec![];
+    }
+    p
+}
+
+// ---------------------------------------------------------------------------
+// Inputs.
+
+fn values(dtype: DType, n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = Rng(seed);
+    (0..n)
+        .map(|_| {
+            if dtype.is_float() {
+                if rng.chance(0.03) {
+                    rng.pick(&[0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e30])
+                } else {
+                    (rng.unit() * 6.0 - 3.0).round_ties_even_to(0.125)
+                }
+            } else {
+                let (lo, hi) = common::int_range(dtype);
+                if rng.chance(0.05) {
+                    rng.pick(&[lo as f64, hi as f64, 0.0])
+                } else if dtype.is_signed_int() {
+                    rng.range(0, 40) as f64 - 20.0
+                } else {
+                    rng.range(0, 40) as f64
+                }
+            }
+        })
+        .collect()
+}
+
+trait Round {
+    fn round_ties_even_to(self, q: f64) -> f64;
+}
+impl Round for f64 {
+    /// Mostly exact values (multiples of 1/8), some with full mantissas.
+    fn round_ties_even_to(self, q: f64) -> f64 {
+        if (self * 1000.0) as i64 % 3 == 0 {
+            self
+        } else {
+            (self / q).round() * q
+        }
+    }
+}
+
+/// A fresh tensor for input `i` (the same values every time it is called).
+fn make_input(i: &Input) -> Tensor {
+    let n = numel(&i.shape);
+    let vals = values(i.dtype, n, i.seed);
+    let t = Tensor::from_slice(&vals, &i.shape).cast(i.dtype);
+    match i.layout {
+        NonContig::No => t,
+        NonContig::Strided => common::strided_copy(&t),
+        NonContig::Transposed => {
+            let r = i.shape.len();
+            if r < 2 {
+                return common::gapped_copy(&t);
+            }
+            // t^T materialized, then viewed back: same values, transposed strides.
+            let perm: Vec<isize> = (0..r as isize).rev().collect();
+            t.permute(&perm).copy().permute(&perm)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Comparison.
+
+fn bits(t: &Tensor) -> Vec<u64> {
+    use half::{bf16, f16};
+    match t.dtype() {
+        DType::Bool => t.to_vec::<bool>().iter().map(|&b| b as u64).collect(),
+        DType::U8 => t.to_vec::<u8>().iter().map(|&x| x as u64).collect(),
+        DType::U16 => t.to_vec::<u16>().iter().map(|&x| x as u64).collect(),
+        DType::U32 => t.to_vec::<u32>().iter().map(|&x| x as u64).collect(),
+        DType::U64 => t.to_vec::<u64>(),
+        DType::I8 => t.to_vec::<i8>().iter().map(|&x| x as u8 as u64).collect(),
+        DType::I16 => t.to_vec::<i16>().iter().map(|&x| x as u16 as u64).collect(),
+        DType::I32 => t.to_vec::<i32>().iter().map(|&x| x as u32 as u64).collect(),
+        DType::I64 => t.to_vec::<i64>().iter().map(|&x| x as u64).collect(),
+        DType::F16 => t
+            .to_vec::<f16>()
+            .iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+        DType::BF16 => t
+            .to_vec::<bf16>()
+            .iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+        DType::F32 => t
+            .to_vec::<f32>()
+            .iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+        DType::F64 => t.to_vec::<f64>().iter().map(|x| x.to_bits()).collect(),
+    }
+}
+
+fn is_nan_bits(dtype: DType, b: u64) -> bool {
+    match dtype {
+        DType::F16 => (b & 0x7c00) == 0x7c00 && (b & 0x03ff) != 0,
+        DType::BF16 => (b & 0x7f80) == 0x7f80 && (b & 0x007f) != 0,
+        DType::F32 => f32::from_bits(b as u32).is_nan(),
+        DType::F64 => f64::from_bits(b).is_nan(),
+        _ => false,
+    }
+}
+
+fn same_bits(what: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
+    if got.dtype() != want.dtype() || got.shape() != want.shape() {
+        return Err(format!(
+            "{what}: jit gives {} {:?}, eager {} {:?}",
+            got.dtype(),
+            got.shape(),
+            want.dtype(),
+            want.shape()
+        ));
+    }
+    let (g, w) = (bits(got), bits(want));
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        if a != b && !(is_nan_bits(got.dtype(), *a) && is_nan_bits(got.dtype(), *b)) {
+            return Err(format!(
+                "{what}, element {i}: jit bits {a:#x}, eager bits {b:#x}\njit:   {got}\neager: {want}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Running cases.
+
+/// One case ready to run: the program and its leaves (fresh tensors for the
+/// jit and for the eager run, since a writeback mutates them).
+struct Case {
+    seed: u64,
+    prog: Prog,
+}
+
+fn leaves(p: &Prog) -> (Vec<Tensor>, Vec<Tensor>) {
+    let mut args = vec![];
+    let mut caps = vec![];
+    for i in &p.inputs {
+        if i.captured {
+            caps.push(make_input(i));
+        } else {
+            args.push(make_input(i));
+        }
+    }
+    (args, caps)
+}
+
+/// Eager outputs, then the args after the call.
+fn eager(p: &Prog) -> (Vec<Tensor>, Vec<Tensor>) {
+    let (args, caps) = leaves(p);
+    let outs = run(p, &args, &caps);
+    (outs, args)
+}
+
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(non-string panic)".into())
+}
+
+/// Runs `cases` as one jitted function (each on its own leaves) and checks
+/// each against eager; per case `Ok` or what differs.
+fn check_batch(cases: &[&Case]) -> Result<Vec<Result<(), String>>, String> {
+    let mut all_args = vec![];
+    let mut all_caps = vec![];
+    let mut spans = vec![];
+    for c in cases {
+        let (a, k) = leaves(&c.prog);
+        spans.push((all_args.len(), a.len()));
+        all_args.extend(a);
+        all_caps.push(k);
+    }
+    let f = |xs: &Vec<Tensor>| -> Vec<Vec<Tensor>> {
+        cases
+            .iter()
+            .zip(&spans)
+            .zip(&all_caps)
+            .map(|((c, &(lo, n)), caps)| run(&c.prog, &xs[lo..lo + n], caps))
+            .collect()
+    };
+    let jf = rune::jit(f);
+    let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| jf.try_call(&all_args)))
+        .map_err(|p| format!("panicked: {}", panic_text(p)))?
+        .map_err(|e| format!("JitError: {}", e.message()))?;
+    Ok(cases
+        .iter()
+        .zip(&spans)
+        .zip(&got)
+        .map(|((c, &(lo, n)), outs)| {
+            let (want, want_args) = eager(&c.prog);
+            if outs.len() != want.len() {
+                return Err(format!("{} outputs, eager {}", outs.len(), want.len()));
+            }
+            for (j, (g, w)) in outs.iter().zip(&want).enumerate() {
+                same_bits(&format!("output {j}"), g, w)?;
+            }
+            for (j, (g, w)) in all_args[lo..lo + n].iter().zip(&want_args).enumerate() {
+                same_bits(&format!("argument {j} after the call"), g, w)?;
+            }
+            Ok(())
+        })
+        .collect())
+}
+
+#[derive(Default, Debug)]
+struct Counts {
+    cases: usize,
+    elementwise_only: usize,
+    with_library: usize,
+    grad: usize,
+    assign: usize,
+    noncontiguous_inputs: usize,
+    captured: usize,
+    eager_panics: usize,
+    failures: Vec<String>,
+}
+
+/// Whether the program runs eagerly (the generator tracks shapes, but an
+/// operation may still refuse an operand, e.g. a dtype it does not take).
+fn eager_ok(p: &Prog) -> bool {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| eager(p))).is_ok();
+    std::panic::set_hook(hook);
+    ok
+}
+
+fn fuzz(first_seed: u64, n: usize, batch: usize) -> Counts {
+    let mut counts = Counts::default();
+    let mut pending: Vec<Case> = vec![];
+    let mut seed = first_seed;
+    let flush = |pending: &mut Vec<Case>, counts: &mut Counts| {
+        let refs: Vec<&Case> = pending.iter().collect();
+        let results = match check_batch(&refs) {
+            Ok(r) => r,
+            Err(_) => refs
+                .iter()
+                .map(|c| check_batch(&[c]).and_then(|mut r| r.remove(0)))
+                .collect(),
+        };
+        for (c, r) in pending.iter().zip(results) {
+            if let Err(e) = r {
+                counts.failures.push(format!(
+                    "seed {} (JIT_FUZZ_ONLY={}): {e}\nprogram: {:#?}",
+                    c.seed, c.seed, c.prog
+                ));
+            }
+        }
+        pending.clear();
+        if std::env::var_os("JIT_FUZZ_PROGRESS").is_some() {
+            eprintln!(
+                "jit_fuzz: {} cases, {} failures",
+                counts.cases,
+                counts.failures.len()
+            );
+            if let Some(f) = counts.failures.last() {
+                eprintln!("{f}");
+            }
+        }
+    };
+    while counts.cases < n {
+        let prog = generate(seed);
+        let this = seed;
+        seed += 1;
+        if !eager_ok(&prog) {
+            counts.eager_panics += 1;
+            continue;
+        }
+        counts.cases += 1;
+        if prog.library {
+            counts.with_library += 1;
+        } else {
+            counts.elementwise_only += 1;
+        }
+        counts.grad += prog.grad as usize;
+        counts.assign += prog.assign.is_some() as usize;
+        counts.noncontiguous_inputs +=
+            prog.inputs.iter().any(|i| i.layout != NonContig::No) as usize;
+        counts.captured += prog.inputs.iter().any(|i| i.captured) as usize;
+        pending.push(Case { seed: this, prog });
+        if pending.len() == batch {
+            flush(&mut pending, &mut counts);
+        }
+    }
+    if !pending.is_empty() {
+        flush(&mut pending, &mut counts);
+    }
+    counts
+}
+
+fn report(c: &Counts, secs: f64) {
+    println!(
+        "{} cases in {secs:.1} s: {} elementwise/movement-only, {} with reductions or matmul, \
+         {} grad, {} with a writeback, {} with non-contiguous inputs, {} with captures \
+         ({} generated programs skipped: they panic eagerly); {} failures",
+        c.cases,
+        c.elementwise_only,
+        c.with_library,
+        c.grad,
+        c.assign,
+        c.noncontiguous_inputs,
+        c.captured,
+        c.eager_panics,
+        c.failures.len()
+    );
+    for f in c.failures.iter().take(5) {
+        println!("---\n{f}");
+    }
+    assert!(
+        c.failures.is_empty(),
+        "{} of {} cases differ (first: {})",
+        c.failures.len(),
+        c.cases,
+        c.failures[0]
+    );
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn every_random_program_under_jit_equals_eager() {
+    if let Ok(s) = std::env::var("JIT_FUZZ_ONLY") {
+        let seed: u64 = s.parse().unwrap();
+        println!("{:#?}", generate(seed));
+        let c = fuzz(seed, 1, 1);
+        return report(&c, 0.0);
+    }
+    let start = Instant::now();
+    let c = fuzz(
+        env_usize("JIT_FUZZ_SEED", 1) as u64,
+        env_usize("JIT_FUZZ_CI_CASES", CI_CASES),
+        BATCH,
+    );
+    report(&c, start.elapsed().as_secs_f64());
+    assert!(c.elementwise_only > 50 && c.with_library > 50 && c.grad > 30 && c.assign > 30);
+}
+
+/// The long mode (see the module doc for the sanitized command).
+#[test]
+#[ignore = "long: 10^4 cases; run with --ignored (sanitized command in the module doc)"]
+fn long_fuzz() {
+    let start = Instant::now();
+    let n = env_usize("JIT_FUZZ_CASES", 10_000);
+    let first = env_usize("JIT_FUZZ_SEED", 1_000_000) as u64;
+    let c = fuzz(first, n, 25);
+    report(&c, start.elapsed().as_secs_f64());
+}
+
+/// A view of an input leaf taken before `assign` on that leaf: eagerly the
+/// view aliases the leaf and sees the new value; what does jit return?
+#[test]
+#[ignore = "known divergence: eagerly a view of an input leaf aliases it and sees a later \
+            assign; under jit the view keeps the value from before the assign"]
+fn view_of_an_assigned_input_aliases() {
+    let f = |x: &Tensor| {
+        let v = x.reshape(&[4]);
+        x.assign(&(x * 2.0));
+        v.add(&v)
+    };
+    let x0 = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    let want = f(&x0.copy());
+    let x1 = x0.copy();
+    let got = rune::jit(f).call(&x1);
+    assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
+}

@@ -1,0 +1,302 @@
+//! Every operation of nx's op table under `jit` equals the eager operation,
+//! bit for bit, in three modes:
+//!
+//! - `args`: the entry's inputs passed as arguments, as the table gives them
+//!   (some are already transposed views);
+//! - `strided args`: every input passed as a non-contiguous view with
+//!   negative strides (`strided_copy`); eager runs on the same views;
+//! - `captured`: the inputs captured by the closure as compile-time
+//!   constants (strided views too), except the last one of a multi-input
+//!   entry, which stays an argument so the entry is not folded away entirely.
+//!
+//! **The bound.** Elementwise and movement operations (every dtype, f16 and
+//! bf16 and the integers included) must be bit-exact: tolk renders each
+//! elementwise primitive with the eager kernel's algorithm (`tolk::c_ops`)
+//! and movement as index arithmetic. Reductions, cumulative ops, matrix
+//! products, gather/scatter, pad/concat, iota and threefry must be bit-exact
+//! too, today: the compiled program runs them as library steps through the
+//! very eager kernels the reference calls, on operands holding the same
+//! values. Layout is the one thing that could make them differ: a
+//! reduction over a strided view sums in another order than over its
+//! contiguous copy. This test found exactly that (prod over the table's
+//! transposed f32/f64 inputs was 1 ulp off while tolk's runtime copied every
+//! non-contiguous input first); the runtime now hands library steps the
+//! inputs and constants as given, as eager does, and the `strided args`
+//! mode keeps it so. So the stated bound for every entry is 0 ulp; the only
+//! tolerance is for NaN payloads when two NaN operands meet (`tolk::c_ops`
+//! documents that Rust leaves that payload unspecified), and results are
+//! then still both NaN. A fused reduction (not implemented yet) would change
+//! summation order and need a real bound; this test will then say which.
+//!
+//! Cost: about 15,500 (entry, mode) pairs; most of the time is the C
+//! compiler on the batches (about 400 s on the shared 2-core machine).
+//!
+//! The table's entries are compiled in batches (one jitted function runs
+//! many entries on disjoint inputs), so the C compiler runs once per batch;
+//! a batch that fails is rerun entry by entry to name the entry.
+
+#[path = "../../nx/tests/common/mod.rs"]
+mod common;
+
+use common::strided_copy;
+use common::table::{all_cases, OpCase};
+use rune::prelude::*;
+use std::time::Instant;
+
+/// Entries whose run closure inspects eager memory layout
+/// (`assert!(y.is_contiguous())` is false for a traced tensor).
+const SKIP: &[&str] = &["contiguous"];
+
+/// Entries that jit refuses, with a fragment of the expected `JitError`.
+const REFUSED: &[(&str, &str)] = &[
+    // `dst.slice(..).assign(src)`: assigning into a view.
+    ("assign", "assigns into a view"),
+];
+
+/// Entries per compiled batch.
+const BATCH: usize = 48;
+
+/// Every element's bits, widened to u64.
+fn bits(t: &Tensor) -> Vec<u64> {
+    use half::{bf16, f16};
+    match t.dtype() {
+        DType::Bool => t.to_vec::<bool>().iter().map(|&b| b as u64).collect(),
+        DType::U8 => t.to_vec::<u8>().iter().map(|&x| x as u64).collect(),
+        DType::U16 => t.to_vec::<u16>().iter().map(|&x| x as u64).collect(),
+        DType::U32 => t.to_vec::<u32>().iter().map(|&x| x as u64).collect(),
+        DType::U64 => t.to_vec::<u64>(),
+        DType::I8 => t.to_vec::<i8>().iter().map(|&x| x as u8 as u64).collect(),
+        DType::I16 => t.to_vec::<i16>().iter().map(|&x| x as u16 as u64).collect(),
+        DType::I32 => t.to_vec::<i32>().iter().map(|&x| x as u32 as u64).collect(),
+        DType::I64 => t.to_vec::<i64>().iter().map(|&x| x as u64).collect(),
+        DType::F16 => t
+            .to_vec::<f16>()
+            .iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+        DType::BF16 => t
+            .to_vec::<bf16>()
+            .iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+        DType::F32 => t
+            .to_vec::<f32>()
+            .iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+        DType::F64 => t.to_vec::<f64>().iter().map(|x| x.to_bits()).collect(),
+    }
+}
+
+fn is_nan_bits(dtype: DType, b: u64) -> bool {
+    match dtype {
+        DType::F16 => (b & 0x7c00) == 0x7c00 && (b & 0x03ff) != 0,
+        DType::BF16 => (b & 0x7f80) == 0x7f80 && (b & 0x007f) != 0,
+        DType::F32 => f32::from_bits(b as u32).is_nan(),
+        DType::F64 => f64::from_bits(b).is_nan(),
+        _ => false,
+    }
+}
+
+/// Bit-for-bit equality (NaN payloads excepted, see the module doc).
+fn same_bits(got: &Tensor, want: &Tensor) -> Result<(), String> {
+    if got.dtype() != want.dtype() || got.shape() != want.shape() {
+        return Err(format!(
+            "jit gives {} {:?}, eager {} {:?}",
+            got.dtype(),
+            got.shape(),
+            want.dtype(),
+            want.shape()
+        ));
+    }
+    let (g, w) = (bits(got), bits(want));
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        if a != b && !(is_nan_bits(got.dtype(), *a) && is_nan_bits(got.dtype(), *b)) {
+            return Err(format!(
+                "element {i}: jit bits {a:#x}, eager bits {b:#x}\njit:   {got}\neager: {want}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// How one input of an entry reaches the jitted function.
+#[derive(Clone)]
+enum Slot {
+    Arg(Tensor),
+    Cap(Tensor),
+}
+
+impl Slot {
+    fn tensor(&self) -> &Tensor {
+        match self {
+            Slot::Arg(t) | Slot::Cap(t) => t,
+        }
+    }
+}
+
+struct Item<'a> {
+    case: &'a OpCase,
+    slots: Vec<Slot>,
+    /// Eager outputs on the same inputs.
+    want: Vec<Tensor>,
+}
+
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(non-string panic)".into())
+}
+
+/// Runs `items` as one jitted function; per item its outputs.
+fn run_jit(items: &[&Item]) -> Result<Vec<Vec<Tensor>>, String> {
+    let args: Vec<Tensor> = items
+        .iter()
+        .flat_map(|it| it.slots.iter())
+        .filter_map(|s| match s {
+            Slot::Arg(t) => Some(t.clone()),
+            Slot::Cap(_) => None,
+        })
+        .collect();
+    let f = |xs: &Vec<Tensor>| -> Vec<Tensor> {
+        let mut next = 0;
+        let mut outs = vec![];
+        for it in items {
+            let ins: Vec<Tensor> = it
+                .slots
+                .iter()
+                .map(|s| match s {
+                    Slot::Arg(_) => {
+                        next += 1;
+                        xs[next - 1].clone()
+                    }
+                    Slot::Cap(t) => t.clone(),
+                })
+                .collect();
+            outs.extend((it.case.run)(&ins));
+        }
+        outs
+    };
+    let jf = rune::jit(f);
+    let flat = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| jf.try_call(&args)))
+        .map_err(|p| format!("panicked: {}", panic_text(p)))?
+        .map_err(|e| format!("JitError: {}", e.message()))?;
+    let mut per = vec![];
+    let mut k = 0;
+    for it in items {
+        let n = it.want.len();
+        if k + n > flat.len() {
+            return Err("jit returned fewer outputs than eager".into());
+        }
+        per.push(flat[k..k + n].to_vec());
+        k += n;
+    }
+    Ok(per)
+}
+
+fn compare(item: &Item, got: &[Tensor]) -> Result<(), String> {
+    if got.len() != item.want.len() {
+        return Err(format!(
+            "{} outputs under jit, {} eager",
+            got.len(),
+            item.want.len()
+        ));
+    }
+    for (j, (g, w)) in got.iter().zip(&item.want).enumerate() {
+        same_bits(g, w).map_err(|e| format!("output {j}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn slots_for(case: &OpCase, mode: &str) -> Vec<Slot> {
+    let n = case.inputs.len();
+    case.inputs
+        .iter()
+        .enumerate()
+        .map(|(i, x)| match mode {
+            "args" => Slot::Arg(x.clone()),
+            "strided args" => Slot::Arg(strided_copy(x)),
+            "captured" if n >= 2 && i == n - 1 => Slot::Arg(x.clone()),
+            "captured" => Slot::Cap(strided_copy(x)),
+            _ => unreachable!(),
+        })
+        .collect()
+}
+
+#[test]
+fn every_operation_under_jit_equals_eager_bit_for_bit() {
+    let start = Instant::now();
+    let cases = all_cases();
+    let mut failures = vec![];
+    let mut checked = 0;
+    let mut refused = 0;
+    for mode in ["args", "strided args", "captured"] {
+        let mut items = vec![];
+        for case in &cases {
+            if SKIP.contains(&case.op) {
+                continue;
+            }
+            if mode != "args" && case.inputs.is_empty() {
+                continue;
+            }
+            let slots = slots_for(case, mode);
+            let ins: Vec<Tensor> = slots.iter().map(|s| s.tensor().clone()).collect();
+            let want = (case.run)(&ins);
+            items.push(Item { case, slots, want });
+        }
+        let (refusing, items): (Vec<Item>, Vec<Item>) = items
+            .into_iter()
+            .partition(|it| REFUSED.iter().any(|(op, _)| *op == it.case.op));
+        // Refused entries: the JitError, with its message.
+        for it in &refusing {
+            let (_, fragment) = REFUSED.iter().find(|(op, _)| *op == it.case.op).unwrap();
+            match run_jit(&[it]) {
+                Err(e) if e.contains("JitError") && e.contains(fragment) => refused += 1,
+                Err(e) => failures.push(format!("{} ({mode}): wrong error: {e}", it.case.name)),
+                Ok(_) => failures.push(format!(
+                    "{} ({mode}): expected a JitError ({fragment})",
+                    it.case.name
+                )),
+            }
+        }
+        for chunk in items.chunks(BATCH) {
+            let refs: Vec<&Item> = chunk.iter().collect();
+            match run_jit(&refs) {
+                Ok(outs) => {
+                    for (it, got) in chunk.iter().zip(&outs) {
+                        match compare(it, got) {
+                            Ok(()) => checked += 1,
+                            Err(e) => failures.push(format!("{} ({mode}): {e}", it.case.name)),
+                        }
+                    }
+                }
+                Err(_) => {
+                    // Name the entry (or entries) that break the batch.
+                    for it in chunk {
+                        match run_jit(&[it]).and_then(|o| compare(it, &o[0])) {
+                            Ok(()) => checked += 1,
+                            Err(e) => failures.push(format!("{} ({mode}): {e}", it.case.name)),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "{checked} (entry, mode) pairs bit-exact, {refused} refused as expected, {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures (first 40):\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(40)
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(checked > 2000, "only {checked} pairs checked");
+}
