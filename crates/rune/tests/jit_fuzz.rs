@@ -16,15 +16,22 @@
 //! inputs (transposed, stride-2 and reversed views), captured constants, an
 //! in-place writeback (`assign` on an input leaf, the last statement; the
 //! outputs are copied before it, since eager views of the leaf would alias
-//! it, see `view_of_an_assigned_input_aliases`), and for float programs the
+//! it; `view_of_an_assigned_input_aliases` checks jit follows eager there), and for float programs the
 //! gradient of the program's sum with respect to its first input
 //! (`rune::grad` inside `jit`, against eager `rune::grad`).
 //!
-//! **Bound.** Everything must be bit-exact (NaN payloads aside, as in
-//! `jit_op_table.rs`): tolk compiles elementwise and movement ops into C that
-//! reproduces the eager kernels bit for bit, and runs every other primitive
-//! (reductions, matmul, the backward pass's scatter/pad/...) as a library
-//! step through the same eager kernel on the same values. The only
+//! **Bound.** Programs of elementwise and movement operations must be
+//! bit-exact (NaN payloads aside, as in `jit_op_table.rs`): tolk compiles
+//! them into C that reproduces the eager kernels bit for bit. Programs with
+//! reductions or matmuls must agree within a relative 1e-4 (f32; 4e-3 f16,
+//! 3e-2 bf16, 1e-10 f64) of `1 + |eager|`: a reduction whose input is
+//! computed compiles into one kernel that accumulates in f64 (eager: f32
+//! lanes into f64 block totals), so sums differ in their last bits, and
+//! the downstream ops of these small programs amplify that by far less
+//! than the bound. (A comparison on a value within an ulp of its threshold
+//! could still flip; the CI seeds are fixed and pass.) Matrix products and
+//! the other primitives (the backward pass's scatter/pad/...) run as library
+//! steps through the same eager kernel on the same values. The only
 //! difference in what those kernels see is layout: a non-contiguous input or
 //! a fused intermediate reaches a library step as a contiguous buffer, where
 //! eager passes a strided view. That changes nothing for elementwise work,
@@ -859,6 +866,38 @@ fn is_nan_bits(dtype: DType, b: u64) -> bool {
     }
 }
 
+/// `same_bits` for programs without reductions or matmuls; with them,
+/// closeness (see the module's "Bound"): a reduction whose input is computed
+/// compiles into one kernel accumulating in f64, while eager accumulates f32
+/// lanes into f64 block totals, so their sums differ in the last bits.
+fn agree(what: &str, got: &Tensor, want: &Tensor, exact: bool) -> Result<(), String> {
+    if exact || !got.dtype().is_float() || got.dtype() != want.dtype() {
+        return same_bits(what, got, want);
+    }
+    let tol = match got.dtype() {
+        DType::F16 => 4e-3,
+        DType::BF16 => 3e-2,
+        DType::F32 => 1e-4,
+        _ => 1e-10,
+    };
+    if got.shape() != want.shape() {
+        return same_bits(what, got, want);
+    }
+    let (g, w) = (
+        got.cast(DType::F64).to_vec::<f64>(),
+        want.cast(DType::F64).to_vec::<f64>(),
+    );
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tol * (1.0 + b.abs());
+        if !ok {
+            return Err(format!(
+                "{what}, element {i}: jit {a:e}, eager {b:e} (beyond {tol:e} relative)\njit:   {got}\neager: {want}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn same_bits(what: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
     if got.dtype() != want.dtype() || got.shape() != want.shape() {
         return Err(format!(
@@ -950,11 +989,12 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<(), String>>, String> {
             if outs.len() != want.len() {
                 return Err(format!("{} outputs, eager {}", outs.len(), want.len()));
             }
+            let exact = !c.prog.library;
             for (j, (g, w)) in outs.iter().zip(&want).enumerate() {
-                same_bits(&format!("output {j}"), g, w)?;
+                agree(&format!("output {j}"), g, w, exact)?;
             }
             for (j, (g, w)) in all_args[lo..lo + n].iter().zip(&want_args).enumerate() {
-                same_bits(&format!("argument {j} after the call"), g, w)?;
+                agree(&format!("argument {j} after the call"), g, w, exact)?;
             }
             Ok(())
         })
@@ -1113,8 +1153,6 @@ fn long_fuzz() {
 /// A view of an input leaf taken before `assign` on that leaf: eagerly the
 /// view aliases the leaf and sees the new value; what does jit return?
 #[test]
-#[ignore = "known divergence: eagerly a view of an input leaf aliases it and sees a later \
-            assign; under jit the view keeps the value from before the assign"]
 fn view_of_an_assigned_input_aliases() {
     let f = |x: &Tensor| {
         let v = x.reshape(&[4]);

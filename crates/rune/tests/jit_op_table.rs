@@ -25,8 +25,12 @@
 //! mode keeps it so. So the stated bound for every entry is 0 ulp; the only
 //! tolerance is for NaN payloads when two NaN operands meet (`tolk::c_ops`
 //! documents that Rust leaves that payload unspecified), and results are
-//! then still both NaN. A fused reduction (not implemented yet) would change
-//! summation order and need a real bound; this test will then say which.
+//! then still both NaN. Except for fused reductions: tolk compiles a
+//! reduction whose input is computed by elementwise work as one kernel that
+//! accumulates in f64 (eager: f32 lanes into f64 block totals), so entries
+//! whose run contains one (logsumexp, softmax, var, ... on their computed
+//! intermediates) are held to 8 epsilons of the dtype relative to
+//! `1 + |eager|` (`close`); every other entry stays at 0 ulp.
 //!
 //! Cost: about 15,500 (entry, mode) pairs; most of the time is the C
 //! compiler on the batches (about 400 s on the shared 2-core machine).
@@ -195,6 +199,71 @@ fn run_jit(items: &[&Item]) -> Result<Vec<Vec<Tensor>>, String> {
     Ok(per)
 }
 
+/// Whether tolk compiles one of the entry's reductions as a kernel: a
+/// reduction whose input is computed by elementwise work (seen through
+/// movement ops), as `tolk::schedule` decides.
+fn fuses_a_reduction(item: &Item) -> bool {
+    let ins: Vec<Tensor> = item.slots.iter().map(|s| s.tensor().clone()).collect();
+    let g = rune::make_graph(|xs: &Vec<Tensor>| (item.case.run)(xs), &ins);
+    let def = |v: usize| g.eqns.iter().find(|e| e.out == v);
+    let movement = |p: &nx::Prim| {
+        matches!(
+            p,
+            nx::Prim::Reshape { .. }
+                | nx::Prim::Broadcast { .. }
+                | nx::Prim::Permute { .. }
+                | nx::Prim::Slice { .. }
+                | nx::Prim::Flip { .. }
+        )
+    };
+    g.eqns.iter().any(|e| {
+        if !matches!(e.prim, nx::Prim::Reduce { .. }) {
+            return false;
+        }
+        let mut v = e.inputs[0];
+        while let Some(d) = def(v).filter(|d| movement(&d.prim)) {
+            v = d.inputs[0];
+        }
+        def(v).is_some_and(|d| {
+            matches!(
+                d.prim,
+                nx::Prim::Unary(_)
+                    | nx::Prim::Binary(_)
+                    | nx::Prim::Compare(_)
+                    | nx::Prim::Where
+                    | nx::Prim::Cast(_)
+            )
+        })
+    })
+}
+
+/// Within 8 epsilons of the dtype relative to `1 + |eager|`: the bound for
+/// an entry whose reduction is compiled as a kernel (f64 accumulation,
+/// another order than eager's f32 lanes: the sums differ by a few ulp, the
+/// composites' later ops (a log, a subtraction, a division) add an ulp).
+fn close(got: &Tensor, want: &Tensor) -> Result<(), String> {
+    let eps = match want.dtype() {
+        DType::F16 => 9.8e-4,
+        DType::BF16 => 7.8e-3,
+        DType::F32 => f32::EPSILON as f64,
+        DType::F64 => f64::EPSILON,
+        _ => return same_bits(got, want),
+    };
+    if got.shape() != want.shape() || got.dtype() != want.dtype() {
+        return same_bits(got, want);
+    }
+    let g = got.cast(DType::F64).to_vec::<f64>();
+    let w = want.cast(DType::F64).to_vec::<f64>();
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        if !(a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 8.0 * eps * (1.0 + b.abs())) {
+            return Err(format!(
+                "element {i}: jit {a:e}, eager {b:e} (beyond 8 eps)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn compare(item: &Item, got: &[Tensor]) -> Result<(), String> {
     if got.len() != item.want.len() {
         return Err(format!(
@@ -204,7 +273,12 @@ fn compare(item: &Item, got: &[Tensor]) -> Result<(), String> {
         ));
     }
     for (j, (g, w)) in got.iter().zip(&item.want).enumerate() {
-        same_bits(g, w).map_err(|e| format!("output {j}: {e}"))?;
+        if let Err(e) = same_bits(g, w) {
+            if !fuses_a_reduction(item) {
+                return Err(format!("output {j}: {e}"));
+            }
+            close(g, w).map_err(|e| format!("output {j} (fused reduction): {e}"))?;
+        }
     }
     Ok(())
 }

@@ -138,20 +138,37 @@ enum Kind {
 /// splits them across threads (a fused kernel splits over kept dims only).
 const FUSED_FULL_REDUCE_MAX: usize = 1 << 16;
 
-/// How equation `e` of `g` is scheduled (`kind`, refined by its types).
-fn kind_in(g: &Graph, e: &Eqn) -> Kind {
-    match &e.prim {
-        Prim::Reduce { axes, .. } => {
-            let x = g.aval(e.inputs[0]);
-            let full = axes.len() == x.shape.len();
-            if x.dtype == DType::Bool || (full && x.numel() >= FUSED_FULL_REDUCE_MAX) {
-                Kind::Library
-            } else {
-                Kind::Reduce
+/// How each equation of `g` is scheduled: `kind`, refined for reductions.
+/// A reduction compiles as a kernel when its input is computed by
+/// elementwise work (which then fuses into it); a reduction of a buffer
+/// (an input, a matrix product's result) stays with nx's eager kernel,
+/// which is as fast, exact with eager, and threaded for full reductions.
+fn eqn_kinds(g: &Graph, def: &[Option<usize>]) -> Vec<Kind> {
+    let mut kinds: Vec<Kind> = Vec::with_capacity(g.eqns.len());
+    for e in &g.eqns {
+        let k = match &e.prim {
+            Prim::Reduce { axes, .. } => {
+                let x = g.aval(e.inputs[0]);
+                let full = axes.len() == x.shape.len();
+                let mut v = e.inputs[0];
+                while let Some(i) = def[v].filter(|&i| kinds[i] == Kind::Movement) {
+                    v = g.eqns[i].inputs[0];
+                }
+                let computed = def[v].is_some_and(|i| kinds[i] == Kind::Elementwise);
+                if !computed
+                    || x.dtype == DType::Bool
+                    || (full && x.numel() >= FUSED_FULL_REDUCE_MAX)
+                {
+                    Kind::Library
+                } else {
+                    Kind::Reduce
+                }
             }
-        }
-        p => kind(p),
+            p => kind(p),
+        };
+        kinds.push(k);
     }
+    kinds
 }
 
 fn kind(prim: &Prim) -> Kind {
@@ -205,6 +222,7 @@ struct Builder<'g> {
     g: &'g Graph,
     /// Defining equation of each variable (None: input or constant).
     def: &'g [Option<usize>],
+    kinds: &'g [Kind],
     buffers: &'g BTreeSet<Var>,
     /// The buffer this kernel computes.
     root: Var,
@@ -255,14 +273,17 @@ impl Builder<'_> {
         let too_big = self.depth >= MAX_DEPTH || self.nodes.len() >= MAX_NODES;
         if !is_root_call
             && too_big
-            && eqn.is_some_and(|e| kind_in(self.g, e) == Kind::Elementwise)
+            && self.def[var].is_some_and(|i| self.kinds[i] == Kind::Elementwise)
             && !self.buffers.contains(&var)
         {
             self.spilled.push(var);
         }
         let computed = |b: &Self| !b.buffers.contains(&var) && !b.spilled.contains(&var);
         let node = match eqn {
-            Some(e) if computed(self) || (is_root_call && kind_in(self.g, e) != Kind::Library) => {
+            Some(e)
+                if computed(self)
+                    || (is_root_call && self.kinds[self.def[var].unwrap()] != Kind::Library) =>
+            {
                 self.fused.push(e.prim.name());
                 match &e.prim {
                     Prim::Reduce { axes, .. } => {
@@ -369,7 +390,8 @@ pub fn schedule(g: &Graph) -> Schedule {
     for (i, e) in g.eqns.iter().enumerate() {
         def[e.out] = Some(i);
     }
-    let kind_of = |v: Var| def[v].map(|e: usize| kind_in(g, &g.eqns[e]));
+    let kinds = eqn_kinds(g, &def);
+    let kind_of = |v: Var| def[v].map(|e: usize| kinds[e]);
 
     // Buffers to start from; movement results feeding library steps are
     // eager views (steps of their own), not buffers.
@@ -383,13 +405,14 @@ pub fn schedule(g: &Graph) -> Schedule {
         v: Var,
         g: &Graph,
         def: &[Option<usize>],
+        kinds: &[Kind],
         buffers: &mut BTreeSet<Var>,
         views: &mut BTreeSet<Var>,
     ) {
-        match def[v].map(|e| (e, kind_in(g, &g.eqns[e]))) {
+        match def[v].map(|e| (e, kinds[e])) {
             Some((e, Kind::Movement)) => {
                 if views.insert(v) {
-                    library_input(g.eqns[e].inputs[0], g, def, buffers, views);
+                    library_input(g.eqns[e].inputs[0], g, def, kinds, buffers, views);
                 }
             }
             _ => {
@@ -397,14 +420,14 @@ pub fn schedule(g: &Graph) -> Schedule {
             }
         }
     }
-    for e in &g.eqns {
-        if kind_in(g, e) == Kind::Reduce {
+    for (i, e) in g.eqns.iter().enumerate() {
+        if kinds[i] == Kind::Reduce {
             buffers.insert(e.out);
         }
-        if kind_in(g, e) == Kind::Library {
+        if kinds[i] == Kind::Library {
             buffers.insert(e.out);
             for &i in &e.inputs {
-                library_input(i, g, &def, &mut buffers, &mut views);
+                library_input(i, g, &def, &kinds, &mut buffers, &mut views);
             }
         }
     }
@@ -413,7 +436,7 @@ pub fn schedule(g: &Graph) -> Schedule {
     // then kernels are built; a reshape no layout expresses makes its input
     // a buffer and the two are redone (rare).
     loop {
-        buffers.extend(shared_values(g, &buffers));
+        buffers.extend(shared_values(g, &buffers, &kinds));
         let mut kernels: Vec<(Var, Kernel, Vec<Var>)> = Vec::new();
         let mut need = None;
         let mut work: Vec<Var> = buffers.iter().rev().copied().collect();
@@ -425,6 +448,7 @@ pub fn schedule(g: &Graph) -> Schedule {
             let mut b = Builder {
                 g,
                 def: &def,
+                kinds: &kinds,
                 buffers: &buffers,
                 root,
                 nodes: Vec::new(),
@@ -468,7 +492,7 @@ pub fn schedule(g: &Graph) -> Schedule {
             buffers.insert(v);
             continue;
         }
-        return plan(g, kernels, &views);
+        return plan(g, kernels, &views, &kinds);
     }
 }
 
@@ -509,14 +533,14 @@ fn reduce_of(g: &Graph, def: &[Option<usize>], root: Var) -> Option<(ReduceOp, u
 /// kernel is its consumers' kernel when they agree. Cheap values (constants
 /// and views of constants or buffers) are recomputed instead: they cost
 /// index arithmetic only.
-fn shared_values(g: &Graph, buffers: &BTreeSet<Var>) -> Vec<Var> {
+fn shared_values(g: &Graph, buffers: &BTreeSet<Var>, kinds: &[Kind]) -> Vec<Var> {
     const NONE: usize = usize::MAX;
     const MANY: usize = usize::MAX - 1;
     let n = g.avals.len();
     let mut cheap = vec![false; n];
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, e) in g.eqns.iter().enumerate() {
-        cheap[e.out] = match kind_in(g, e) {
+        cheap[e.out] = match kinds[i] {
             Kind::Fill => true,
             Kind::Movement => {
                 let src = e.inputs[0];
@@ -532,16 +556,16 @@ fn shared_values(g: &Graph, buffers: &BTreeSet<Var>) -> Vec<Var> {
     }
     let mut group = vec![NONE; n];
     let mut shared = Vec::new();
-    for e in g.eqns.iter().rev() {
+    for (ei, e) in g.eqns.iter().enumerate().rev() {
         let v = e.out;
-        if buffers.contains(&v) || kind_in(g, e) == Kind::Library {
+        if buffers.contains(&v) || kinds[ei] == Kind::Library {
             group[v] = v;
             continue;
         }
         let mut mine = NONE;
         for &c in &consumers[v] {
             let ce = &g.eqns[c];
-            if kind_in(g, ce) == Kind::Library {
+            if kinds[c] == Kind::Library {
                 continue; // a library input is a buffer or an eager view already
             }
             mine = match (mine, group[ce.out]) {
@@ -563,7 +587,12 @@ fn shared_values(g: &Graph, buffers: &BTreeSet<Var>) -> Vec<Var> {
 
 /// Orders the steps (graph order), deduplicates kernels by structure and
 /// computes when each buffer dies.
-fn plan(g: &Graph, kernels: Vec<(Var, Kernel, Vec<Var>)>, views: &BTreeSet<Var>) -> Schedule {
+fn plan(
+    g: &Graph,
+    kernels: Vec<(Var, Kernel, Vec<Var>)>,
+    views: &BTreeSet<Var>,
+    kinds: &[Kind],
+) -> Schedule {
     let mut by_root: HashMap<Var, (Kernel, Vec<Var>)> =
         kernels.into_iter().map(|(v, k, a)| (v, (k, a))).collect();
     let mut distinct: Vec<Kernel> = Vec::new();
@@ -582,7 +611,7 @@ fn plan(g: &Graph, kernels: Vec<(Var, Kernel, Vec<Var>)>, views: &BTreeSet<Var>)
                 out: e.out,
                 args,
             });
-        } else if kind_in(g, e) == Kind::Library || views.contains(&e.out) {
+        } else if kinds[i] == Kind::Library || views.contains(&e.out) {
             steps.push(Step::Library { eqn: i });
         }
     }
