@@ -24,6 +24,9 @@ use rune::rng;
 use rune::JitError;
 mod common;
 use common::panic_message;
+#[path = "common/bits.rs"]
+mod bits;
+use bits::bits;
 
 fn f32s(v: &[f32], shape: &[usize]) -> Tensor {
     Tensor::from_slice(v, shape)
@@ -56,36 +59,6 @@ fn rand_f64(shape: &[usize], seed: u64) -> Tensor {
         .map(|x| x as f64)
         .collect();
     Tensor::from_vec(v, shape)
-}
-
-/// The raw bits of every element of `t` (any dtype), so that comparisons
-/// are exact (NaN == NaN, -0.0 != 0.0) and dtype-agnostic.
-fn bits(t: &Tensor) -> Vec<u64> {
-    match t.dtype() {
-        DType::F32 => t
-            .to_vec::<f32>()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::F64 => t.to_vec::<f64>().iter().map(|x| x.to_bits()).collect(),
-        DType::F16 => t
-            .to_vec::<half::f16>()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::BF16 => t
-            .to_vec::<half::bf16>()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::Bool => t.to_vec::<bool>().iter().map(|&x| x as u64).collect(),
-        DType::U8 => t.to_vec::<u8>().iter().map(|&x| x as u64).collect(),
-        DType::U32 => t.to_vec::<u32>().iter().map(|&x| x as u64).collect(),
-        DType::I32 => t.to_vec::<i32>().iter().map(|&x| x as u32 as u64).collect(),
-        DType::I64 => t.to_vec::<i64>().iter().map(|&x| x as u64).collect(),
-        DType::U64 => t.to_vec::<u64>(),
-        d => panic!("bits: add {d}"),
-    }
 }
 
 /// `a` and `b` have the same dtype, shape and bits.

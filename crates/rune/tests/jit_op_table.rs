@@ -39,8 +39,11 @@
 //! many entries on disjoint inputs), so the C compiler runs once per batch;
 //! a batch that fails is rerun entry by entry to name the entry.
 
+#[path = "common/bits.rs"]
+mod bits;
 #[path = "../../nx/tests/common/mod.rs"]
 mod common;
+use bits::same_bits;
 
 use common::strided_copy;
 use common::table::{all_cases, OpCase};
@@ -59,70 +62,6 @@ const REFUSED: &[(&str, &str)] = &[
 
 /// Entries per compiled batch.
 const BATCH: usize = 48;
-
-/// Every element's bits, widened to u64.
-fn bits(t: &Tensor) -> Vec<u64> {
-    use half::{bf16, f16};
-    match t.dtype() {
-        DType::Bool => t.to_vec::<bool>().iter().map(|&b| b as u64).collect(),
-        DType::U8 => t.to_vec::<u8>().iter().map(|&x| x as u64).collect(),
-        DType::U16 => t.to_vec::<u16>().iter().map(|&x| x as u64).collect(),
-        DType::U32 => t.to_vec::<u32>().iter().map(|&x| x as u64).collect(),
-        DType::U64 => t.to_vec::<u64>(),
-        DType::I8 => t.to_vec::<i8>().iter().map(|&x| x as u8 as u64).collect(),
-        DType::I16 => t.to_vec::<i16>().iter().map(|&x| x as u16 as u64).collect(),
-        DType::I32 => t.to_vec::<i32>().iter().map(|&x| x as u32 as u64).collect(),
-        DType::I64 => t.to_vec::<i64>().iter().map(|&x| x as u64).collect(),
-        DType::F16 => t
-            .to_vec::<f16>()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::BF16 => t
-            .to_vec::<bf16>()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::F32 => t
-            .to_vec::<f32>()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::F64 => t.to_vec::<f64>().iter().map(|x| x.to_bits()).collect(),
-    }
-}
-
-fn is_nan_bits(dtype: DType, b: u64) -> bool {
-    match dtype {
-        DType::F16 => (b & 0x7c00) == 0x7c00 && (b & 0x03ff) != 0,
-        DType::BF16 => (b & 0x7f80) == 0x7f80 && (b & 0x007f) != 0,
-        DType::F32 => f32::from_bits(b as u32).is_nan(),
-        DType::F64 => f64::from_bits(b).is_nan(),
-        _ => false,
-    }
-}
-
-/// Bit-for-bit equality (NaN payloads excepted, see the module doc).
-fn same_bits(got: &Tensor, want: &Tensor) -> Result<(), String> {
-    if got.dtype() != want.dtype() || got.shape() != want.shape() {
-        return Err(format!(
-            "jit gives {} {:?}, eager {} {:?}",
-            got.dtype(),
-            got.shape(),
-            want.dtype(),
-            want.shape()
-        ));
-    }
-    let (g, w) = (bits(got), bits(want));
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        if a != b && !(is_nan_bits(got.dtype(), *a) && is_nan_bits(got.dtype(), *b)) {
-            return Err(format!(
-                "element {i}: jit bits {a:#x}, eager bits {b:#x}\njit:   {got}\neager: {want}"
-            ));
-        }
-    }
-    Ok(())
-}
 
 /// How one input of an entry reaches the jitted function.
 #[derive(Clone)]
