@@ -228,10 +228,21 @@ pub fn paths(dir: &Path, key: &str) -> (PathBuf, PathBuf) {
 /// its `.so` is not the one the `.meta` describes.
 pub fn read(dir: &Path, key: &str) -> Option<Entry> {
     let (so, meta) = paths(dir, key);
-    let text = std::fs::read_to_string(meta).ok()?;
+    let text = std::fs::read_to_string(&meta).ok()?;
     let (entry, so_hash) = decode(&text)?;
-    let bytes = std::fs::read(so).ok()?;
-    (hash(&[&bytes]) == so_hash).then_some(entry)
+    let bytes = std::fs::read(&so).ok()?;
+    if hash(&[&bytes]) != so_hash {
+        return None;
+    }
+    // A used entry is kept: `evict_old` goes by modification time.
+    for p in [&so, &meta] {
+        let now = std::time::SystemTime::now();
+        let _ = std::fs::File::options()
+            .append(true)
+            .open(p)
+            .and_then(|f| f.set_modified(now));
+    }
+    Some(entry)
 }
 
 /// Writes the `.meta` of an entry whose `.so` is already in place.
@@ -244,5 +255,72 @@ pub fn write_meta(dir: &Path, key: &str, entry: &Entry) -> Result<(), String> {
     std::fs::rename(&tmp, &meta).map_err(|e| format!("jit cache: {e}"))
 }
 
+/// Entries older than this are removed when a new one is written (each
+/// rebuild of an executable keys new entries, so old ones would pile up).
+const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(14 * 24 * 3600);
+/// Temporary files a crashed writer left behind, after this long.
+const TMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Removes entries not written for `MAX_AGE` and stale temporary files.
+/// Best effort: a file another process is using stays mapped there.
+pub fn evict_old(dir: &Path) {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for e in read.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let limit = if name.starts_with("tmp-") {
+            TMP_MAX_AGE
+        } else if name.ends_with(".so") || name.ends_with(".meta") {
+            MAX_AGE
+        } else {
+            continue;
+        };
+        let age = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| now.duration_since(t).ok());
+        if age.is_some_and(|a| a > limit) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Checks `Var` is what the plan stores (a plain index).
 const _: fn(Var) -> usize = |v| v;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn old_entries_and_stale_temporaries_are_evicted_fresh_ones_kept() {
+        let dir =
+            std::env::temp_dir().join(format!("tolk-evict-{}", crate::compile::unique_suffix()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let age = |name: &str, secs: u64| {
+            let p = dir.join(name);
+            std::fs::write(&p, b"x").unwrap();
+            let f = std::fs::File::options().append(true).open(&p).unwrap();
+            f.set_modified(SystemTime::now() - Duration::from_secs(secs))
+                .unwrap();
+        };
+        age("old.so", 20 * 24 * 3600);
+        age("old.meta", 20 * 24 * 3600);
+        age("new.so", 60);
+        age("tmp-1.c", 2 * 3600);
+        age("tmp-2.c", 60);
+        age("other.txt", 30 * 24 * 3600);
+        evict_old(&dir);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["new.so", "other.txt", "tmp-2.c"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

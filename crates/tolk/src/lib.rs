@@ -162,6 +162,7 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
             // A cache that cannot be written costs the next process a
             // compile, nothing else.
             let _ = cache::write_meta(&dir, &key, &entry);
+            cache::evict_old(&dir);
         }
         let entries = entries(&loaded, &meta);
         Program::new(g, plan, entries, Some(loaded))
