@@ -10,8 +10,8 @@
 //!   makes (sin, tan, exp2, log1p, powf, `%` = fmod, ...) are the same glibc
 //!   functions. What Rust writes itself is ported: nx's `exp_f32` (Exp and
 //!   Sigmoid on f32), `tanh_f32` and `ln_f32` (Tanh and Log on f32; f16/bf16
-//!   keep libm's tanhf/logf, as half does) ( FMA when the target has it, as `cfg!(target_feature)`
-//!   decides in Rust), std's asinh/acosh/atanh formulas, and the `libm`
+//!   keep libm's tanhf/logf, as half does), with FMA when the target has it,
+//!   as `cfg!(target_feature)` decides in Rust; std's asinh/acosh/atanh formulas, and the `libm`
 //!   crate's erff/erf (FreeBSD msun, with its own expf/exp/scalbn; nx's Erf
 //!   does not use glibc's erf). `-ffp-contract=off` keeps gcc from fusing
 //!   `a*b+c`.
