@@ -9,8 +9,9 @@
 //! - f32/f64: the same IEEE operations in the same order; the libm calls Rust
 //!   makes (sin, tan, exp2, log1p, powf, `%` = fmod, ...) are the same glibc
 //!   functions. What Rust writes itself is ported: nx's `exp_f32` (Exp and
-//!   Sigmoid on f32, FMA when the target has it, as `cfg!(target_feature)`
-//!   decides in Rust), std's asinh/acosh/atanh formulas, and the `libm`
+//!   Sigmoid on f32), `tanh_f32` and `ln_f32` (Tanh and Log on f32; f16/bf16
+//!   keep libm's tanhf/logf, as half does), with FMA when the target has it,
+//!   as `cfg!(target_feature)` decides in Rust; std's asinh/acosh/atanh formulas, and the `libm`
 //!   crate's erff/erf (FreeBSD msun, with its own expf/exp/scalbn; nx's Erf
 //!   does not use glibc's erf). `-ffp-contract=off` keeps gcc from fusing
 //!   `a*b+c`.
@@ -95,7 +96,7 @@ fn float_fn(op: UnaryOp, f64: bool) -> Option<&'static str> {
         Abs => ("fabsf", "fabs"),
         Sqrt => ("sqrtf", "sqrt"),
         Exp2 => ("exp2f", "exp2"),
-        Log => ("logf", "log"),
+        Log => ("tk_log_f32", "log"),
         Log2 => ("log2f", "log2"),
         Log1p => ("log1pf", "log1p"),
         Expm1 => ("expm1f", "expm1"),
@@ -107,7 +108,7 @@ fn float_fn(op: UnaryOp, f64: bool) -> Option<&'static str> {
         Atan => ("atanf", "atan"),
         Sinh => ("sinhf", "sinh"),
         Cosh => ("coshf", "cosh"),
-        Tanh => ("tanhf", "tanh"),
+        Tanh => ("tk_tanh_f32", "tanh"),
         Asinh => ("tk_asinh_f32", "tk_asinh_f64"),
         Acosh => ("tk_acosh_f32", "tk_acosh_f64"),
         Atanh => ("tk_atanh_f32", "tk_atanh_f64"),
@@ -118,7 +119,9 @@ fn float_fn(op: UnaryOp, f64: bool) -> Option<&'static str> {
         Round => ("tk_round_f32", "tk_round_f64"),
         Sign => ("tk_sign_f32", "tk_sign_f64"),
         Sigmoid => ("tk_sigmoid_f32", "tk_sigmoid_f64"),
-        // f32's Exp is nx's exp_f32; f64's is libm's exp (nx's exp_fast default).
+        // f32's Exp, Tanh and Log are nx's exp_f32, tanh_f32 and ln_f32
+        // (cpu/math.rs); f64's are libm's (nx's exp_fast/tanh_fast/ln_fast
+        // defaults).
         Exp => ("tk_exp_f32", "exp"),
         Neg | Rsqrt | Recip | Not => return None,
     };
@@ -163,10 +166,16 @@ pub fn unary(op: UnaryOp, dtype: DType, x: &str) -> String {
                 Recip => format!("tk_{p}_div({one}, {x})"),
                 Rsqrt => format!("tk_{p}_div({one}, tk_{p}_sqrt({x}))"),
                 Not => panic!("not on a float tensor is rejected by the op"),
-                // Everything else: half's `from_f32(self.to_f32().op())`.
+                // Everything else: half's `from_f32(self.to_f32().op())`,
+                // which calls libm's f32 function (nx's polynomial tanh and
+                // log are only specialised for f32).
                 _ => format!(
                     "tk_f32_to_{p}({}(tk_{p}_to_f32({x})))",
-                    float_fn(op, false).unwrap()
+                    match op {
+                        Tanh => "tanhf",
+                        Log => "logf",
+                        _ => float_fn(op, false).unwrap(),
+                    }
                 ),
             }
         }

@@ -161,6 +161,58 @@ static inline float tk_exp_f32(float x) {
     return p * s1 * s2;
 }
 
+/* ---- nx cpu/math.rs tanh_f32 (Tanh on f32): XLA/Eigen's rational ---------- */
+static inline float tk_tanh_f32(float x) {
+    const float c = 7.90531110763549805f;
+    float xc = x > c ? c : x; /* NaN passes */
+    float x2, p, q, r;
+    xc = xc < -c ? -c : xc;
+    x2 = xc * xc;
+    p = -2.76076847742355e-16f;
+    p = tk_mla_f32(x2, p, 2.00018790482477e-13f);
+    p = tk_mla_f32(x2, p, -8.60467152213735e-11f);
+    p = tk_mla_f32(x2, p, 5.12229709037114e-08f);
+    p = tk_mla_f32(x2, p, 1.48572235717979e-05f);
+    p = tk_mla_f32(x2, p, 6.37261928875436e-04f);
+    p = tk_mla_f32(x2, p, 4.89352455891786e-03f);
+    p = xc * p;
+    q = 1.19825839466702e-06f;
+    q = tk_mla_f32(x2, q, 1.18534705686654e-04f);
+    q = tk_mla_f32(x2, q, 2.26843463243900e-03f);
+    q = tk_mla_f32(x2, q, 4.89352518554385e-03f);
+    r = p / q;
+    r = x >= 9.0f ? 1.0f : r;
+    r = x <= -9.0f ? -1.0f : r;
+    return fabsf(x) < 0.0004f ? x : r;
+}
+/* ---- nx cpu/math.rs ln_f32 (Log on f32): musl's reduction, Cephes' logf -- */
+static inline float tk_log_f32(float x) {
+    int tiny = x < 1.17549435e-38f; /* f32::MIN_POSITIVE */
+    float xs = tiny ? x * 8388608.0f : x;
+    uint32_t ix = tk_f32_bits(xs) + (0x3f800000u - 0x3f3504f3u);
+    int32_t k = (int32_t)(ix >> 23) - 0x7f - (tiny ? 23 : 0);
+    float m = tk_f32_from_bits((ix & 0x007fffffu) + 0x3f3504f3u);
+    float f = m - 1.0f, e = (float)k, p, z, y, r;
+    p = 7.0376836292e-2f;
+    p = tk_mla_f32(p, f, -1.1514610310e-1f);
+    p = tk_mla_f32(p, f, 1.1676998740e-1f);
+    p = tk_mla_f32(p, f, -1.2420140846e-1f);
+    p = tk_mla_f32(p, f, 1.4249322787e-1f);
+    p = tk_mla_f32(p, f, -1.6668057665e-1f);
+    p = tk_mla_f32(p, f, 2.0000714765e-1f);
+    p = tk_mla_f32(p, f, -2.4999993993e-1f);
+    p = tk_mla_f32(p, f, 3.3333331174e-1f);
+    z = f * f;
+    y = f * z * p;
+    y = tk_mla_f32(e, -2.12194440e-4f, y);
+    y = tk_mla_f32(z, -0.5f, y);
+    r = tk_mla_f32(e, 0.693359375f, f + y);
+    r = x == 0.0f ? -INFINITY : r;
+    r = x < 0.0f ? tk_f32_from_bits(0x7fc00000u) : r; /* f32::NAN */
+    r = x == INFINITY ? x : r;
+    return x != x ? x : r;
+}
+
 /* ---- the libm crate (0.2.16): erff/erf, and the expf/exp/scalbn they call.
  * nx's Erf calls libm::erff / libm::erf (FreeBSD msun ports), not glibc. ---- */
 static inline float tk_libm_scalbnf(float x, int32_t n) {
