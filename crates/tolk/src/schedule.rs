@@ -420,6 +420,22 @@ pub fn schedule(g: &Graph) -> Schedule {
             }
         }
     }
+    // A computed value that is broadcast to a larger shape is computed once,
+    // at its own size: fused into the larger kernel it would be recomputed
+    // for every element it is broadcast to (sin(x) of a [500] vector inside
+    // a [500, 500] kernel: 500 times the work).
+    for e in &g.eqns {
+        if let Prim::Broadcast { shape } = &e.prim {
+            let mut v = e.inputs[0];
+            while let Some(i) = def[v].filter(|&i| kinds[i] == Kind::Movement) {
+                v = g.eqns[i].inputs[0];
+            }
+            let expands = nx::shape::numel(shape) > g.aval(v).numel();
+            if expands && def[v].is_some_and(|i| kinds[i] == Kind::Elementwise) {
+                buffers.insert(v);
+            }
+        }
+    }
     for (i, e) in g.eqns.iter().enumerate() {
         if kinds[i] == Kind::Reduce {
             buffers.insert(e.out);
