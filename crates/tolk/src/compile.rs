@@ -66,33 +66,95 @@ pub fn flags() -> Vec<&'static str> {
 /// Compiles `source` into the shared object `out` (written to a temporary
 /// name beside it, then renamed, so a reader never sees a partial file).
 pub fn build(source: &str, out: &Path, extra_flags: &[&str]) -> Result<(), String> {
+    build_units(&[source.to_string()], out, extra_flags)
+}
+
+/// Like [`build`] for several translation units, compiled by concurrent
+/// compiler processes (one core each) and linked into one shared object.
+pub fn build_units(units: &[String], out: &Path, extra_flags: &[&str]) -> Result<(), String> {
     compiler_identity()?;
     let dir = out.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("jit: cannot create {}: {e}", dir.display()))?;
     let uniq = unique_suffix();
-    let c_path = dir.join(format!("tmp-{uniq}.c"));
     let so_tmp = dir.join(format!("tmp-{uniq}.so"));
-    std::fs::write(&c_path, source)
-        .map_err(|e| format!("jit: cannot write {}: {e}", c_path.display()))?;
     let cc = compiler();
-    let result = Command::new(&cc)
-        .args(c_ops::CFLAGS)
-        .args(sanitize_flags())
-        .args(extra_flags)
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&so_tmp)
-        .arg(&c_path)
-        .arg("-lm")
-        .output();
-    let _ = std::fs::remove_file(&c_path);
+    let c_paths: Vec<PathBuf> = (0..units.len())
+        .map(|i| dir.join(format!("tmp-{uniq}-{i}.c")))
+        .collect();
+    let o_paths: Vec<PathBuf> = (0..units.len())
+        .map(|i| dir.join(format!("tmp-{uniq}-{i}.o")))
+        .collect();
+    let cleanup = |extra: &[&PathBuf]| {
+        for p in c_paths.iter().chain(&o_paths).chain(extra.iter().copied()) {
+            let _ = std::fs::remove_file(p);
+        }
+    };
+    for (p, src) in c_paths.iter().zip(units) {
+        std::fs::write(p, src).map_err(|e| format!("jit: cannot write {}: {e}", p.display()))?;
+    }
+    let failed = |o: &std::process::Output| {
+        format!(
+            "jit: internal error: the generated C did not compile:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let result = if units.len() == 1 {
+        Command::new(&cc)
+            .args(c_ops::CFLAGS)
+            .args(sanitize_flags())
+            .args(extra_flags)
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&so_tmp)
+            .arg(&c_paths[0])
+            .arg("-lm")
+            .output()
+    } else {
+        let children: Vec<std::io::Result<std::process::Child>> = c_paths
+            .iter()
+            .zip(&o_paths)
+            .map(|(c, o)| {
+                Command::new(&cc)
+                    .args(c_ops::CFLAGS)
+                    .args(sanitize_flags())
+                    .args(extra_flags)
+                    .args(["-fPIC", "-c", "-o"])
+                    .arg(o)
+                    .arg(c)
+                    .stderr(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+            })
+            .collect();
+        let mut first_error = None;
+        for child in children {
+            match child.and_then(|c| c.wait_with_output()) {
+                Ok(o) if o.status.success() => {}
+                Ok(o) => {
+                    first_error.get_or_insert(failed(&o));
+                }
+                Err(_) => {
+                    first_error.get_or_insert(no_compiler(&cc));
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            cleanup(&[&so_tmp]);
+            return Err(e);
+        }
+        Command::new(&cc)
+            .args(sanitize_flags())
+            .args(["-shared", "-o"])
+            .arg(&so_tmp)
+            .args(&o_paths)
+            .arg("-lm")
+            .output()
+    };
+    cleanup(&[]);
     let o = result.map_err(|_| no_compiler(&cc))?;
     if !o.status.success() {
         let _ = std::fs::remove_file(&so_tmp);
-        return Err(format!(
-            "jit: internal error: the generated C did not compile:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        ));
+        return Err(failed(&o));
     }
     std::fs::rename(&so_tmp, out).map_err(|e| format!("jit: cannot write {}: {e}", out.display()))
 }

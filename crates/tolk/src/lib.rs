@@ -28,6 +28,10 @@ pub use runtime::Program;
 use runtime::{KernelEntry, Plan};
 use std::time::Instant;
 
+/// Programs with at least this many kernels are compiled in several
+/// translation units at once.
+const UNIT_MIN_KERNELS: usize = 16;
+
 /// Where a compiled program came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -108,18 +112,29 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
                 )
             })
     });
-    let mut source = String::new();
+    let mut header = String::new();
     if !uses_f16 {
-        source.push_str("#define TK_NO_F16C\n");
+        header.push_str("#define TK_NO_F16C\n");
     }
-    source.push_str(c_ops::PRELUDE);
+    header.push_str(c_ops::PRELUDE);
+    // Programs with many kernels compile as one translation unit per core
+    // (concurrent compiler processes), linked into one shared object.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n_units = if sched.kernels.len() >= UNIT_MIN_KERNELS {
+        cores.min(4)
+    } else {
+        1
+    };
+    let mut units = vec![header.clone(); n_units];
     let mut kernel_sources = Vec::new();
-    for ((k, nest), name) in sched.kernels.iter().zip(&nests).zip(&names) {
+    for (i, ((k, nest), name)) in sched.kernels.iter().zip(&nests).zip(&names).enumerate() {
         let src = render::render(name, k, nest);
-        source.push('\n');
-        source.push_str(&src);
+        let unit = &mut units[i % n_units];
+        unit.push('\n');
+        unit.push_str(&src);
         kernel_sources.push((k.fused.clone(), src));
     }
+    let source_len: usize = units.iter().map(|u| u.len()).sum();
     let meta: Vec<(String, usize, nx::DType, Vec<usize>)> = sched
         .kernels
         .iter()
@@ -142,12 +157,12 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
         };
         let so = dir.join(so_name);
         let t_build = Instant::now();
-        compile::build(&source, &so, &[])?;
+        compile::build_units(&units, &so, &[])?;
         if std::env::var("TOLK_TIMING").is_ok() {
             eprintln!(
                 "tolk: cc {:.1} ms, {} bytes of C",
                 t_build.elapsed().as_secs_f64() * 1e3,
-                source.len()
+                source_len
             );
         }
         let loaded = compile::load(&so, &names)?;
