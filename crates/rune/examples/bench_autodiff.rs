@@ -30,27 +30,13 @@
 
 #[path = "common/timing.rs"]
 mod timing;
-use timing::bench;
+use timing::{bench, emit};
 
 use rune::prelude::*;
 
 #[path = "common/splitmix.rs"]
 mod splitmix;
 use splitmix::SplitMix;
-
-fn emit(id: &str, variant: &str, unit: &str, (min, median): (f64, f64)) {
-    let scale = match unit {
-        "ms" => 1e3,
-        "us" => 1e6,
-        _ => 1.0,
-    };
-    println!(
-        "{{\"id\": \"{id}\", \"framework\": \"ours\", \"variant\": \"{variant}\", \"unit\": \"{unit}\", \"min\": {}, \"median\": {}, \"threads\": {}}}",
-        min * scale,
-        median * scale,
-        nx::num_threads()
-    );
-}
 
 #[derive(Ptree, Clone)]
 struct Layer {

@@ -1,4 +1,4 @@
-//! Timing shared by the benchmark examples (`bench_autodiff`, `bench_rng`),
+//! Timing shared by the benchmark examples (`bench_autodiff`, `bench_jit`, `bench_rng`),
 //! as the anchors prescribe: untimed warmup calls, then individually timed
 //! calls; min and median reported.
 
@@ -21,4 +21,21 @@ pub fn bench<T>(mut f: impl FnMut() -> T, warmup: usize, repeats: usize) -> (f64
         .collect();
     ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (ts[0], ts[repeats / 2])
+}
+
+/// Prints one timing row as the JSON line the `bench/*.py` scripts read
+/// (`min`/`median` in seconds, scaled to `unit`: "ms" or "us").
+#[allow(dead_code)] // bench_rng prints its own rows
+pub fn emit(id: &str, variant: &str, unit: &str, (min, median): (f64, f64)) {
+    let scale = match unit {
+        "ms" => 1e3,
+        "us" => 1e6,
+        _ => 1.0,
+    };
+    println!(
+        "{{\"id\": \"{id}\", \"framework\": \"ours\", \"variant\": \"{variant}\", \"unit\": \"{unit}\", \"min\": {}, \"median\": {}, \"threads\": {}}}",
+        min * scale,
+        median * scale,
+        nx::num_threads()
+    );
 }
