@@ -397,6 +397,32 @@ fn matmul_larger_products_use_every_path() {
 }
 
 #[test]
+#[cfg(target_arch = "x86_64")]
+fn float_products_flush_subnormals_and_leave_the_caller_mode_alone() {
+    // Products treat subnormal inputs as zero and flush subnormal results
+    // (as XLA's CPU backend does); normal values are unaffected.
+    let tiny = f32::MIN_POSITIVE / 4.0; // subnormal
+    assert!(tiny > 0.0 && !tiny.is_normal());
+    let a = Tensor::from_slice(&[tiny, 1.0], &[1, 2]);
+    let b = Tensor::from_slice(&[1.0f32, 2.0], &[2, 1]);
+    assert_eq!(a.matmul(&b).to_vec::<f32>(), vec![2.0]);
+    let a = Tensor::from_slice(&[tiny], &[1, 1]);
+    assert_eq!(a.matmul(&Tensor::from_slice(&[1.0f32], &[1, 1])).to_vec::<f32>(), vec![0.0]);
+    // A result that would be subnormal: 2^-70 * 2^-70 = 2^-140.
+    let s = Tensor::from_slice(&[2f64.powi(-70) as f32], &[1, 1]);
+    assert_eq!(s.matmul(&s).to_vec::<f32>(), vec![0.0]);
+    let tiny64 = f64::MIN_POSITIVE / 4.0;
+    let a = Tensor::from_slice(&[tiny64], &[1, 1]);
+    assert_eq!(a.matmul(&Tensor::from_slice(&[1.0f64], &[1, 1])).to_vec::<f64>(), vec![0.0]);
+    // The calling thread's floating-point mode is restored afterwards:
+    // elementwise operations and plain Rust arithmetic keep subnormals.
+    let x = Tensor::from_slice(&[tiny], &[1]);
+    assert_eq!((&x * &Tensor::scalar(1.0f32)).to_vec::<f32>(), vec![tiny]);
+    let half = std::hint::black_box(tiny) * std::hint::black_box(0.5f32);
+    assert_eq!(half, f32::from_bits(tiny.to_bits() / 2));
+}
+
+#[test]
 fn matmul_integers_wrap_and_bools_or() {
     let a = Tensor::from_slice(&[i32::MAX, 2], &[1, 2]);
     let b = Tensor::from_slice(&[2i32, 3], &[2, 1]);

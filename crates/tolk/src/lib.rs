@@ -91,9 +91,26 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
         frees: sched.frees.clone(),
     };
     let nests: Vec<render::LoopNest> = sched.kernels.iter().map(render::lower).collect();
-    let names: Vec<String> = (0..sched.kernels.len())
-        .map(|i| format!("tk_k{i}"))
-        .collect();
+    // Kernels whose C is the same (the same loop nest over buffers of other
+    // shapes that lower to the same loops, as a 1-D elementwise pass of any
+    // length does) share one compiled function: `names[i]` is the function
+    // kernel `i` calls, and `bodies` holds each distinct function once.
+    let mut names: Vec<String> = Vec::with_capacity(sched.kernels.len());
+    let mut bodies: Vec<(String, String)> = Vec::new();
+    let mut kernel_sources = Vec::new();
+    let mut by_text: std::collections::HashMap<String, usize> = Default::default();
+    for (k, nest) in sched.kernels.iter().zip(&nests) {
+        let text = render::render("TK_NAME", k, nest);
+        let next = bodies.len();
+        let f = *by_text.entry(text.clone()).or_insert(next);
+        if f == next {
+            let name = format!("tk_k{f}");
+            bodies.push((name.clone(), text.replace("TK_NAME", &name)));
+        }
+        let (name, src) = &bodies[f];
+        names.push(name.clone());
+        kernel_sources.push((k.fused.clone(), src.clone()));
+    }
     // immintrin.h (for the F16C conversions) is most of a small program's
     // compile time: include it only for programs with f16 values.
     let uses_f16 = sched.kernels.iter().any(|k| {
@@ -120,19 +137,16 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
     // Programs with many kernels compile as one translation unit per core
     // (concurrent compiler processes), linked into one shared object.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let n_units = if sched.kernels.len() >= UNIT_MIN_KERNELS {
+    let n_units = if bodies.len() >= UNIT_MIN_KERNELS {
         cores.min(4)
     } else {
         1
     };
     let mut units = vec![header.clone(); n_units];
-    let mut kernel_sources = Vec::new();
-    for (i, ((k, nest), name)) in sched.kernels.iter().zip(&nests).zip(&names).enumerate() {
-        let src = render::render(name, k, nest);
+    for (i, (_, src)) in bodies.iter().enumerate() {
         let unit = &mut units[i % n_units];
         unit.push('\n');
-        unit.push_str(&src);
-        kernel_sources.push((k.fused.clone(), src));
+        unit.push_str(src);
     }
     let source_len: usize = units.iter().map(|u| u.len()).sum();
     let meta: Vec<(String, usize, nx::DType, Vec<usize>)> = sched
