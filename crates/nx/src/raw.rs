@@ -3,13 +3,17 @@
 //! storage for generated code, and the kernels' thread pool.
 //!
 //! tolk (the compiler) calls these; user code has no reason to. The pointers
-//! are only valid while their guard lives, and the guards are the storage's
-//! own read/write locks, so a compiled kernel never races an `assign`.
+//! of `read`/`write` are only valid while their guard lives, and the guards
+//! are the storage's own read/write locks, so a compiled kernel never races
+//! an `assign`. A [`Slab`] is the exception: a program's private buffer
+//! whose pointer is handed out without a lock (its owner guarantees that no
+//! other thread sees it).
 
 use crate::dtype::DType;
 use crate::prim::Prim;
 use crate::storage::{ReadGuard, Storage, WriteGuard};
 use crate::tensor::Tensor;
+use std::sync::Arc;
 
 /// Runs `prim`'s eager kernel on concrete inputs, bypassing the trace stack.
 /// Panics on a traced input.
@@ -86,4 +90,48 @@ pub fn write(t: &Tensor) -> WriteView<'_> {
 /// too); returns when all are done.
 pub fn parallel_for(parts: usize, f: &(dyn Fn(usize) + Sync)) {
     crate::cpu::pool::for_each(parts, f)
+}
+
+/// A buffer that a compiled program keeps across calls (one slot of its
+/// arena): tensors of any dtype and shape that fit are views of it, and
+/// generated code writes it through [`Slab::ptr`] without taking its lock.
+pub struct Slab {
+    storage: Arc<Storage>,
+}
+
+impl Slab {
+    /// A slab of `bytes` bytes (contents unspecified but initialized).
+    pub fn new(bytes: usize) -> Slab {
+        Slab {
+            storage: Arc::new(Storage::new(DType::U8, bytes)),
+        }
+    }
+
+    /// A contiguous `dtype` tensor of `shape` starting `byte_offset` bytes
+    /// into the slab (a multiple of the dtype's size). Panics if it does
+    /// not fit.
+    pub fn view(&self, byte_offset: usize, dtype: DType, shape: &[usize]) -> Tensor {
+        let size = dtype.size_in_bytes();
+        let bytes = crate::shape::numel(shape) * size;
+        assert!(
+            byte_offset % size == 0 && byte_offset + bytes <= self.storage.len_bytes(),
+            "nx::raw::Slab::view: {bytes} bytes at {byte_offset} do not fit in a slab of {}",
+            self.storage.len_bytes()
+        );
+        let mut layout = crate::layout::Layout::contiguous(shape);
+        layout.offset = byte_offset / size;
+        Tensor::from_value(dtype, layout, self.storage.clone())
+    }
+
+    /// The slab's first byte. Reading or writing through it is sound only
+    /// while no other thread accesses the slab or its views: the owner must
+    /// keep them to itself.
+    pub fn ptr(&self) -> *mut u8 {
+        self.storage.as_ptr()
+    }
+}
+
+/// Whether two concrete tensors are views of the same storage.
+pub fn shares_storage(a: &Tensor, b: &Tensor) -> bool {
+    Arc::ptr_eq(&a.value().storage, &b.value().storage)
 }

@@ -248,6 +248,12 @@ impl Storage {
         self.bytes
     }
 
+    /// The first byte, for a program's private buffer (`raw::Slab`), which
+    /// its owner accesses without the lock.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
     /// Address of the first byte, for telling storages apart (overlap checks).
     pub fn addr(&self) -> usize {
         self.ptr.as_ptr() as usize

@@ -4,11 +4,19 @@
 //! place; a non-contiguous one is copied for the kernels that read it
 //! (kernels are compiled for contiguous buffers), while library steps read
 //! it as it is, as eager does (a reduction over a strided view sums in a
-//! different order than over its contiguous copy); each kernel writes a fresh buffer from nx's caching
-//! allocator, and a buffer is dropped at its last use (known at compile
-//! time), so the next same-sized buffer reuses its memory: the allocator's
-//! size buckets are the arena. Outputs are the kernels' buffers themselves.
-//! Writebacks are replayed into the caller's input tensors after the steps.
+//! different order than over its contiguous copy).
+//!
+//! Intermediates that kernels write live in the program's arena: one
+//! buffer allocated with the program and kept across calls, cut into
+//! slots; each value is assigned at compile time to a slot that no value
+//! alive at the same time uses ([`ArenaLayout`]). Kernels write and read
+//! arena values through the slots' addresses, with no allocation and no
+//! lock. Outputs and writeback values (and values
+//! that an output is a view of) are fresh buffers every call, computed in
+//! place by their kernel; library steps (GEMM, gather, ...) allocate their
+//! results from nx's caching allocator, and every buffer that is not in
+//! the arena is dropped at its last use. Writebacks are replayed into the
+//! caller's input tensors after the steps.
 
 use crate::compile::{KernelFn, Loaded};
 use crate::graph::{Graph, Var};
@@ -50,6 +58,14 @@ pub struct Program {
     /// eager) and, for the non-contiguous ones, a contiguous copy made once
     /// at compile time (what kernels read).
     consts: Vec<(Var, Tensor, Option<Tensor>)>,
+    /// The arena (kept alive: `arena_views` and `arena_ptrs` point into it).
+    _arena: nx::raw::Slab,
+    /// Per variable living in the arena: its tensor (a view of its slot)
+    /// and the slot's address.
+    arena_views: Vec<Option<Tensor>>,
+    arena_ptrs: Vec<Option<*mut u8>>,
+    /// Reused argument array of kernel calls.
+    scratch: RefCell<Vec<*mut u8>>,
     slots: RefCell<Vec<Option<Tensor>>>,
     /// Contiguous copies of non-contiguous slots (inputs, constants) for
     /// kernels, which address their arguments as dense row-major buffers.
@@ -58,11 +74,18 @@ pub struct Program {
 
 /// The argument array of one kernel call, shared by the threads running
 /// its parts.
-struct Args(Vec<*mut u8>);
+struct Args<'a>(&'a [*mut u8]);
 // SAFETY: the pointers address buffers that outlive the call (their guards
-// are held by the caller); parts read the inputs and write disjoint ranges
+// are held by the caller, or they are slabs of the program's arena, which
+// no other thread sees); parts read the inputs and write disjoint ranges
 // of the output.
-unsafe impl Sync for Args {}
+unsafe impl Sync for Args<'_> {}
+
+impl Args<'_> {
+    fn as_ptr(&self) -> *const *mut u8 {
+        self.0.as_ptr()
+    }
+}
 
 fn contiguous(t: &Tensor) -> Tensor {
     if t.is_contiguous() {
@@ -85,12 +108,36 @@ impl Program {
             .map(|(v, t)| (*v, t.clone(), (!t.is_contiguous()).then(|| contiguous(t))))
             .collect();
         let n = graph.avals.len();
+        let layout = ArenaLayout::new(&graph, &plan);
+        // One allocation: slot `i` starts at `offsets[i]` (64-byte aligned,
+        // as nx's own buffers).
+        let mut offsets = Vec::with_capacity(layout.slab_bytes.len());
+        let mut total = 0;
+        for &b in &layout.slab_bytes {
+            offsets.push(total);
+            total += b.next_multiple_of(64);
+        }
+        let arena = nx::raw::Slab::new(total);
+        let mut arena_views = vec![None; n];
+        let mut arena_ptrs = vec![None; n];
+        for (v, slot) in layout.slab_of.iter().enumerate() {
+            if let Some(i) = *slot {
+                let a = graph.aval(v);
+                arena_views[v] = Some(arena.view(offsets[i], a.dtype, &a.shape));
+                // In bounds: `offsets[i] + slab_bytes[i] <= total`.
+                arena_ptrs[v] = Some(arena.ptr().wrapping_add(offsets[i]));
+            }
+        }
         Program {
             graph,
             plan,
             kernels,
             _loaded: loaded,
             consts,
+            _arena: arena,
+            arena_views,
+            arena_ptrs,
+            scratch: RefCell::new(Vec::new()),
             slots: RefCell::new(vec![None; n]),
             dense: RefCell::new(vec![None; n]),
         }
@@ -133,20 +180,46 @@ impl Program {
             match step {
                 Step::Kernel { kernel, out, args } => {
                     let entry = &self.kernels[*kernel];
-                    let o = nx::raw::alloc(entry.out_dtype, &entry.shape);
-                    let numel = o.numel();
-                    if numel > 0 {
+                    let o = match &self.arena_views[*out] {
+                        Some(t) => t.clone(),
+                        None => nx::raw::alloc(entry.out_dtype, &entry.shape),
+                    };
+                    if o.numel() > 0 {
                         for a in args {
                             let t = slots[*a].as_ref().unwrap();
                             if dense[*a].is_none() && !t.is_contiguous() {
                                 dense[*a] = Some(contiguous(t));
                             }
                         }
-                        let ins: Vec<&Tensor> = args
-                            .iter()
-                            .map(|a| dense[*a].as_ref().or(slots[*a].as_ref()).unwrap())
-                            .collect();
-                        call_kernel(entry, &o, &ins, numel);
+                        // Arena values are addressed through their slab;
+                        // every other buffer under its storage's lock.
+                        let mut guards = Vec::new();
+                        let mut ptrs = self.scratch.borrow_mut();
+                        ptrs.clear();
+                        let write = match self.arena_ptrs[*out] {
+                            Some(p) => {
+                                ptrs.push(p);
+                                None
+                            }
+                            None => {
+                                let w = nx::raw::write(&o);
+                                ptrs.push(w.ptr());
+                                Some(w)
+                            }
+                        };
+                        for a in args {
+                            match self.arena_ptrs[*a] {
+                                Some(p) => ptrs.push(p),
+                                None => {
+                                    let t = dense[*a].as_ref().or(slots[*a].as_ref()).unwrap();
+                                    let r = nx::raw::read(t);
+                                    ptrs.push(r.ptr() as *mut u8);
+                                    guards.push(r);
+                                }
+                            }
+                        }
+                        call_kernel(entry, &ptrs, o.numel());
+                        drop(write);
                     }
                     slots[*out] = Some(o);
                 }
@@ -158,7 +231,17 @@ impl Program {
                             .iter()
                             .map(|a| slots[*a].as_ref().unwrap())
                             .collect();
-                        nx::raw::eval(e.prim.clone(), &ins)
+                        let out = nx::raw::eval(e.prim.clone(), &ins);
+                        // Only movement steps may return a view of an
+                        // input (the arena layout extends their sources'
+                        // lifetimes); any other result is fresh.
+                        debug_assert!(
+                            crate::schedule::is_movement(&e.prim)
+                                || ins.iter().all(|t| !nx::raw::shares_storage(t, &out)),
+                            "tolk: {} returned a view of its input",
+                            e.prim.name()
+                        );
+                        out
                     };
                     slots[e.out] = Some(out);
                 }
@@ -188,12 +271,7 @@ impl Program {
     }
 }
 
-fn call_kernel(entry: &KernelEntry, out: &Tensor, ins: &[&Tensor], numel: usize) {
-    let reads: Vec<nx::raw::ReadView<'_>> = ins.iter().map(|t| nx::raw::read(t)).collect();
-    let write = nx::raw::write(out);
-    let mut ptrs = Vec::with_capacity(1 + reads.len());
-    ptrs.push(write.ptr());
-    ptrs.extend(reads.iter().map(|r| r.ptr() as *mut u8));
+fn call_kernel(entry: &KernelEntry, ptrs: &[*mut u8], numel: usize) {
     let args = Args(ptrs);
     let outer = entry.outer;
     let f = entry.f;
@@ -203,7 +281,7 @@ fn call_kernel(entry: &KernelEntry, out: &Tensor, ins: &[&Tensor], numel: usize)
         // allocates outputs from the kernel's own shape; inputs match the
         // graph's avals, checked by the caller's signature lookup), and the
         // kernel reads and writes only within `0..outer` of its loop nest.
-        unsafe { f(args.0.as_ptr(), 0, outer as i64) };
+        unsafe { f(args.as_ptr(), 0, outer as i64) };
         return;
     }
     let parts = numel.div_ceil(PAR_CHUNK).min(outer);
@@ -212,6 +290,165 @@ fn call_kernel(entry: &KernelEntry, out: &Tensor, ins: &[&Tensor], numel: usize)
         let lo = outer * p / parts;
         let hi = outer * (p + 1) / parts;
         // SAFETY: as above; parts cover disjoint ranges of the outer loop.
-        unsafe { f(args.0.as_ptr(), lo as i64, hi as i64) };
+        unsafe { f(args.as_ptr(), lo as i64, hi as i64) };
     });
+}
+
+/// Which intermediates live in the arena, and in which slot ("slab").
+///
+/// A value lives in the arena when a kernel writes it and no output or
+/// writeback is it or a view of it. Its lifetime runs from the step that
+/// writes it to the last step reading it or any view of it (eager view
+/// steps share their source's storage). Slabs are assigned in step order:
+/// a value takes the smallest free slab large enough, else grows the
+/// largest free one, else opens a new one; a slab is free again after the
+/// step where its value dies.
+#[derive(Debug, PartialEq)]
+pub(crate) struct ArenaLayout {
+    /// Per variable: its slab.
+    pub slab_of: Vec<Option<usize>>,
+    pub slab_bytes: Vec<usize>,
+}
+
+impl ArenaLayout {
+    pub(crate) fn new(g: &Graph, plan: &Plan) -> ArenaLayout {
+        let n = g.avals.len();
+        if !crate::compile::sanitize_flags().is_empty() {
+            // Sanitized builds (fuzzing) give every value its own
+            // allocation, so that AddressSanitizer sees each buffer's ends.
+            return ArenaLayout {
+                slab_of: vec![None; n],
+                slab_bytes: Vec::new(),
+            };
+        }
+        // The storage each value is a view of (itself unless a view step).
+        let mut root: Vec<Var> = (0..n).collect();
+        for step in &plan.steps {
+            if let Step::Library { eqn } = step {
+                let e = &g.eqns[*eqn];
+                if crate::schedule::is_movement(&e.prim) {
+                    root[e.out] = root[e.inputs[0]];
+                }
+            }
+        }
+        let mut banned = vec![false; n];
+        for &v in g.outputs.iter().chain(g.writebacks.iter().map(|(_, v)| v)) {
+            banned[root[v]] = true;
+        }
+        let mut end = vec![0usize; n];
+        for (s, step) in plan.steps.iter().enumerate() {
+            let reads: &[Var] = match step {
+                Step::Kernel { args, .. } => args,
+                Step::Library { eqn } => &g.eqns[*eqn].inputs,
+            };
+            for &v in reads {
+                end[root[v]] = s;
+            }
+        }
+        let mut slab_of = vec![None; n];
+        let mut slab_bytes: Vec<usize> = Vec::new();
+        let mut free: Vec<usize> = Vec::new();
+        let mut dies: Vec<Vec<usize>> = vec![Vec::new(); plan.steps.len()];
+        for (s, step) in plan.steps.iter().enumerate() {
+            if let Step::Kernel { out, .. } = step {
+                let v = *out;
+                if !banned[v] {
+                    let a = g.aval(v);
+                    let bytes = a.numel() * a.dtype.size_in_bytes();
+                    let fit = free
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, &b)| slab_bytes[b] >= bytes)
+                        .min_by_key(|(_, &b)| slab_bytes[b])
+                        .map(|(i, _)| i);
+                    let largest = free
+                        .iter()
+                        .enumerate()
+                        .max_by_key(|(_, &b)| slab_bytes[b])
+                        .map(|(i, _)| i);
+                    let slab = match fit.or(largest) {
+                        Some(i) => free.swap_remove(i),
+                        None => {
+                            slab_bytes.push(0);
+                            slab_bytes.len() - 1
+                        }
+                    };
+                    slab_bytes[slab] = slab_bytes[slab].max(bytes);
+                    slab_of[v] = Some(slab);
+                    dies[end[v].max(s)].push(slab);
+                }
+            }
+            free.extend(dies[s].drain(..));
+        }
+        ArenaLayout {
+            slab_of,
+            slab_bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Eqn;
+    use nx::{Aval, DType};
+
+    fn kernel(out: Var, args: &[Var]) -> Step {
+        Step::Kernel {
+            kernel: 0,
+            out,
+            args: args.to_vec(),
+        }
+    }
+
+    /// Every pair of arena values alive at the same step has distinct slabs,
+    /// each slab fits its values, and dead values' slabs are reused.
+    #[test]
+    fn arena_reuses_dead_slabs_and_never_overlaps_live_values() {
+        let mut g = Graph::default();
+        let f = |n: usize| Aval::new(&[n], DType::F32);
+        let x = g.new_var(f(256));
+        let v1 = g.new_var(f(256));
+        let v2 = g.new_var(f(256));
+        let v3 = g.new_var(f(64));
+        let view = g.new_var(Aval::new(&[16, 16], DType::F32));
+        let v4 = g.new_var(f(512));
+        let out = g.new_var(f(512));
+        g.inputs = vec![x];
+        // v1 is read through an eager view (a reshape) at the last step.
+        g.eqns.push(Eqn {
+            prim: nx::Prim::Reshape { shape: vec![16, 16] },
+            inputs: vec![v1],
+            out: view,
+        });
+        g.outputs = vec![out];
+        let steps = vec![
+            kernel(v1, &[x]),            // 0
+            kernel(v2, &[v1]),           // 1
+            Step::Library { eqn: 0 },    // 2: view = reshape(v1)
+            kernel(v3, &[v2]),           // 3: v2 dies here
+            kernel(v4, &[v3]),           // 4: v3 dies here; may reuse v2's slab (grown)
+            kernel(out, &[v4, view]),    // 5: v1 (through its view) and v4 die
+        ];
+        let plan = Plan {
+            frees: vec![Vec::new(); steps.len()],
+            steps,
+        };
+        let a = ArenaLayout::new(&g, &plan);
+        assert_eq!(a.slab_of[x], None, "inputs are not in the arena");
+        assert_eq!(a.slab_of[out], None, "outputs are fresh buffers");
+        let live = [(v1, 0, 5), (v2, 1, 3), (v3, 3, 4), (v4, 4, 5)];
+        for &(v, ..) in &live {
+            let s = a.slab_of[v].expect("kernel intermediates are in the arena");
+            assert!(a.slab_bytes[s] >= g.aval(v).numel() * 4);
+        }
+        for &(u, us, ue) in &live {
+            for &(v, vs, ve) in &live {
+                if u < v && us <= ve && vs <= ue {
+                    assert_ne!(a.slab_of[u], a.slab_of[v], "{u} and {v} overlap in time");
+                }
+            }
+        }
+        assert_eq!(a.slab_bytes.len(), 3, "four values, at most three alive at once");
+    }
 }

@@ -199,6 +199,11 @@ fn kind(prim: &Prim) -> Kind {
     }
 }
 
+/// Whether `prim` is a movement primitive (a view of its input).
+pub(crate) fn is_movement(prim: &Prim) -> bool {
+    kind(prim) == Kind::Movement
+}
+
 /// Applies a movement primitive to a layout; `None` when a reshape needs a copy.
 fn apply_movement(prim: &Prim, l: &Layout) -> Option<Layout> {
     match prim {
