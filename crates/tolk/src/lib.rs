@@ -58,6 +58,7 @@ pub struct Compiled {
 pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
     let start = Instant::now();
     let g = simplify::simplify(graph);
+    let t_simplify = start.elapsed().as_secs_f64();
     let cache_dir = if use_cache { cache::dir() } else { None };
     let cc = compile::compiler_identity();
     let key = cache::key(
@@ -77,13 +78,15 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
             }
         }
     }
-    let t_simplify = start.elapsed().as_secs_f64();
+    let t_key = start.elapsed().as_secs_f64();
     let sched = schedule::schedule(&g);
     if std::env::var("TOLK_TIMING").is_ok() {
         eprintln!(
-            "tolk: simplify {:.1} ms, schedule {:.1} ms",
+            "tolk: {} equations; simplify {:.1} ms, cache key and lookup {:.1} ms, schedule {:.1} ms",
+            g.eqns.len(),
             t_simplify * 1e3,
-            (start.elapsed().as_secs_f64() - t_simplify) * 1e3
+            (t_key - t_simplify) * 1e3,
+            (start.elapsed().as_secs_f64() - t_key) * 1e3
         );
     }
     let plan = Plan {

@@ -347,7 +347,8 @@ impl ArenaLayout {
         }
         let mut slab_of = vec![None; n];
         let mut slab_bytes: Vec<usize> = Vec::new();
-        let mut free: Vec<usize> = Vec::new();
+        // Free slabs by size: best fit is the first at least as large.
+        let mut free: std::collections::BTreeSet<(usize, usize)> = Default::default();
         let mut dies: Vec<Vec<usize>> = vec![Vec::new(); plan.steps.len()];
         for (s, step) in plan.steps.iter().enumerate() {
             if let Step::Kernel { out, .. } = step {
@@ -355,19 +356,16 @@ impl ArenaLayout {
                 if !banned[v] {
                     let a = g.aval(v);
                     let bytes = a.numel() * a.dtype.size_in_bytes();
-                    let fit = free
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, &b)| slab_bytes[b] >= bytes)
-                        .min_by_key(|(_, &b)| slab_bytes[b])
-                        .map(|(i, _)| i);
-                    let largest = free
-                        .iter()
-                        .enumerate()
-                        .max_by_key(|(_, &b)| slab_bytes[b])
-                        .map(|(i, _)| i);
-                    let slab = match fit.or(largest) {
-                        Some(i) => free.swap_remove(i),
+                    let pick = free
+                        .range((bytes, 0)..)
+                        .next()
+                        .or_else(|| free.last())
+                        .copied();
+                    let slab = match pick {
+                        Some(k) => {
+                            free.remove(&k);
+                            k.1
+                        }
                         None => {
                             slab_bytes.push(0);
                             slab_bytes.len() - 1
@@ -378,7 +376,9 @@ impl ArenaLayout {
                     dies[end[v].max(s)].push(slab);
                 }
             }
-            free.extend(dies[s].drain(..));
+            for slab in dies[s].drain(..) {
+                free.insert((slab_bytes[slab], slab));
+            }
         }
         ArenaLayout {
             slab_of,

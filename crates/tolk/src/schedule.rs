@@ -15,7 +15,8 @@
 
 use crate::graph::{Eqn, Graph, Var};
 use nx::{BinaryOp, CmpOp, DType, Layout, Prim, ReduceOp, UnaryOp};
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeSet;
 
 /// One node of a kernel's body, in topological order; operands are indices
 /// of earlier nodes.
@@ -474,7 +475,7 @@ pub fn schedule(g: &Graph) -> Schedule {
                 root,
                 nodes: Vec::new(),
                 args: Vec::new(),
-                memo: HashMap::new(),
+                memo: HashMap::default(),
                 depth: 0,
                 spilled: Vec::new(),
                 fused: Vec::new(),
@@ -637,7 +638,7 @@ fn plan(
         }
     }
     // Last use of every buffer.
-    let mut last: HashMap<Var, usize> = HashMap::new();
+    let mut last: HashMap<Var, usize> = HashMap::default();
     for (s, step) in steps.iter().enumerate() {
         let reads: Vec<Var> = match step {
             Step::Kernel { args, .. } => args.clone(),
