@@ -66,16 +66,8 @@ fn identity_of<'a>(g: &Graph, e: &Eqn, def: &impl Fn(Var) -> Option<&'a Eqn>) ->
     // `v`'s eager value is a fresh contiguous buffer.
     let fresh = |v: Var| {
         def(v).is_some_and(|d| {
-            !matches!(
-                d.prim,
-                Prim::Full { .. }
-                    | Prim::Iota { .. }
-                    | Prim::Reshape { .. }
-                    | Prim::Broadcast { .. }
-                    | Prim::Permute { .. }
-                    | Prim::Slice { .. }
-                    | Prim::Flip { .. }
-            )
+            !crate::schedule::is_movement(&d.prim)
+                && !matches!(d.prim, Prim::Full { .. } | Prim::Iota { .. })
         })
     };
     let found = match &e.prim {
