@@ -124,13 +124,11 @@ impl fmt::Debug for Graph {
             )?;
         }
         for e in &self.eqns {
+            let a = &self.avals[e.out];
             writeln!(
                 f,
-                "{} {} = {:?} {:?}",
-                e.out,
-                fmt_aval(&self.avals[e.out]),
-                e.prim,
-                e.inputs
+                "{} {}{:?} = {:?} {:?}",
+                e.out, a.dtype, a.shape, e.prim, e.inputs
             )?;
         }
         writeln!(f, "wb {:?}", self.writebacks)?;

@@ -52,24 +52,15 @@ fn splat<'a>(v: Var, def: &impl Fn(Var) -> Option<&'a Eqn>) -> Option<f64> {
 /// `x / 1`, `x - 0`, `-(-x)`, casts and movements that change nothing. (`x + 0`
 /// is not one for floats: `-0 + 0` is `+0`.)
 ///
-/// An arithmetic identity is dropped only when `x` is itself computed into
-/// a fresh contiguous buffer (not an input, a constant, a fill or a view):
-/// eager's result of `x * 1` is contiguous, and a library reduction sums a
-/// contiguous tensor in another order than a strided or broadcast one, so
-/// replacing it by a view of `x` would change the sum's last bits.
+/// (Dropping `x * 1` can hand a later library reduction a view of `x`
+/// where eager reduces its contiguous product; the sum's order, and so its
+/// last bits, may then differ, within the bound stated for reductions.)
 fn identity_of<'a>(g: &Graph, e: &Eqn, def: &impl Fn(Var) -> Option<&'a Eqn>) -> Option<Var> {
     let same = |v: Var| g.aval(v) == g.aval(e.out);
     let one = |v: Var| splat(v, def) == Some(1.0);
     let zero = |v: Var| splat(v, def).is_some_and(|z| z == 0.0 && z.is_sign_positive());
     let int = !g.aval(e.out).dtype.is_float();
     let x = *e.inputs.first()?;
-    // `v`'s eager value is a fresh contiguous buffer.
-    let fresh = |v: Var| {
-        def(v).is_some_and(|d| {
-            !crate::schedule::is_movement(&d.prim)
-                && !matches!(d.prim, Prim::Full { .. } | Prim::Iota { .. })
-        })
-    };
     let found = match &e.prim {
         Prim::Binary(nx::BinaryOp::Mul) if one(e.inputs[1]) => Some(x),
         Prim::Binary(nx::BinaryOp::Mul) if one(x) => Some(e.inputs[1]),
@@ -85,14 +76,11 @@ fn identity_of<'a>(g: &Graph, e: &Eqn, def: &impl Fn(Var) -> Option<&'a Eqn>) ->
             }) => Some(inputs[0]),
             _ => None,
         },
-        Prim::Reshape { .. } | Prim::Broadcast { .. } => return Some(x).filter(|&v| same(v)),
-        Prim::Permute { perm } if perm.iter().enumerate().all(|(i, &p)| i == p) => {
-            return Some(x).filter(|&v| same(v))
-        }
-        Prim::Cast(_) => Some(x),
+        Prim::Cast(_) | Prim::Reshape { .. } | Prim::Broadcast { .. } => Some(x),
+        Prim::Permute { perm } if perm.iter().enumerate().all(|(i, &p)| i == p) => Some(x),
         _ => None,
     };
-    found.filter(|&v| same(v) && fresh(v))
+    found.filter(|&v| same(v))
 }
 
 /// An equation as common-subexpression elimination compares it: the same
