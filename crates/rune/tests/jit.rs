@@ -1232,3 +1232,39 @@ fn mlp_training_trajectory_under_jit_equals_eager() {
     // The parameters really moved (the comparison is not of constants).
     assert!(max_rel_diff(&pe, &init) > 1e-3);
 }
+
+/// f32 sin and cos compile to the vectorized polynomial with a re-run of
+/// the kernel through libm when any input (loaded or computed inside the
+/// kernel) is beyond |x| = 32768, inf or NaN: the results equal eager's bit
+/// for bit either way, on one thread's range or split across the pool,
+/// including a reduction kernel (compared within the reductions' bound).
+#[test]
+fn sin_cos_beyond_the_polynomial_range_match_eager() {
+    let f = |x: &Tensor| {
+        let y = &(&x.sin() * 2.0) + &x.cos();
+        // The argument of this sin is computed in the kernel: mostly large.
+        &y + &(x * 1.0e5).sin()
+    };
+    let jf = rune::jit(f);
+    for n in [37usize, 1000, 200_000] {
+        let small = data(n, 7);
+        let mut mixed = small.clone();
+        for (i, v) in [1e5f32, -4e4, f32::INFINITY, f32::NAN, 32768.5, 1e30]
+            .into_iter()
+            .enumerate()
+        {
+            let at = (i * 7919) % n;
+            mixed[at] = v;
+        }
+        for v in [&small, &mixed] {
+            let x = f32s(v, &[n]);
+            assert_same(&jf.call(&x), &f(&x));
+            let g = |x: &Tensor| (&(x * 10.0).sin() + &x.cos()).tanh();
+            assert_same(&rune::jit(g).call(&x), &g(&x));
+        }
+    }
+    // A reduction whose summand calls sin (its kernel re-runs too).
+    let r = |x: &Tensor| (x * 4.0e4).sin().sum(&[1], false);
+    let x = rand_f32(&[8, 33], 3);
+    assert_close(&rune::jit(r).call(&x), &r(&x));
+}

@@ -7,14 +7,17 @@
 //!
 //! How each family matches Rust:
 //! - f32/f64: the same IEEE operations in the same order; the libm calls Rust
-//!   makes (sin, tan, exp2, log1p, powf, `%` = fmod, ...) are the same glibc
-//!   functions. What Rust writes itself is ported: nx's `exp_f32` (Exp and
-//!   Sigmoid on f32), `tanh_f32` and `ln_f32` (Tanh and Log on f32; f16/bf16
-//!   keep libm's tanhf/logf, as half does), with FMA when the target has it,
-//!   as `cfg!(target_feature)` decides in Rust; std's asinh/acosh/atanh formulas, and the `libm`
-//!   crate's erff/erf (FreeBSD msun, with its own expf/exp/scalbn; nx's Erf
-//!   does not use glibc's erf). `-ffp-contract=off` keeps gcc from fusing
-//!   `a*b+c`.
+//!   makes (tan, exp2, log1p, powf, `%` = fmod, f64 sin, ...) are the same
+//!   glibc functions. What Rust writes itself is ported: nx's `exp_f32` (Exp
+//!   and Sigmoid on f32), `tanh_f32`, `ln_f32`, `sin_f32` and `cos_f32`
+//!   (Tanh, Log, Sin and Cos on f32; f16/bf16 keep libm's
+//!   tanhf/logf/sinf/cosf, as half does; sin/cos call glibc's sinf/cosf
+//!   beyond |x| = 32768, which kernels do in a second run, see
+//!   [`unary_vectorized`]), with FMA when the target has it, as
+//!   `cfg!(target_feature)` decides in Rust; std's asinh/acosh/atanh
+//!   formulas, and the `libm` crate's erff/erf (FreeBSD msun, with its own
+//!   expf/exp/scalbn; nx's Erf does not use glibc's erf). `-ffp-contract=off`
+//!   keeps gcc from fusing `a*b+c`.
 //! - f16/bf16 are raw `uint16_t` bits: every operation converts to f32,
 //!   computes, and rounds back, exactly where the `half` crate does (so Rsqrt
 //!   rounds twice and Sigmoid rounds after each step); Neg flips the sign bit;
@@ -105,8 +108,8 @@ fn float_fn(op: UnaryOp, f64: bool) -> Option<&'static str> {
         Log2 => ("log2f", "log2"),
         Log1p => ("log1pf", "log1p"),
         Expm1 => ("expm1f", "expm1"),
-        Sin => ("sinf", "sin"),
-        Cos => ("cosf", "cos"),
+        Sin => ("tk_sin_f32", "sin"),
+        Cos => ("tk_cos_f32", "cos"),
         Tan => ("tanf", "tan"),
         Asin => ("asinf", "asin"),
         Acos => ("acosf", "acos"),
@@ -124,9 +127,9 @@ fn float_fn(op: UnaryOp, f64: bool) -> Option<&'static str> {
         Round => ("tk_round_f32", "tk_round_f64"),
         Sign => ("tk_sign_f32", "tk_sign_f64"),
         Sigmoid => ("tk_sigmoid_f32", "tk_sigmoid_f64"),
-        // f32's Exp, Tanh and Log are nx's exp_f32, tanh_f32 and ln_f32
-        // (cpu/math.rs); f64's are libm's (nx's exp_fast/tanh_fast/ln_fast
-        // defaults).
+        // f32's Exp, Tanh, Log, Sin and Cos are nx's exp_f32, tanh_f32,
+        // ln_f32, sin_f32 and cos_f32 (cpu/math.rs); f64's are libm's (nx's
+        // exp_fast/tanh_fast/ln_fast/sin_kernel/cos_kernel defaults).
         Exp => ("tk_exp_f32", "exp"),
         Neg | Rsqrt | Recip | Not => return None,
     };
@@ -172,13 +175,15 @@ pub fn unary(op: UnaryOp, dtype: DType, x: &str) -> String {
                 Rsqrt => format!("tk_{p}_div({one}, tk_{p}_sqrt({x}))"),
                 Not => panic!("not on a float tensor is rejected by the op"),
                 // Everything else: half's `from_f32(self.to_f32().op())`,
-                // which calls libm's f32 function (nx's polynomial tanh and
-                // log are only specialised for f32).
+                // which calls libm's f32 function (nx's polynomial tanh,
+                // log, sin and cos are only specialised for f32).
                 _ => format!(
                     "tk_f32_to_{p}({}(tk_{p}_to_f32({x})))",
                     match op {
                         Tanh => "tanhf",
                         Log => "logf",
+                        Sin => "sinf",
+                        Cos => "cosf",
                         _ => float_fn(op, false).unwrap(),
                     }
                 ),
@@ -201,6 +206,23 @@ pub fn unary(op: UnaryOp, dtype: DType, x: &str) -> String {
             }
         }
     }
+}
+
+/// The vectorizable form of an op whose exact form ([`unary`]) takes a
+/// scalar libm path for rare inputs: `(fast, guard)`, two C expressions in
+/// `x`. Where `guard` is 0, `fast` equals `unary`'s value bit for bit;
+/// where it is not, `fast` is meaningless (but computed without UB). A
+/// kernel computes `fast` for every element, ORs the guards, and when any
+/// held, runs again with `unary` (render.rs does). Today: f32 Sin and Cos
+/// (nx's `sin_f32_slice`/`cos_f32_slice` do the same in two passes). `x` is
+/// named twice: pass a variable.
+pub fn unary_vectorized(op: UnaryOp, dtype: DType, x: &str) -> Option<(String, String)> {
+    let fast = match (op, dtype) {
+        (UnaryOp::Sin, DType::F32) => "tk_sin_f32_fast",
+        (UnaryOp::Cos, DType::F32) => "tk_cos_f32_fast",
+        _ => return None,
+    };
+    Some((format!("{fast}({x})"), format!("tk_trig_big_f32({x})")))
 }
 
 /// A C expression computing `op(a, b)` for two elements of `dtype`; the

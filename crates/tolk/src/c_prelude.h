@@ -213,6 +213,48 @@ static inline float tk_log_f32(float x) {
     return x != x ? x : r;
 }
 
+/* ---- nx cpu/math.rs sin_f32 / cos_f32 (Sin and Cos on f32) --------------- */
+/* sincos_f32_impl: Cody-Waite reduction by pi/2 in four parts, musl's sin and
+ * Cephes' cos polynomials, the quadrant from the bits of the rounded
+ * multiple. Accurate for |x| <= 32768 (TRIG_BOUND); beyond (and inf, NaN)
+ * the result is replaced by glibc's sinf/cosf. No UB for any input.
+ * always_inline: gcc -O2 otherwise keeps this call out of line (too large
+ * for its inliner), and a loop with a call does not vectorize. */
+static inline __attribute__((always_inline)) float tk_sincos_f32_fast(float x, uint32_t cos_q) {
+    const float magic = 12582912.0f; /* 1.5*2^23 */
+    float t = tk_mla_f32(x, 0.63661975f, magic), n = t - magic, r, z, s, c, sv, cv, v;
+    uint32_t q = tk_f32_bits(t) + cos_q;
+    r = tk_mla_f32(n, -1.5703125f, x);
+    r = tk_mla_f32(n, -4.8351288e-4f, r);
+    r = tk_mla_f32(n, -3.138557e-7f, r);
+    r = tk_mla_f32(n, -6.0771006e-11f, r);
+    z = r * r;
+    s = 2.7183114e-6f;
+    s = tk_mla_f32(s, z, -1.9839335e-4f);
+    s = tk_mla_f32(s, z, 8.333329e-3f);
+    s = tk_mla_f32(s, z, -0.16666667f);
+    sv = tk_mla_f32(r * z, s, r);
+    c = 2.4433157e-5f;
+    c = tk_mla_f32(c, z, -1.3887316e-3f);
+    c = tk_mla_f32(c, z, 4.1666646e-2f);
+    cv = tk_mla_f32(z * z, c, tk_mla_f32(z, -0.5f, 1.0f));
+    v = (q & 1u) ? cv : sv;
+    return tk_f32_from_bits(tk_f32_bits(v) ^ ((q & 2u) << 30));
+}
+/* trig_big: whether x takes libm's path (|x| > 32768, inf, NaN). */
+static inline int tk_trig_big_f32(float x) { return !(fabsf(x) <= 32768.0f); }
+/* The polynomial alone (what a vectorized kernel computes for every element
+ * before re-running itself with tk_sin_f32 when tk_trig_big_f32 held for
+ * any). sin(-0) = -0: the polynomial gives +0 there. */
+static inline __attribute__((always_inline)) float tk_sin_f32_fast(float x) {
+    float v = tk_sincos_f32_fast(x, 0u);
+    return x == 0.0f ? x : v;
+}
+static inline __attribute__((always_inline)) float tk_cos_f32_fast(float x) { return tk_sincos_f32_fast(x, 1u); }
+/* sin_f32 / cos_f32: one element, exactly. */
+static inline float tk_sin_f32(float x) { return tk_trig_big_f32(x) ? sinf(x) : tk_sin_f32_fast(x); }
+static inline float tk_cos_f32(float x) { return tk_trig_big_f32(x) ? cosf(x) : tk_cos_f32_fast(x); }
+
 /* ---- the libm crate (0.2.16): erff/erf, and the expf/exp/scalbn they call.
  * nx's Erf calls libm::erff / libm::erf (FreeBSD msun ports), not glibc. ---- */
 static inline float tk_libm_scalbnf(float x, int32_t n) {

@@ -113,8 +113,19 @@ fn node_dtype(k: &Kernel, i: usize) -> DType {
     }
 }
 
+/// Whether the kernel has a node with a vectorized form whose rare inputs
+/// need the exact, scalar one (`c_ops::unary_vectorized`).
+fn has_guarded(k: &Kernel) -> bool {
+    k.nodes.iter().any(|n| {
+        matches!(n, Node::Unary { op, dtype, .. }
+            if c_ops::unary_vectorized(*op, *dtype, "x").is_some())
+    })
+}
+
 /// The statements computing every node, at the loop indices `i0, i1, ...`.
-fn body(k: &Kernel, nest: &LoopNest, indent: &str) -> String {
+/// With `fast`, nodes that have a vectorized form use it and OR their guard
+/// into `big`.
+fn body(k: &Kernel, nest: &LoopNest, indent: &str, fast: bool) -> String {
     let mut s = String::new();
     for (i, n) in k.nodes.iter().enumerate() {
         let t = c_ops::c_type(node_dtype(k, i));
@@ -138,7 +149,15 @@ fn body(k: &Kernel, nest: &LoopNest, indent: &str) -> String {
                 c_ops::cast(DType::I64, *dtype, &coord)
             }
             Node::Lit { dtype, bits } => c_ops::literal(*dtype, f64::from_bits(*bits)),
-            Node::Unary { op, dtype, x } => c_ops::unary(*op, *dtype, &v(x)),
+            Node::Unary { op, dtype, x } => {
+                match c_ops::unary_vectorized(*op, *dtype, &v(x)).filter(|_| fast) {
+                    Some((e, guard)) => {
+                        let _ = writeln!(s, "{indent}big |= {guard};");
+                        e
+                    }
+                    None => c_ops::unary(*op, *dtype, &v(x)),
+                }
+            }
             Node::Binary { op, dtype, a, b } => c_ops::binary(*op, *dtype, &v(a), &v(b)),
             Node::Compare { op, dtype, a, b } => c_ops::compare(*op, *dtype, &v(a), &v(b)),
             Node::Where { dtype, c, a, b } => c_ops::select(*dtype, &v(c), &v(a), &v(b)),
@@ -238,7 +257,27 @@ fn int_bound(dtype: DType, lowest: bool) -> String {
 const ACCS: usize = 8;
 
 /// C source of kernel `k` as function `name`.
+///
+/// A kernel with f32 sin/cos (`c_ops::unary_vectorized`) is two functions:
+/// `name` computes the vectorizable polynomial for every element and ORs
+/// whether any input was beyond its range; only then it calls
+/// `name_exact`, the same loops with the exact (scalar libm) forms, which
+/// rewrites `out` for `lo..hi` (the same bits wherever no guard held).
 pub fn render(name: &str, k: &Kernel, nest: &LoopNest) -> String {
+    if !has_guarded(k) {
+        return render_fn(name, k, nest, false);
+    }
+    let exact = format!("{name}_exact");
+    format!(
+        "static __attribute__((cold, noinline)) {}{}",
+        render_fn(&exact, k, nest, false),
+        render_fn(name, k, nest, true)
+    )
+}
+
+/// One kernel function; `fast`: the vectorized forms, then `name_exact`
+/// over the whole range when a guard held.
+fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "void {name}(void *const *b, int64_t lo, int64_t hi) {{");
     let _ = writeln!(
@@ -250,6 +289,9 @@ pub fn render(name: &str, k: &Kernel, nest: &LoopNest) -> String {
     for (a, &dt) in k.arg_dtypes.iter().enumerate() {
         let t = c_ops::c_type(dt);
         let _ = writeln!(s, "  const {t} *a{a} = (const {t} *)b[{}];", a + 1);
+    }
+    if fast {
+        let _ = writeln!(s, "  int big = 0;");
     }
     let nd = nest.dims.len();
     let nkept = nest.kept;
@@ -280,7 +322,7 @@ pub fn render(name: &str, k: &Kernel, nest: &LoopNest) -> String {
     }
     match k.reduce {
         None => {
-            s.push_str(&body(k, nest, &indent));
+            s.push_str(&body(k, nest, &indent, fast));
             let _ = writeln!(s, "{indent}out[{oidx}] = v{};", k.root);
         }
         Some((op, _)) => {
@@ -303,7 +345,7 @@ pub fn render(name: &str, k: &Kernel, nest: &LoopNest) -> String {
             let _ = writeln!(s, "{indent}  for (int u = 0; u < {ACCS}; u++) {{");
             let inner = format!("{indent}    ");
             let _ = writeln!(s, "{inner}int64_t i{last} = r + u;");
-            s.push_str(&body(k, nest, &inner));
+            s.push_str(&body(k, nest, &inner, fast));
             let _ = writeln!(s, "{inner}{at} acc = accs[u];");
             let _ = writeln!(s, "{inner}accs[u] = {};", acc.fold);
             let _ = writeln!(s, "{indent}  }}");
@@ -311,7 +353,7 @@ pub fn render(name: &str, k: &Kernel, nest: &LoopNest) -> String {
             let _ = writeln!(s, "{indent}for (; r < {n}; r++) {{");
             let inner = format!("{indent}  ");
             let _ = writeln!(s, "{inner}int64_t i{last} = r;");
-            s.push_str(&body(k, nest, &inner));
+            s.push_str(&body(k, nest, &inner, fast));
             let _ = writeln!(s, "{inner}{at} acc = accs[0];");
             let _ = writeln!(s, "{inner}accs[0] = {};", acc.fold);
             let _ = writeln!(s, "{indent}}}");
@@ -337,6 +379,9 @@ pub fn render(name: &str, k: &Kernel, nest: &LoopNest) -> String {
     }
     for _ in 0..nkept {
         close(&mut s, &mut indent);
+    }
+    if fast {
+        let _ = writeln!(s, "  if (big) {name}_exact(b, lo, hi);");
     }
     s.push_str("}\n");
     s

@@ -127,6 +127,41 @@ pub(crate) fn map1<T: Element, U: Element>(x: &Value, f: impl Fn(T) -> U + Sync 
     Tensor::from_storage(U::DTYPE, shape, out)
 }
 
+/// `map1` for math written a run at a time: `row(xs, out)` fills `out`
+/// from the unit-stride run `xs` (the contiguous chunks, and the rows of a
+/// strided view that steps by one), `elem` one element of any other view;
+/// both must compute the same function.
+pub(crate) fn map1_rows<T: Element, U: Element>(
+    x: &Value,
+    row: impl Fn(&[T], &mut [U]) + Sync + Send,
+    elem: impl Fn(T) -> U + Sync + Send,
+) -> Tensor {
+    let shape = &x.layout.shape;
+    let n = x.layout.numel();
+    let mut out = Storage::new(U::DTYPE, n);
+    {
+        let o = &mut out.as_mut_slice::<U>()[..n];
+        let data = x.storage.read::<T>();
+        if let Some(xs) = contiguous_slice(x, &data) {
+            fill_chunks(o, move |start, o| row(&xs[start..start + o.len()], o));
+        } else {
+            let walk = Walk::new(shape, [&x.layout.strides], [x.layout.offset]);
+            let [s] = walk.row_strides();
+            let data: &[T] = &data;
+            walk_rows(&walk, o, &|[off], o| {
+                if s == 1 {
+                    row(run(data, off, o.len()), o);
+                } else {
+                    for (i, o) in o.iter_mut().enumerate() {
+                        *o = elem(data[(off + i as isize * s) as usize]);
+                    }
+                }
+            });
+        }
+    }
+    Tensor::from_storage(U::DTYPE, shape, out)
+}
+
 /// `out[i] = f(a[i], b[i])` for two values of one shape.
 pub(crate) fn map2<A: Element, B: Element, U: Element>(
     a: &Value,
@@ -291,6 +326,14 @@ pub(crate) trait FloatElem: Element + Float {
     fn ln_fast(self) -> Self {
         self.ln()
     }
+    /// `sin` over a whole value (f32: the vectorizable polynomial).
+    fn sin_kernel(x: &Value) -> Tensor {
+        map1(x, move |v: Self| v.sin())
+    }
+    /// `cos` over a whole value (f32: the vectorizable polynomial).
+    fn cos_kernel(x: &Value) -> Tensor {
+        map1(x, move |v: Self| v.cos())
+    }
 }
 impl FloatElem for f32 {
     fn erf(self) -> Self {
@@ -310,6 +353,14 @@ impl FloatElem for f32 {
     #[inline(always)]
     fn ln_fast(self) -> Self {
         super::math::ln_f32(self)
+    }
+    /// Cody–Waite reduction and minimax polynomials (≤ 2.5 ulp) up to
+    /// |x| = 32768, libm's sinf beyond; vectorizable.
+    fn sin_kernel(x: &Value) -> Tensor {
+        map1_rows(x, super::math::sin_f32_slice, super::math::sin_f32)
+    }
+    fn cos_kernel(x: &Value) -> Tensor {
+        map1_rows(x, super::math::cos_f32_slice, super::math::cos_f32)
     }
 }
 impl FloatElem for f64 {
@@ -351,8 +402,8 @@ fn unary_float<T: FloatElem>(op: UnaryOp, x: &Value) -> Tensor {
         UnaryOp::Log2 => map1(x, move |v: T| v.log2()),
         UnaryOp::Log1p => map1(x, move |v: T| v.ln_1p()),
         UnaryOp::Expm1 => map1(x, move |v: T| v.exp_m1()),
-        UnaryOp::Sin => map1(x, move |v: T| v.sin()),
-        UnaryOp::Cos => map1(x, move |v: T| v.cos()),
+        UnaryOp::Sin => T::sin_kernel(x),
+        UnaryOp::Cos => T::cos_kernel(x),
         UnaryOp::Tan => map1(x, move |v: T| v.tan()),
         UnaryOp::Asin => map1(x, move |v: T| v.asin()),
         UnaryOp::Acos => map1(x, move |v: T| v.acos()),

@@ -1,5 +1,5 @@
-//! Branch-free f32 elementary functions (exp, tanh, ln) written so that a loop calling them
-//! vectorizes (no libm calls, no data-dependent branches, no table lookups).
+//! Branch-free f32 elementary functions (exp, tanh, ln, sin, cos) written so that a loop
+//! calling them vectorizes (no libm calls, no data-dependent branches, no table lookups).
 //!
 //! `exp_f32` follows the Cephes/Sleef scheme: `n = round(x·log2 e)`,
 //! `r = x − n·ln 2` in two parts (Cody–Waite), a degree-6 polynomial for
@@ -22,6 +22,24 @@
 //! ln(±0) = −inf, ln(x < 0) = NaN, ln(inf) = inf, NaN stays (same bits).
 //! Max error 0.83 ulp against `f64::ln` over every f32 bit pattern (FMA and
 //! not; `exhaustive_ln`).
+//!
+//! `sin_f32`/`cos_f32`: `n = round(x·2/π)` (the magic-number trick), a
+//! Cody–Waite reduction `r = x − n·π/2` with π/2 in four parts (SLEEF's
+//! `PI_A..D` halved; the first three have ≤ 9 significant bits, so every
+//! `n·part` is exact without FMA while `|n| < 2^15`), then on `|r| ≤ π/4`
+//! musl's degree-9 sin polynomial `r + r·z·S(z)` and Cephes' cos polynomial
+//! `1 − z/2 + z²·C(z)` (coefficients in f32), both computed and one chosen
+//! by bit 0 of the quadrant `n mod 4` (read from the rounding's bits), the
+//! sign flipped by bit 1. sin(±0) = ±0, cos(0) = 1 exactly, tiny inputs
+//! give `x` and 1. Max error 2.44 ulp (sin, at 12126.673) and 2.36 ulp (cos,
+//! at 27342.6) against `f64::sin`/`cos` over every f32 with
+//! `|x| ≤ TRIG_BOUND = 32768`, with FMA and without (`exhaustive_sin_cos`;
+//! the error grows with |x| through the reduction). Beyond the bound, ±inf and NaN take libm's `sinf`/`cosf` (glibc, the same bits as
+//! Rust's `f32::sin` and tolk's C): `sin_f32_slice`/`cos_f32_slice` compute
+//! the polynomial for every element in a loop that vectorizes, noting
+//! whether any input was out of range, and only then fix those elements up
+//! in a second, scalar pass; tolk's kernels re-run themselves with the
+//! per-element form in that case (`tolk::c_ops::unary_vectorized`).
 
 /// Below this, `exp(x)` rounds to 0 in f32 (`ln(2^-150) ≈ -103.97`).
 const EXP_LO: f32 = -104.0;
@@ -173,6 +191,129 @@ fn ln_f32_impl<const FMA: bool>(x: f32) -> f32 {
 #[inline(always)]
 pub(crate) fn ln_f32(x: f32) -> f32 {
     ln_f32_impl::<{ cfg!(target_feature = "fma") }>(x)
+}
+
+/// Up to this magnitude `sin_f32`/`cos_f32` use the polynomial; above it (and
+/// for ±inf and NaN) libm's `sinf`/`cosf` (the same glibc functions tolk's C
+/// calls). The four-part split of π/2 below keeps every `n·PIO2_*` product
+/// exact (without FMA) while `|n| < 2^15`, i.e. `|x| < 51471`; the bound
+/// leaves a margin and keeps the measured error ≤ 2.5 ulp.
+pub(crate) const TRIG_BOUND: f32 = 32768.0;
+/// f32(2/π).
+const FRAC_2_PI: f32 = 0.636_619_75;
+/// π/2 = PIO2_A + PIO2_B + PIO2_C + PIO2_D (+ 1.2e-18): SLEEF's four-part π
+/// (`PI_Af..PI_Df`) halved. A has 8 significant bits, B and C 9, D is f32(rest).
+const PIO2_A: f32 = 1.570_312_5;
+const PIO2_B: f32 = 4.835_128_8e-4;
+const PIO2_C: f32 = 3.138_557e-7;
+const PIO2_D: f32 = 6.077_100_6e-11;
+
+/// The polynomial path of `sin` (`COS = false`) or `cos`, accurate for
+/// `|x| ≤ TRIG_BOUND` (beyond, the result is garbage but harmless: no UB, no
+/// trap; the callers replace it).
+#[inline(always)]
+fn sincos_f32_impl<const FMA: bool, const COS: bool>(x: f32) -> f32 {
+    // n = round(x·2/π) (ties to even) by the magic-number trick; its low
+    // mantissa bits are n mod 2^22, so the quadrant is the low two bits of
+    // t's bits (plus one for cos: cos x = sin(x + π/2)).
+    let t = mla::<FMA>(x, FRAC_2_PI, ROUND_MAGIC);
+    let n = t - ROUND_MAGIC;
+    let q = t.to_bits().wrapping_add(COS as u32);
+    // Cody–Waite: r = x − n·π/2 in four steps, r in about [−π/4, π/4].
+    let r = mla::<FMA>(n, -PIO2_A, x);
+    let r = mla::<FMA>(n, -PIO2_B, r);
+    let r = mla::<FMA>(n, -PIO2_C, r);
+    let r = mla::<FMA>(n, -PIO2_D, r);
+    let z = r * r;
+    // sin r = r + r·z·S(z): musl's __sindf coefficients (a minimax fit on
+    // [−π/4, π/4]) rounded to f32.
+    let mut s = 2.718_311_4e-6f32;
+    s = mla::<FMA>(s, z, -1.983_933_5e-4);
+    s = mla::<FMA>(s, z, 8.333_329e-3);
+    s = mla::<FMA>(s, z, -0.166_666_67);
+    let sv = mla::<FMA>(r * z, s, r);
+    // cos r = 1 − z/2 + z²·C(z): Cephes' cosf coefficients.
+    let mut c = 2.443_315_7e-5f32;
+    c = mla::<FMA>(c, z, -1.388_731_6e-3);
+    c = mla::<FMA>(c, z, 4.166_664_6e-2);
+    let cv = mla::<FMA>(z * z, c, mla::<FMA>(z, -0.5, 1.0));
+    // Quadrant q: sin r, cos r, −sin r, −cos r (selects and a sign flip).
+    let v = if q & 1 != 0 { cv } else { sv };
+    let v = f32::from_bits(v.to_bits() ^ ((q & 2) << 30));
+    // sin(−0) = −0 (the polynomial gives +0 there).
+    if !COS && x == 0.0 {
+        x
+    } else {
+        v
+    }
+}
+
+/// Whether `x` takes libm's path (`|x| > TRIG_BOUND`, ±inf, NaN: the
+/// negated comparison is true for NaN).
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
+#[inline(always)]
+pub(crate) fn trig_big(x: f32) -> bool {
+    !(x.abs() <= TRIG_BOUND)
+}
+
+/// Whether `mla` fuses (the target has FMA), as tolk's C decides with `__FMA__`.
+const HAS_FMA: bool = cfg!(target_feature = "fma");
+
+/// `sin(x)` in f32 for one element: the polynomial, or libm beyond
+/// `TRIG_BOUND`. Equal to what `sin_f32_slice` writes.
+#[inline(always)]
+pub(crate) fn sin_f32(x: f32) -> f32 {
+    if trig_big(x) {
+        x.sin()
+    } else {
+        sincos_f32_impl::<HAS_FMA, false>(x)
+    }
+}
+
+/// `cos(x)` in f32 for one element (see `sin_f32`).
+#[inline(always)]
+pub(crate) fn cos_f32(x: f32) -> f32 {
+    if trig_big(x) {
+        x.cos()
+    } else {
+        sincos_f32_impl::<HAS_FMA, true>(x)
+    }
+}
+
+/// `out[i] = sin/cos(xs[i])`: the polynomial over every element (a loop that
+/// vectorizes), noting whether any element is beyond `TRIG_BOUND`; only then
+/// a second, scalar pass replaces those elements with libm's result.
+#[inline(always)]
+fn sincos_f32_slice<const COS: bool>(xs: &[f32], out: &mut [f32]) {
+    let out = &mut out[..xs.len()];
+    let mut big = false;
+    for (o, &x) in out.iter_mut().zip(xs) {
+        *o = sincos_f32_impl::<HAS_FMA, COS>(x);
+        big |= trig_big(x);
+    }
+    if big {
+        fix_big::<COS>(xs, out);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn fix_big<const COS: bool>(xs: &[f32], out: &mut [f32]) {
+    for (o, &x) in out.iter_mut().zip(xs) {
+        if trig_big(x) {
+            *o = if COS { x.cos() } else { x.sin() };
+        }
+    }
+}
+
+/// `out[i] = sin(xs[i])` (`sin_f32` per element), vectorized.
+pub(crate) fn sin_f32_slice(xs: &[f32], out: &mut [f32]) {
+    sincos_f32_slice::<false>(xs, out)
+}
+
+/// `out[i] = cos(xs[i])` (`cos_f32` per element), vectorized.
+pub(crate) fn cos_f32_slice(xs: &[f32], out: &mut [f32]) {
+    sincos_f32_slice::<true>(xs, out)
 }
 
 #[cfg(test)]
@@ -406,8 +547,188 @@ mod tests {
         }
     }
 
+    /// sin/cos with the FMA choice made explicit (the libm fallback as in
+    /// `sin_f32`/`cos_f32`).
+    fn sin_with<const FMA: bool>(x: f32) -> f32 {
+        if trig_big(x) {
+            x.sin()
+        } else {
+            sincos_f32_impl::<FMA, false>(x)
+        }
+    }
+    fn cos_with<const FMA: bool>(x: f32) -> f32 {
+        if trig_big(x) {
+            x.cos()
+        } else {
+            sincos_f32_impl::<FMA, true>(x)
+        }
+    }
+    fn sin64(x: f64) -> f64 {
+        x.sin()
+    }
+    fn cos64(x: f64) -> f64 {
+        x.cos()
+    }
+    type Trig = (&'static str, fn(f32) -> f32, fn(f64) -> f64);
+    const TRIG: [Trig; 4] = [
+        ("sin (fma)", sin_with::<true>, sin64),
+        ("sin (no fma)", sin_with::<false>, sin64),
+        ("cos (fma)", cos_with::<true>, cos64),
+        ("cos (no fma)", cos_with::<false>, cos64),
+    ];
+
+    /// Where Cody–Waite loses most: the floats nearest each multiple of π/2
+    /// up to the bound (the results closest to 0), `k` patterns either side.
+    fn near_multiples(f: fn(f32) -> f32, reference: fn(f64) -> f64, k: u32) -> (f64, f32) {
+        let mut worst = (0.0f64, 0.0f32);
+        let mut n = 1u32;
+        loop {
+            let c = (n as f64 * std::f64::consts::FRAC_PI_2) as f32;
+            if c > TRIG_BOUND {
+                break;
+            }
+            for b in c.to_bits() - k..=c.to_bits() + k {
+                for x in [f32::from_bits(b), -f32::from_bits(b)] {
+                    let e = ulp_err(f(x), reference(x as f64));
+                    if e > worst.0 {
+                        worst = (e, x);
+                    }
+                }
+            }
+            n += 1;
+        }
+        worst
+    }
+
+    #[test]
+    fn sin_cos_error_sampled() {
+        for (name, f, reference) in TRIG {
+            let (e, x) = scan(f, reference, 97);
+            eprintln!("{name}: max error {e:.3} ulp at {x:e} (every 97th pattern)");
+            assert!(e <= TRIG_ULP, "{name}({x:e}): {e} ulp");
+            let (e, x) = near_multiples(f, reference, 64);
+            eprintln!("{name}: max error {e:.3} ulp at {x:e} (near multiples of pi/2)");
+            assert!(e <= TRIG_ULP, "{name}({x:e}): {e} ulp");
+        }
+    }
+
+    #[test]
+    fn sin_cos_special_values() {
+        for (name, f, _) in TRIG {
+            let is_sin = name.starts_with("sin");
+            // ±0: sin keeps the zero's sign, cos is exactly 1.
+            for z in [0.0f32, -0.0] {
+                let want = if is_sin { z } else { 1.0 };
+                assert_eq!(f(z).to_bits(), want.to_bits(), "{name}({z})");
+            }
+            assert!(
+                f(f32::INFINITY).is_nan() && f(f32::NEG_INFINITY).is_nan(),
+                "{name}"
+            );
+            assert!(f(f32::NAN).is_nan() && f(-f32::NAN).is_nan(), "{name}");
+            // Tiny inputs: sin x = x (subnormals included), cos x = 1.
+            for x in [
+                1e-30f32,
+                -1e-30,
+                f32::from_bits(1),
+                -f32::from_bits(1),
+                1e-5,
+                -1e-4,
+            ] {
+                let want = if is_sin { x } else { 1.0 };
+                assert_eq!(f(x).to_bits(), want.to_bits(), "{name}({x:e})");
+            }
+            // Odd / even.
+            for x in [
+                0.5f32, 1.0, 2.0, 3.0, 100.0, 1234.5, 32767.0, 32768.0, 40000.0,
+            ] {
+                let (a, b) = (f(x), f(-x));
+                let want = if is_sin { -a } else { a };
+                assert_eq!(b.to_bits(), want.to_bits(), "{name}(±{x})");
+            }
+        }
+        // Beyond the bound: libm's value exactly (and at the bound itself, the
+        // polynomial).
+        for x in [32768.5f32, -32769.0, 1e5, -3.0e6, 1e20, f32::MAX, f32::MIN] {
+            for (name, f, _) in TRIG {
+                let want = if name.starts_with("sin") {
+                    x.sin()
+                } else {
+                    x.cos()
+                };
+                assert_eq!(f(x).to_bits(), want.to_bits(), "{name}({x:e})");
+            }
+        }
+        assert!(!trig_big(TRIG_BOUND) && trig_big(f32::from_bits(TRIG_BOUND.to_bits() + 1)));
+        assert_eq!(sin_f32(std::f32::consts::FRAC_PI_2), 1.0);
+        assert_eq!(cos_f32(std::f32::consts::PI), -1.0);
+    }
+
+    /// The slice kernels (polynomial pass, then the libm fix-up of big
+    /// elements) write what the per-element functions return, bit for bit.
+    #[test]
+    fn sin_cos_slices_equal_per_element() {
+        let mut xs: Vec<f32> = (0..4099).map(|i| (i as f32 - 2000.0) * 0.37).collect();
+        let mut st = 0x9e37_79b9u32;
+        for _ in 0..4000 {
+            st ^= st << 13;
+            st ^= st >> 17;
+            st ^= st << 5;
+            xs.push(f32::from_bits(st)); // any pattern: NaNs, infinities, huge
+        }
+        xs.extend([0.0, -0.0, f32::INFINITY, f32::NAN, 32768.0, 32768.004, 1e9]);
+        for only_small in [true, false] {
+            let xs: Vec<f32> = xs
+                .iter()
+                .copied()
+                .filter(|x| !only_small || !trig_big(*x))
+                .collect();
+            let mut out = vec![0.0f32; xs.len()];
+            sin_f32_slice(&xs, &mut out);
+            for (&x, &o) in xs.iter().zip(&out) {
+                assert_eq!(o.to_bits(), sin_f32(x).to_bits(), "sin({x:e})");
+            }
+            cos_f32_slice(&xs, &mut out);
+            for (&x, &o) in xs.iter().zip(&out) {
+                assert_eq!(o.to_bits(), cos_f32(x).to_bits(), "cos({x:e})");
+            }
+        }
+    }
+
+    /// Every f32 with |x| ≤ TRIG_BOUND (positive ones: the algorithm is
+    /// exactly odd/even, which `sin_cos_special_values` spot-checks and the
+    /// sampled scan covers), for each of sin/cos with and without FMA.
+    #[test]
+    #[ignore = "exhaustive: run with --ignored --release"]
+    fn exhaustive_sin_cos() {
+        for (name, f, reference) in TRIG {
+            let top = TRIG_BOUND.to_bits() as u64 + 1;
+            let worker = |lo: u64, hi: u64| {
+                let mut worst = (0.0f64, 0.0f32);
+                for b in lo..hi {
+                    let x = f32::from_bits(b as u32);
+                    let e = ulp_err(f(x), reference(x as f64));
+                    if e > worst.0 {
+                        worst = (e, x);
+                    }
+                }
+                worst
+            };
+            let (a, b) = std::thread::scope(|s| {
+                let h = s.spawn(move || worker(0, top / 2));
+                let b = worker(top / 2, top);
+                (h.join().unwrap(), b)
+            });
+            let (e, x) = if a.0 >= b.0 { a } else { b };
+            eprintln!("{name} exhaustive to {TRIG_BOUND}: max error {e:.3} ulp at {x:e}");
+            assert!(e <= TRIG_ULP, "{name}({x:e}): {e} ulp");
+        }
+    }
+
     /// Exhaustive results: tanh 4.896 ulp with FMA (at 5.126039), 6.882
     /// without (at 5.827876); ln 0.827 with FMA, 0.834 without.
     const TANH_ULP: f64 = 7.0;
     const LN_ULP: f64 = 1.0;
+    /// sin/cos: see `exhaustive_sin_cos` (results in the module docs).
+    const TRIG_ULP: f64 = 3.0;
 }
