@@ -135,3 +135,39 @@ impl Slab {
 pub fn shares_storage(a: &Tensor, b: &Tensor) -> bool {
     Arc::ptr_eq(&a.value().storage, &b.value().storage)
 }
+
+/// Runs a `Prim::DotGeneral` like [`eval`], calling `epilogue` on each block
+/// of the product's output as soon as it is computed, on the thread that
+/// computed it (see [`crate::cpu::dot::Epilogue`]): `epilogue(out, rows,
+/// cols)` gets the output's first element and a block of rows and columns
+/// of the output seen as a row-major `[R, N]` matrix, where `R` is the
+/// product of the batch and lhs free dims and `N` that of the rhs free dims.
+/// The product itself is computed exactly as by [`eval`]. The epilogue must
+/// not lock the output's storage (it is not yet a tensor anyone else sees).
+pub fn dot_general_then(
+    prim: &Prim,
+    inputs: &[&Tensor],
+    epilogue: &(dyn Fn(*mut u8, std::ops::Range<usize>, std::ops::Range<usize>) + Sync),
+) -> Tensor {
+    let Prim::DotGeneral {
+        lhs_batch,
+        rhs_batch,
+        lhs_contract,
+        rhs_contract,
+    } = prim
+    else {
+        panic!(
+            "nx::raw::dot_general_then: not a dot_general ({})",
+            prim.name()
+        );
+    };
+    crate::cpu::dot::dot_general(
+        inputs[0].value(),
+        inputs[1].value(),
+        lhs_batch,
+        rhs_batch,
+        lhs_contract,
+        rhs_contract,
+        Some(epilogue),
+    )
+}

@@ -1268,3 +1268,177 @@ fn sin_cos_beyond_the_polynomial_range_match_eager() {
     let x = rand_f32(&[8, 33], 3);
     assert_close(&rune::jit(r).call(&x), &r(&x));
 }
+
+// ------------------------------------------------------ product epilogues
+
+/// Number of kernels `f` runs as epilogues of its products, compiled
+/// without the disk cache.
+fn epilogues_of<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> usize {
+    let g = rune::make_graph(f, p);
+    tolk::compile(&g, false)
+        .expect("compiles")
+        .program
+        .num_epilogues()
+}
+
+/// `f` under jit equals `f` eagerly bit for bit (every leaf), and runs
+/// `want` epilogues: the product is the same GEMM call (and the same split
+/// across threads) as eager, and an epilogue is the fused kernel's own C,
+/// run on each block of the product's output.
+#[track_caller]
+fn check_epilogue<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q + Copy, p: &P, want: usize) {
+    let j = rune::jit(f);
+    for _ in 0..2 {
+        let (got, eager) = (j.call(p), f(p));
+        let (lg, le) = (got.leaves(), eager.leaves());
+        assert_eq!(lg.len(), le.len());
+        for (a, b) in lg.iter().zip(&le) {
+            assert_same(a, b);
+        }
+    }
+    assert_eq!(epilogues_of(f, p), want, "epilogue count");
+}
+
+#[test]
+fn bias_and_relu_after_a_product_run_as_its_epilogue_equal_to_eager() {
+    // Sizes that take each of nx's product paths: one thread; a band of
+    // rows per thread (m >= n); a band of columns per thread (m < n); one
+    // product per task (a batch); one thread for the product with a large
+    // output (an outer product), whose epilogue still splits.
+    let relu_layer = |(x, w, b): &(Tensor, Tensor, Tensor)| (x.matmul(w) + b).relu();
+    for (m, k, n) in [(8, 8, 8), (256, 128, 128), (64, 128, 512), (512, 1, 512)] {
+        let p = (
+            rand_f32(&[m, k], 1),
+            rand_f32(&[k, n], 2),
+            rand_f32(&[n], 3),
+        );
+        check_epilogue(relu_layer, &p, 1);
+    }
+    // The pre-activation and the mask as buffers of their own (a backward
+    // pass keeps the mask): a chain of three epilogues, each reading the
+    // one before at the same element.
+    let with_mask = |(x, w, b): &(Tensor, Tensor, Tensor)| {
+        let z = x.matmul(w) + b;
+        let mask = z.greater(&z.zeros_like());
+        (z.relu(), mask.cast(DType::F32) * &z, mask)
+    };
+    let p = (
+        rand_f32(&[256, 128], 1),
+        rand_f32(&[128, 128], 2),
+        rand_f32(&[128], 3),
+    );
+    check_epilogue(with_mask, &p, 4);
+    let batched = |(x, w): &(Tensor, Tensor)| (x.matmul(w) * 2.0).tanh();
+    let p = (rand_f32(&[4, 128, 64], 4), rand_f32(&[4, 64, 128], 5));
+    check_epilogue(batched, &p, 1);
+    // A batch too small for one product per thread (bands of each).
+    let p = (rand_f32(&[1, 256, 64], 6), rand_f32(&[1, 64, 256], 7));
+    check_epilogue(batched, &p, 1);
+}
+
+#[test]
+fn an_sgd_update_of_a_transposed_product_runs_as_its_epilogue() {
+    // W - lr * (x^T @ g): the product reads a transposed view; the update
+    // reads W (an input) and the product at the same element.
+    let step = |(w, x, g): &(Tensor, Tensor, Tensor)| w - x.transpose().matmul(g) * 0.01;
+    let p = (
+        rand_f32(&[784, 512], 8),
+        rand_f32(&[128, 784], 9),
+        rand_f32(&[128, 512], 10),
+    );
+    check_epilogue(step, &p, 1);
+}
+
+#[test]
+fn epilogues_read_earlier_products_and_broadcasts_at_any_layout() {
+    // The sum of two products: an epilogue of the second, reading the
+    // first (already computed) whole; a column broadcast [m, 1] and a row
+    // broadcast [n]; a returned intermediate.
+    let f = |(a, b, c, d, u, v): &(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)| {
+        let s = a.matmul(b) + c.matmul(d);
+        let t = (&s * u).exp() - v;
+        (s, t)
+    };
+    let p = (
+        rand_f32(&[96, 80], 11),
+        rand_f32(&[80, 200], 12),
+        rand_f32(&[96, 40], 13),
+        rand_f32(&[40, 200], 14),
+        rand_f32(&[96, 1], 15),
+        rand_f32(&[200], 16),
+    );
+    // `s` (a buffer: an output) and `t`.
+    check_epilogue(f, &p, 2);
+}
+
+#[test]
+fn a_product_read_transposed_is_not_an_epilogue_and_stays_exact() {
+    let f = |(a, b): &(Tensor, Tensor)| a.matmul(b).transpose() + 1.0;
+    let p = (rand_f32(&[64, 96], 17), rand_f32(&[96, 64], 18));
+    check_epilogue(f, &p, 0);
+}
+
+#[test]
+fn epilogues_of_products_of_every_path_and_dtype() {
+    // f64 and f16 (gemm), bf16 (converted to f32 and back), integers
+    // (loops), an empty contraction (k = 0) and an empty output.
+    let f = |(a, b): &(Tensor, Tensor)| a.matmul(b).abs() * 3.0;
+    for dt in [DType::F64, DType::F16, DType::BF16] {
+        let p = (
+            rand_f32(&[130, 70], 19).cast(dt),
+            rand_f32(&[70, 90], 20).cast(dt),
+        );
+        check_epilogue(f, &p, 1);
+    }
+    let ints = |n: usize, seed: u64| -> Vec<i32> {
+        data(n, seed).iter().map(|x| (x * 100.0) as i32).collect()
+    };
+    let p = (
+        Tensor::from_vec(ints(40 * 30, 21), &[40, 30]),
+        Tensor::from_vec(ints(30 * 20, 22), &[30, 20]),
+    );
+    check_epilogue(f, &p, 1);
+    let p = (
+        Tensor::zeros(&[5, 0], DType::F32),
+        Tensor::zeros(&[0, 7], DType::F32),
+    );
+    check_epilogue(f, &p, 1);
+    let p = (
+        Tensor::zeros(&[0, 4], DType::F32),
+        Tensor::zeros(&[4, 7], DType::F32),
+    );
+    check_epilogue(f, &p, 1);
+}
+
+#[test]
+fn iota_through_movement_ops_equals_eager() {
+    // Coordinates stay affine in the loop indices through permutes,
+    // slices, flips, broadcasts and reshapes that split or merge dims
+    // (rendered without division); a reshape that mixes the iota's axis
+    // with another falls back to the linear-index form. The identity
+    // matrix (jacfwd's basis) and bool/f16/u8 casts of the mask too.
+    let x = Tensor::zeros(&[1], DType::F32);
+    let f = |_: &Tensor| {
+        let a = Tensor::iota(&[6, 10], 0, DType::I32);
+        let b = Tensor::iota(&[6, 10], 1, DType::I64);
+        vec![
+            a.permute(&[1, 0]).cast(DType::F32) * 1.0,
+            a.slice(&[Slice::from(1..6).step(2), Slice::from(..).step(3)]) + 1.0,
+            b.flip(&[0, 1]) * 2.0,
+            b.reshape(&[6, 2, 5]) + 0.0,
+            b.reshape(&[60]) + 0.0,
+            a.reshape(&[3, 20]) + 0.0,
+            a.reshape(&[2, 3, 10]).flip(&[1]) + 0.0,
+            Tensor::iota(&[7], 0, DType::F64).broadcast_to(&[3, 7]) * 0.5,
+            Tensor::iota(&[4, 1, 3], 2, DType::U8).broadcast_to(&[4, 5, 3]) + 1.0,
+            Tensor::eye(37, DType::F32) + 0.0,
+            Tensor::eye(9, DType::F16) * 3.0,
+            Tensor::eye(9, DType::U8) + 1.0,
+        ]
+    };
+    let got = rune::jit(f).call(&x);
+    let want = f(&x);
+    for (a, b) in got.iter().zip(&want) {
+        assert_same(a, b);
+    }
+}

@@ -18,7 +18,7 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the entry format or the generated code's conventions change.
-const FORMAT: &str = "tolk-cache-1";
+const FORMAT: &str = "tolk-cache-2";
 
 /// The cache directory: `$XDG_CACHE_HOME/tolk/rune_jit`, XDG's default
 /// `~/.cache` (`~/Library/Caches` on macOS); `None` when `JITCACHE=0` or no
@@ -159,6 +159,9 @@ fn encode(e: &Entry, so_hash: &str) -> String {
                 s.push_str(&format!("k {kernel} {out} [{}]", join(args)))
             }
             Step::Library { eqn } => s.push_str(&format!("l {eqn}")),
+            Step::Epilogue { kernel, out, args } => {
+                s.push_str(&format!("e {kernel} {out} [{}]", join(args)))
+            }
         }
         s.push_str(&format!(" free [{}]\n", join(frees)));
     }
@@ -198,6 +201,14 @@ fn decode(text: &str) -> Option<(Entry, String)> {
             )),
             ["k", k, out, args, "free", frees] => {
                 plan.steps.push(Step::Kernel {
+                    kernel: k.parse().ok()?,
+                    out: out.parse().ok()?,
+                    args: bracket(args)?,
+                });
+                plan.frees.push(bracket(frees)?);
+            }
+            ["e", k, out, args, "free", frees] => {
+                plan.steps.push(Step::Epilogue {
                     kernel: k.parse().ok()?,
                     out: out.parse().ok()?,
                     args: bracket(args)?,

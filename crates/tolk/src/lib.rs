@@ -61,11 +61,11 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
     let t_simplify = start.elapsed().as_secs_f64();
     let cache_dir = if use_cache { cache::dir() } else { None };
     let cc = compile::compiler_identity();
-    let key = cache::key(
-        &g.structure_key(),
-        &compile::flags(),
-        cc.as_deref().unwrap_or("none"),
-    );
+    let mut flags = compile::flags();
+    if !schedule::epilogues_enabled() {
+        flags.push("no-epilogues");
+    }
+    let key = cache::key(&g.structure_key(), &flags, cc.as_deref().unwrap_or("none"));
     if let Some(dir) = &cache_dir {
         if let Some(entry) = cache::read(dir, &key) {
             if let Ok(program) = load_entry(&g, dir, &key, entry) {
@@ -232,7 +232,23 @@ fn load_entry(
     key: &str,
     entry: cache::Entry,
 ) -> Result<Program, String> {
-    let steps_ok = entry.plan.steps.iter().all(|s| match s {
+    let steps_ok = entry.plan.steps.iter().enumerate().all(|(i, s)| match s {
+        schedule::Step::Epilogue { kernel, out, args } => {
+            // An epilogue follows a product step or another epilogue.
+            let follows = i > 0
+                && match &entry.plan.steps[i - 1] {
+                    schedule::Step::Epilogue { .. } => true,
+                    schedule::Step::Library { eqn } => g
+                        .eqns
+                        .get(*eqn)
+                        .is_some_and(|e| matches!(e.prim, nx::Prim::DotGeneral { .. })),
+                    schedule::Step::Kernel { .. } => false,
+                };
+            follows
+                && *kernel < entry.kernels.len()
+                && *out < g.avals.len()
+                && args.iter().all(|a| *a < g.avals.len())
+        }
         schedule::Step::Kernel { kernel, out, args } => {
             *kernel < entry.kernels.len()
                 && *out < g.avals.len()

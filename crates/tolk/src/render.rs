@@ -21,6 +21,9 @@ pub struct LoopNest {
     pub kept: usize,
     /// For each node index that is a load: (offset, strides over `dims`).
     loads: Vec<Option<(usize, Vec<isize>)>>,
+    /// A product's epilogue (`Kernel::block`): `dims` is `[rows, cols]`
+    /// and the column range comes from the last argument (two `int64_t`).
+    pub block: bool,
 }
 
 impl LoopNest {
@@ -34,6 +37,30 @@ impl LoopNest {
 /// output and every load step through them as one (never across the
 /// boundary between kept and reduced dims).
 pub fn lower(k: &Kernel) -> LoopNest {
+    if let Some(split) = k.block {
+        let rows: usize = k.shape[..split].iter().product();
+        let cols: usize = k.shape[split..].iter().product();
+        let loads = k
+            .nodes
+            .iter()
+            .map(|n| match n {
+                Node::Load { layout, .. }
+                | Node::Iota { layout, .. }
+                | Node::Coord { layout, .. } => {
+                    let (sr, sc) = crate::schedule::strides_2d(layout, split)
+                        .expect("an epilogue's loads merge into rows and columns");
+                    Some((layout.offset, vec![sr, sc]))
+                }
+                _ => None,
+            })
+            .collect();
+        return LoopNest {
+            dims: vec![rows, cols],
+            kept: 2,
+            loads,
+            block: true,
+        };
+    }
     let nkept = k.reduce.map_or(k.shape.len(), |(_, kept)| kept);
     let groups = [0..nkept, nkept..k.shape.len()];
     let mut dims = Vec::new();
@@ -41,7 +68,7 @@ pub fn lower(k: &Kernel) -> LoopNest {
         .nodes
         .iter()
         .map(|n| match n {
-            Node::Load { layout, .. } | Node::Iota { layout, .. } => {
+            Node::Load { layout, .. } | Node::Iota { layout, .. } | Node::Coord { layout, .. } => {
                 Some((layout.offset, Vec::new()))
             }
             _ => None,
@@ -57,7 +84,10 @@ pub fn lower(k: &Kernel) -> LoopNest {
         for d in range.filter(|&d| k.shape[d] != 1) {
             gdims.push(k.shape[d]);
             for (i, n) in k.nodes.iter().enumerate() {
-                if let Node::Load { layout, .. } | Node::Iota { layout, .. } = n {
+                if let Node::Load { layout, .. }
+                | Node::Iota { layout, .. }
+                | Node::Coord { layout, .. } = n
+                {
                     gstrides[i].push(layout.strides[d]);
                 }
             }
@@ -98,13 +128,18 @@ pub fn lower(k: &Kernel) -> LoopNest {
             }
         }
     }
-    LoopNest { dims, kept, loads }
+    LoopNest {
+        dims,
+        kept,
+        loads,
+        block: false,
+    }
 }
 
 fn node_dtype(k: &Kernel, i: usize) -> DType {
     match &k.nodes[i] {
         Node::Load { arg, .. } => k.arg_dtypes[*arg],
-        Node::Lit { dtype, .. } | Node::Iota { dtype, .. } => *dtype,
+        Node::Lit { dtype, .. } | Node::Iota { dtype, .. } | Node::Coord { dtype, .. } => *dtype,
         Node::Unary { dtype, .. } | Node::Binary { dtype, .. } | Node::Where { dtype, .. } => {
             *dtype
         }
@@ -147,6 +182,9 @@ fn body(k: &Kernel, nest: &LoopNest, indent: &str, fast: bool) -> String {
             } => {
                 let coord = format!("((int64_t)({}) / {stride}) % {len}", index());
                 c_ops::cast(DType::I64, *dtype, &coord)
+            }
+            Node::Coord { dtype, .. } => {
+                c_ops::cast(DType::I64, *dtype, &format!("(int64_t)({})", index()))
             }
             Node::Lit { dtype, bits } => c_ops::literal(*dtype, f64::from_bits(*bits)),
             Node::Unary { op, dtype, x } => {
@@ -293,12 +331,21 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
     if fast {
         let _ = writeln!(s, "  int big = 0;");
     }
+    if nest.block {
+        let _ = writeln!(
+            s,
+            "  const int64_t *cols = (const int64_t *)b[{}];",
+            k.arg_dtypes.len() + 1
+        );
+    }
     let nd = nest.dims.len();
     let nkept = nest.kept;
     let mut indent = String::from("  ");
     let open = |s: &mut String, indent: &mut String, d: usize| {
         let (from, to) = if d == 0 {
             ("lo".to_string(), "hi".to_string())
+        } else if d == 1 && nest.block {
+            ("cols[0]".to_string(), "cols[1]".to_string())
         } else {
             ("0".to_string(), format!("{}", nest.dims[d]))
         };
@@ -316,6 +363,11 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
     let mut oidx = String::from("i0");
     for d in 1..nkept {
         oidx = format!("({oidx}) * {} + i{d}", nest.dims[d]);
+    }
+    if let (Some((op, _)), Some(tile)) = (k.reduce, column_tile(k, nest)) {
+        // Tiled reductions use the exact forms (no guard to check).
+        render_tiled(&mut s, k, nest, op, tile);
+        return s;
     }
     for d in 0..nkept {
         open(&mut s, &mut indent, d);
@@ -385,6 +437,147 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
     }
     s.push_str("}\n");
     s
+}
+
+/// Kept elements a column-wise reduction accumulates side by side.
+const TILE: usize = 64;
+
+/// The tile width for a reduction whose loads step by one along the
+/// innermost kept dim but not along the innermost reduced one (a sum over
+/// the rows of a row-major matrix): accumulating a tile of neighbouring
+/// outputs at once reads contiguous memory and vectorizes, where one
+/// output at a time walks a column. `None` for other reductions.
+fn column_tile(k: &Kernel, nest: &LoopNest) -> Option<usize> {
+    let (nkept, nd) = (nest.kept, nest.dims.len());
+    if nkept == 0 || nd == nkept || nest.dims[nkept - 1] < ACCS {
+        return None;
+    }
+    let strides: Vec<&Vec<isize>> = k
+        .nodes
+        .iter()
+        .zip(&nest.loads)
+        .filter(|(n, _)| matches!(n, Node::Load { .. }))
+        .filter_map(|(_, l)| l.as_ref().map(|(_, s)| s))
+        .collect();
+    let kept_unit = strides.iter().any(|s| s[nkept - 1].abs() == 1)
+        && strides.iter().all(|s| s[nkept - 1].abs() <= 1);
+    let reduced_unit = strides.iter().any(|s| s[nd - 1].abs() == 1);
+    (kept_unit && !reduced_unit).then_some(TILE.min(nest.dims[nkept - 1]))
+}
+
+/// A reduction rendered with the innermost kept dim in tiles of `tile`:
+/// each output of the tile has its own `ACCS` accumulators, folded in the
+/// same order as the one-output-at-a-time loop (element `r` of the
+/// innermost reduced dim into accumulator `r % ACCS` while a full group of
+/// `ACCS` remains, the rest into accumulator 0, then the pairwise merge), so
+/// the result is the same bit for bit; only the loops are interchanged.
+fn render_tiled(s: &mut String, k: &Kernel, nest: &LoopNest, op: ReduceOp, tile: usize) {
+    let nd = nest.dims.len();
+    let nkept = nest.kept;
+    let kd = nkept - 1;
+    let acc = accumulate(op, k.out_dtype, &format!("v{}", k.root));
+    let at = c_ops::c_type(acc.dtype);
+    let mut indent = String::from("  ");
+    let bound = |d: usize| {
+        if d == 0 {
+            ("lo".to_string(), "hi".to_string())
+        } else {
+            ("0".to_string(), format!("{}", nest.dims[d]))
+        }
+    };
+    let mut closes = 0;
+    for d in 0..kd {
+        let (from, to) = bound(d);
+        let _ = writeln!(
+            s,
+            "{indent}for (int64_t i{d} = {from}; i{d} < {to}; i{d}++) {{"
+        );
+        indent.push_str("  ");
+        closes += 1;
+    }
+    let (from, to) = bound(kd);
+    let _ = writeln!(
+        s,
+        "{indent}for (int64_t t0 = {from}; t0 < {to}; t0 += {tile}) {{"
+    );
+    indent.push_str("  ");
+    closes += 1;
+    let _ = writeln!(
+        s,
+        "{indent}const int64_t tn = {to} - t0 < {tile} ? {to} - t0 : {tile};"
+    );
+    let _ = writeln!(s, "{indent}{at} accs[{ACCS}][{tile}];");
+    let _ = writeln!(
+        s,
+        "{indent}for (int u = 0; u < {ACCS}; u++) for (int64_t t = 0; t < {tile}; t++) accs[u][t] = {};",
+        acc.init
+    );
+    for d in nkept..nd - 1 {
+        let _ = writeln!(
+            s,
+            "{indent}for (int64_t i{d} = 0; i{d} < {}; i{d}++) {{",
+            nest.dims[d]
+        );
+        indent.push_str("  ");
+    }
+    let last = nd - 1;
+    let n = nest.dims[last];
+    let fold_tile = |s: &mut String, indent: &str, u: &str| {
+        let _ = writeln!(s, "{indent}for (int64_t t = 0; t < tn; t++) {{");
+        let inner = format!("{indent}  ");
+        let _ = writeln!(s, "{inner}int64_t i{kd} = t0 + t;");
+        s.push_str(&body(k, nest, &inner, false));
+        let _ = writeln!(s, "{inner}{at} acc = accs[{u}][t];");
+        let _ = writeln!(s, "{inner}accs[{u}][t] = {};", acc.fold);
+        let _ = writeln!(s, "{indent}}}");
+    };
+    let _ = writeln!(s, "{indent}int64_t r = 0;");
+    let _ = writeln!(s, "{indent}for (; r + {ACCS} <= {n}; r += {ACCS}) {{");
+    let _ = writeln!(s, "{indent}  for (int u = 0; u < {ACCS}; u++) {{");
+    let _ = writeln!(s, "{indent}    int64_t i{last} = r + u;");
+    fold_tile(s, &format!("{indent}    "), "u");
+    let _ = writeln!(s, "{indent}  }}");
+    let _ = writeln!(s, "{indent}}}");
+    let _ = writeln!(s, "{indent}for (; r < {n}; r++) {{");
+    let _ = writeln!(s, "{indent}  int64_t i{last} = r;");
+    fold_tile(s, &format!("{indent}  "), "0");
+    let _ = writeln!(s, "{indent}}}");
+    for _ in nkept..nd - 1 {
+        indent.truncate(indent.len() - 2);
+        let _ = writeln!(s, "{indent}}}");
+    }
+    let mut w = ACCS;
+    while w > 1 {
+        w /= 2;
+        let _ = writeln!(s, "{indent}for (int u = 0; u < {w}; u++) {{");
+        let _ = writeln!(s, "{indent}  for (int64_t t = 0; t < tn; t++) {{");
+        let _ = writeln!(s, "{indent}    {at} acc = accs[u][t];");
+        let fold = fold_with(op, acc.dtype, "acc", &format!("accs[u + {w}][t]"));
+        let _ = writeln!(s, "{indent}    accs[u][t] = {fold};");
+        let _ = writeln!(s, "{indent}  }}");
+        let _ = writeln!(s, "{indent}}}");
+    }
+    let mut oidx = String::from(if kd == 0 { "t0 + t" } else { "i0" });
+    for d in 1..nkept {
+        let id = if d == kd {
+            "t0 + t".to_string()
+        } else {
+            format!("i{d}")
+        };
+        oidx = format!("({oidx}) * {} + {id}", nest.dims[d]);
+    }
+    let _ = writeln!(s, "{indent}for (int64_t t = 0; t < tn; t++) {{");
+    let _ = writeln!(
+        s,
+        "{indent}  {at} acc = accs[0][t]; out[{oidx}] = {};",
+        acc.finish
+    );
+    let _ = writeln!(s, "{indent}}}");
+    for _ in 0..closes {
+        indent.truncate(indent.len() - 2);
+        let _ = writeln!(s, "{indent}}}");
+    }
+    s.push_str("}\n");
 }
 
 /// Merges two accumulators of `op`.

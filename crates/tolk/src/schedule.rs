@@ -12,6 +12,12 @@
 //! A value becomes a buffer when it is an output or a writeback, feeds a
 //! library step, is used by more than one kernel (computed once, not per
 //! consumer), or sits under a reshape that no strided layout expresses.
+//!
+//! A kernel that reads a product's output at the element it writes (a bias
+//! add, an activation, an SGD update) becomes an epilogue of the product
+//! (`Step::Epilogue`): it runs on each block of the product's output right
+//! after the GEMM call that computed the block, on the same thread, while
+//! the block is in cache, instead of as a pass of its own.
 
 use crate::graph::{Eqn, Graph, Var};
 use nx::{BinaryOp, CmpOp, DType, Layout, Prim, ReduceOp, UnaryOp};
@@ -40,6 +46,15 @@ pub enum Node {
         layout: Layout,
         stride: usize,
         len: usize,
+        dtype: DType,
+    },
+    /// `Prim::Iota` as an affine function of the loop indices: the element
+    /// holds `layout.offset + sum(index * stride)`, where `layout` is the
+    /// iota's coordinate along its axis (stride 1 on the axis, 0 elsewhere)
+    /// seen through the movement ops. No division, so it vectorizes; used
+    /// whenever the movement ops keep the coordinate affine.
+    Coord {
+        layout: Layout,
         dtype: DType,
     },
     Unary {
@@ -88,6 +103,12 @@ pub struct Kernel {
     /// A reduction kernel: the last `shape.len() - kept` dims of `shape`
     /// are reduced with `op`; the output is contiguous over the first `kept`.
     pub reduce: Option<(ReduceOp, usize)>,
+    /// An epilogue of a matrix product (see [`Step::Epilogue`]): the kernel
+    /// iterates over its shape as a matrix whose rows are its first
+    /// `block` dims (the product's output seen as `[batch * M, N]`), and
+    /// covers a block of columns given at run time, so it can follow each
+    /// block of the product.
+    pub block: Option<usize>,
 }
 
 impl Kernel {
@@ -111,6 +132,17 @@ pub enum Step {
     },
     /// Runs graph equation `eqn` with nx's eager kernel.
     Library { eqn: usize },
+    /// Runs kernel `kernel` (a `block` kernel) as an epilogue of the
+    /// nearest preceding `Library` step, a `dot_general`: on each block of
+    /// the product's output right after the block is computed, on the same
+    /// thread. Epilogues of one product follow its step in order; each reads
+    /// the product's output and earlier epilogues' outputs only at the same
+    /// element (every other argument was computed before the product).
+    Epilogue {
+        kernel: usize,
+        out: Var,
+        args: Vec<Var>,
+    },
 }
 
 /// The scheduled program: steps in order, the kernels they run, and when
@@ -263,6 +295,13 @@ impl Builder<'_> {
         Ok(layout)
     }
 
+    /// `start` with `chain` applied; `None` when a reshape cannot express it.
+    fn through_from(&self, start: Layout, chain: &[usize]) -> Option<Layout> {
+        chain
+            .iter()
+            .try_fold(start, |l, &m| apply_movement(&self.g.eqns[m].prim, &l))
+    }
+
     /// The node computing `var` seen through `chain` (movement equations
     /// applied after `var`, innermost first).
     fn expr(&mut self, var: Var, chain: &[usize]) -> Result<usize, NeedBuffer> {
@@ -304,7 +343,10 @@ impl Builder<'_> {
                         let r = self.expr(x, &[])?;
                         self.depth -= 1;
                         for node in &mut self.nodes {
-                            if let Node::Load { layout, .. } | Node::Iota { layout, .. } = node {
+                            if let Node::Load { layout, .. }
+                            | Node::Iota { layout, .. }
+                            | Node::Coord { layout, .. } = node
+                            {
                                 *layout = layout.permute(&perm);
                             }
                         }
@@ -315,13 +357,25 @@ impl Builder<'_> {
                         bits: value.to_bits(),
                     }),
                     Prim::Iota { shape, axis, dtype } => {
-                        let layout = self.through(var, chain)?;
-                        self.push(Node::Iota {
-                            layout,
-                            stride: shape[axis + 1..].iter().product(),
-                            len: shape[*axis],
-                            dtype: *dtype,
-                        })
+                        let mut coord = Layout::contiguous(shape);
+                        for (d, s) in coord.strides.iter_mut().enumerate() {
+                            *s = if d == *axis { 1 } else { 0 };
+                        }
+                        match self.through_from(coord, chain) {
+                            Some(layout) => self.push(Node::Coord {
+                                layout,
+                                dtype: *dtype,
+                            }),
+                            None => {
+                                let layout = self.through(var, chain)?;
+                                self.push(Node::Iota {
+                                    layout,
+                                    stride: shape[axis + 1..].iter().product(),
+                                    len: shape[*axis],
+                                    dtype: *dtype,
+                                })
+                            }
+                        }
                     }
                     p if kind(p) == Kind::Movement => {
                         let mut c = vec![self.def[var].unwrap()];
@@ -495,6 +549,7 @@ pub fn schedule(g: &Graph) -> Schedule {
                             root: r,
                             fused: b.fused,
                             reduce: reduce_of(g, &def, root),
+                            block: None,
                         },
                         b.args,
                     ));
@@ -607,8 +662,163 @@ fn shared_values(g: &Graph, buffers: &BTreeSet<Var>, kinds: &[Kind]) -> Vec<Var>
     shared
 }
 
-/// Orders the steps (graph order), deduplicates kernels by structure and
-/// computes when each buffer dies.
+/// Whether kernels become epilogues of products (`TOLK_EPILOGUE=0` turns
+/// it off, to measure or rule out the fusion; part of the cache key).
+pub fn epilogues_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !std::env::var("TOLK_EPILOGUE").is_ok_and(|v| v == "0"))
+}
+
+/// A step before kernels are deduplicated.
+enum Pre {
+    Kernel {
+        kernel: Kernel,
+        out: Var,
+        args: Vec<Var>,
+        epilogue: bool,
+    },
+    Library(usize),
+}
+
+/// How many leading dims of a `dot_general`'s output form the rows of its
+/// `[batch * M, N]` matrix (the batch and lhs free dims).
+fn product_split(g: &Graph, e: &Eqn) -> usize {
+    let Prim::DotGeneral { lhs_contract, .. } = &e.prim else {
+        unreachable!("not a product")
+    };
+    g.aval(e.inputs[0]).shape.len() - lhs_contract.len()
+}
+
+/// `layout`'s strides over `shape` seen as `[rows-dims | cols-dims]` split at
+/// `split`, each group merged into one stride (size-1 dims ignored), if both
+/// groups merge.
+pub(crate) fn strides_2d(layout: &Layout, split: usize) -> Option<(isize, isize)> {
+    let merge = |r: std::ops::Range<usize>| -> Option<isize> {
+        let mut inner: Option<(usize, isize)> = None;
+        for d in r.filter(|&d| layout.shape[d] != 1) {
+            let (n, st) = (layout.shape[d], layout.strides[d]);
+            if let Some((_, pst)) = inner {
+                if pst != st * n as isize {
+                    return None;
+                }
+            }
+            inner = Some((n, st));
+        }
+        Some(inner.map_or(0, |(_, st)| st))
+    };
+    Some((merge(0..split)?, merge(split..layout.shape.len())?))
+}
+
+/// Whether kernel `k` can run as an epilogue of product `dot`, reading the
+/// buffers in `members` (the product's output and its earlier epilogues'
+/// outputs) only at the element it writes: an elementwise kernel over the
+/// product's shape whose every load merges into a `[rows, cols]` matrix.
+fn epilogue_fits(g: &Graph, dot: &Eqn, k: &Kernel, args: &[Var], members: &[Var]) -> bool {
+    let shape = &g.aval(dot.out).shape;
+    if k.reduce.is_some() || &k.shape != shape {
+        return false;
+    }
+    let split = product_split(g, dot);
+    let rows: usize = shape[..split].iter().product();
+    let cols: usize = shape[split..].iter().product();
+    k.nodes.iter().all(|n| match n {
+        Node::Load { arg, layout } => match strides_2d(layout, split) {
+            None => false,
+            Some((sr, sc)) => {
+                !members.contains(&args[*arg])
+                    || (layout.offset == 0
+                        && (rows <= 1 || sr == cols as isize)
+                        && (cols <= 1 || sc == 1))
+            }
+        },
+        Node::Iota { layout, .. } | Node::Coord { layout, .. } => {
+            strides_2d(layout, split).is_some()
+        }
+        _ => true,
+    })
+}
+
+/// Turns kernels into epilogues of products (see [`Step::Epilogue`]) and
+/// moves them right after their product: a kernel that reads a product's
+/// output (or an output of that product's epilogues) at the element it
+/// writes runs on each block of the product while the block is in cache,
+/// instead of as a pass of its own over the whole output. It attaches to
+/// the latest product it reads whose group it fits, when everything else it
+/// reads is computed before that product.
+fn epilogues(g: &Graph, pre: Vec<Pre>) -> Vec<Pre> {
+    // Where each value is computed: its step's position in `pre` (an
+    // epilogue's is its product's).
+    let mut pos: HashMap<Var, usize> = HashMap::default();
+    // Per product step: its equation and the values of its group.
+    let mut groups: Vec<(usize, usize, Vec<Var>)> = Vec::new();
+    // Per step: the product step (and its equation) it runs after.
+    let mut attach: Vec<Option<(usize, usize)>> = vec![None; pre.len()];
+    for (i, step) in pre.iter().enumerate() {
+        match step {
+            Pre::Library(eqn) => {
+                let e = &g.eqns[*eqn];
+                pos.insert(e.out, i);
+                if matches!(e.prim, Prim::DotGeneral { .. }) {
+                    groups.push((i, *eqn, vec![e.out]));
+                }
+            }
+            Pre::Kernel {
+                kernel, out, args, ..
+            } => {
+                pos.insert(*out, i);
+                let Some(gi) = groups
+                    .iter()
+                    .rposition(|(_, _, m)| args.iter().any(|a| m.contains(a)))
+                else {
+                    continue;
+                };
+                let (at, eqn, members) = &groups[gi];
+                let ready = args
+                    .iter()
+                    .all(|a| members.contains(a) || pos.get(a).is_none_or(|&p| p < *at));
+                if ready && epilogue_fits(g, &g.eqns[*eqn], kernel, args, members) {
+                    attach[i] = Some((*at, *eqn));
+                    pos.insert(*out, *at);
+                    groups[gi].2.push(*out);
+                }
+            }
+        }
+    }
+    // Each product's epilogues right after it, in their original order.
+    let mut after: HashMap<usize, Vec<Pre>> = HashMap::default();
+    let mut rest: Vec<(usize, Pre)> = Vec::new();
+    for (i, (step, a)) in pre.into_iter().zip(&attach).enumerate() {
+        match (step, a) {
+            (
+                Pre::Kernel {
+                    mut kernel,
+                    out,
+                    args,
+                    ..
+                },
+                Some((at, eqn)),
+            ) => {
+                kernel.block = Some(product_split(g, &g.eqns[*eqn]));
+                after.entry(*at).or_default().push(Pre::Kernel {
+                    kernel,
+                    out,
+                    args,
+                    epilogue: true,
+                });
+            }
+            (step, _) => rest.push((i, step)),
+        }
+    }
+    let mut out = Vec::new();
+    for (i, step) in rest {
+        out.push(step);
+        out.extend(after.remove(&i).unwrap_or_default());
+    }
+    out
+}
+
+/// Orders the steps (graph order, epilogues right after their product),
+/// deduplicates kernels by structure and computes when each buffer dies.
 fn plan(
     g: &Graph,
     kernels: Vec<(Var, Kernel, Vec<Var>)>,
@@ -617,31 +827,55 @@ fn plan(
 ) -> Schedule {
     let mut by_root: HashMap<Var, (Kernel, Vec<Var>)> =
         kernels.into_iter().map(|(v, k, a)| (v, (k, a))).collect();
-    let mut distinct: Vec<Kernel> = Vec::new();
-    let mut steps = Vec::new();
+    let mut pre = Vec::new();
     for (i, e) in g.eqns.iter().enumerate() {
-        if let Some((k, args)) = by_root.remove(&e.out) {
-            let kernel = match distinct.iter().position(|d| *d == k) {
-                Some(d) => d,
-                None => {
-                    distinct.push(k);
-                    distinct.len() - 1
-                }
-            };
-            steps.push(Step::Kernel {
+        if let Some((kernel, args)) = by_root.remove(&e.out) {
+            pre.push(Pre::Kernel {
                 kernel,
                 out: e.out,
                 args,
+                epilogue: false,
             });
         } else if kinds[i] == Kind::Library || views.contains(&e.out) {
-            steps.push(Step::Library { eqn: i });
+            pre.push(Pre::Library(i));
+        }
+    }
+    let pre = if epilogues_enabled() {
+        epilogues(g, pre)
+    } else {
+        pre
+    };
+    let mut distinct: Vec<Kernel> = Vec::new();
+    let mut steps = Vec::new();
+    for step in pre {
+        match step {
+            Pre::Kernel {
+                kernel: k,
+                out,
+                args,
+                epilogue,
+            } => {
+                let kernel = match distinct.iter().position(|d| *d == k) {
+                    Some(d) => d,
+                    None => {
+                        distinct.push(k);
+                        distinct.len() - 1
+                    }
+                };
+                steps.push(if epilogue {
+                    Step::Epilogue { kernel, out, args }
+                } else {
+                    Step::Kernel { kernel, out, args }
+                });
+            }
+            Pre::Library(eqn) => steps.push(Step::Library { eqn }),
         }
     }
     // Last use of every buffer.
     let mut last: HashMap<Var, usize> = HashMap::default();
     for (s, step) in steps.iter().enumerate() {
         let reads: Vec<Var> = match step {
-            Step::Kernel { args, .. } => args.clone(),
+            Step::Kernel { args, .. } | Step::Epilogue { args, .. } => args.clone(),
             Step::Library { eqn } => g.eqns[*eqn].inputs.clone(),
         };
         for v in reads {

@@ -46,6 +46,14 @@ struct OutPtr<T>(*mut T);
 unsafe impl<T> Send for OutPtr<T> {}
 unsafe impl<T> Sync for OutPtr<T> {}
 
+impl<T> OutPtr<T> {
+    /// The pointer (a method, so that closures capture the `Sync` wrapper
+    /// rather than its field).
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
 /// Keeps `gemm`'s packing buffers out of `mmap`.
 ///
 /// `gemm` allocates its packing buffers (hundreds of KiB) on every call.
@@ -124,6 +132,32 @@ impl Drop for FlushSubnormals {
         unsafe {
             std::arch::asm!("ldmxcsr [{}]", in(reg) &self.saved, options(nostack, readonly));
         }
+    }
+}
+
+/// Work to run on each block of a product's output right after the block is
+/// computed, on the thread that computed it (while it is in cache): called
+/// with the output's first element and a block of rows and columns of the
+/// output seen as a `[batch * M, N]` row-major matrix. Every element is in
+/// exactly one block; blocks may run concurrently (on disjoint elements).
+/// It runs outside the subnormal-flushing mode of the product itself.
+pub type Epilogue<'a> = &'a (dyn Fn(*mut u8, Range<usize>, Range<usize>) + Sync);
+
+/// Runs `epi` over a whole `rows x cols` output, in row bands across the
+/// pool when it is large (a product computed in one piece, or by a path
+/// that does not split into blocks).
+fn epilogue_whole(epi: Epilogue<'_>, base: *mut u8, rows: usize, cols: usize) {
+    const PAR_MIN: usize = 1 << 16;
+    let parts = if rows * cols >= PAR_MIN {
+        pool::threads().min(rows)
+    } else {
+        1
+    };
+    let base = OutPtr(base);
+    if parts <= 1 {
+        epi(base.get(), 0..rows, 0..cols);
+    } else {
+        pool::for_each(parts, &|p| epi(base.get(), band(rows, parts, p), 0..cols));
     }
 }
 
@@ -353,7 +387,7 @@ impl GemmElem for f32 {}
 impl GemmElem for f64 {}
 impl GemmElem for f16 {}
 
-fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
+fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogue<'_>>) -> Tensor {
     keep_gemm_buffers_mapped();
     let (m, n, k) = (p.m, p.n, p.k);
     let nbatch = numel(&p.batch);
@@ -366,6 +400,12 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
         let out = &mut storage.as_mut_slice::<T>()[..total];
         if k == 0 {
             out.fill(T::from_f64(0.0));
+        }
+        let base = OutPtr(out.as_mut_ptr());
+        if k == 0 {
+            if let (Some(epi), true) = (epi, total > 0) {
+                epilogue_whole(epi, base.get() as *mut u8, nbatch * m, n);
+            }
         } else if total > 0 {
             let lg = lhs.storage.read::<T>();
             let rg = rhs.storage.read::<T>();
@@ -384,72 +424,86 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
             // One block of one batch's product: rows `r` and columns `c` of
             // `C = A @ B`, written through `dst`, that batch's `m x n`
             // row-major output.
-            let block = |b: usize, dst: OutPtr<T>, r: Range<usize>, c: Range<usize>| {
-                let (lo, ro) = (lv.batch_offsets[b], rv.batch_offsets[b]);
-                // SAFETY: `r` and `c` are non-empty sub-ranges of `0..m` and
-                // `0..n`, and `k > 0`. `gemm` reads the lhs at `lo + i*rs +
-                // j*cs` for `i` in `r`, `j < k`: `lo` is the storage index of
-                // this batch's element [0, 0] and the merged strides reproduce
-                // exactly the indices `offset + sum(idx * stride)` of the
-                // operand's (valid) layout over `ldata`, or of the contiguous
-                // copy, so every address is an element of `ldata` (the
-                // pointer offset `r.start * rs` stays inside it too); likewise
-                // the rhs for `j < k`, columns in `c`, over `rdata`. It writes
-                // `dst + i*n + j` for `i` in `r`, `j` in `c`: inside the
-                // batch's `m * n` output, and callers give concurrent blocks
-                // disjoint rows or columns, so no element is written twice.
-                // Reads and writes do not overlap: the output is a fresh
-                // buffer. `gemm` is called only with f32, f64 and f16.
-                let _flush = FlushSubnormals::new();
-                unsafe {
-                    gemm::gemm(
-                        r.len(),
-                        c.len(),
-                        k,
-                        dst.0.add(r.start * n + c.start),
-                        1,
-                        n as isize,
-                        false,
-                        ldata.as_ptr().add(lo).offset(r.start as isize * lv.rs),
-                        lv.cs,
-                        lv.rs,
-                        rdata.as_ptr().add(ro).offset(c.start as isize * rv.cs),
-                        rv.cs,
-                        rv.rs,
-                        T::from_f64(0.0),
-                        T::from_f64(1.0),
-                        false,
-                        false,
-                        false,
-                        Parallelism::None,
-                    )
-                }
-            };
+            let gemm_block =
+                |b: usize, dst: OutPtr<T>, r: Range<usize>, c: Range<usize>, then: bool| {
+                    let (lo, ro) = (lv.batch_offsets[b], rv.batch_offsets[b]);
+                    // SAFETY: `r` and `c` are non-empty sub-ranges of `0..m` and
+                    // `0..n`, and `k > 0`. `gemm` reads the lhs at `lo + i*rs +
+                    // j*cs` for `i` in `r`, `j < k`: `lo` is the storage index of
+                    // this batch's element [0, 0] and the merged strides reproduce
+                    // exactly the indices `offset + sum(idx * stride)` of the
+                    // operand's (valid) layout over `ldata`, or of the contiguous
+                    // copy, so every address is an element of `ldata` (the
+                    // pointer offset `r.start * rs` stays inside it too); likewise
+                    // the rhs for `j < k`, columns in `c`, over `rdata`. It writes
+                    // `dst + i*n + j` for `i` in `r`, `j` in `c`: inside the
+                    // batch's `m * n` output, and callers give concurrent blocks
+                    // disjoint rows or columns, so no element is written twice.
+                    // Reads and writes do not overlap: the output is a fresh
+                    // buffer. `gemm` is called only with f32, f64 and f16.
+                    let flush = FlushSubnormals::new();
+                    unsafe {
+                        gemm::gemm(
+                            r.len(),
+                            c.len(),
+                            k,
+                            dst.0.add(r.start * n + c.start),
+                            1,
+                            n as isize,
+                            false,
+                            ldata.as_ptr().add(lo).offset(r.start as isize * lv.rs),
+                            lv.cs,
+                            lv.rs,
+                            rdata.as_ptr().add(ro).offset(c.start as isize * rv.cs),
+                            rv.cs,
+                            rv.rs,
+                            T::from_f64(0.0),
+                            T::from_f64(1.0),
+                            false,
+                            false,
+                            false,
+                            Parallelism::None,
+                        )
+                    }
+                    drop(flush);
+                    if let (Some(epi), true) = (epi, then) {
+                        let row0 = b * m;
+                        epi(base.get() as *mut u8, row0 + r.start..row0 + r.end, c);
+                    }
+                };
+            // Every output pointer derives from `base`: batch `b`'s matrix
+            // starts at `base + b * m * n`.
+            let at = |b: usize| OutPtr(base.get().wrapping_add(b * m * n));
+            let block = |b, r, c| gemm_block(b, at(b), r, c, true);
             let threads = pool::threads();
             let parts = threads.min(m.max(n) / SPLIT_MIN);
             if nbatch >= threads && nbatch * flops >= SPLIT_FLOPS {
                 // Enough products for every thread: one per task.
-                pool::chunks_mut(out, m * n, &|b, dst| {
-                    block(b, OutPtr(dst.as_mut_ptr()), 0..m, 0..n)
-                });
+                pool::for_each(nbatch, &|b| block(b, 0..m, 0..n));
             } else if flops >= SPLIT_FLOPS && parts > 1 {
                 // A large product: each thread computes a band of the larger
                 // of rows and columns with a one-threaded `gemm`. On few
                 // cores this beats `gemm`'s own splitting (measured with
                 // examples/bench_matmul.rs), chiefly for transposed operands.
                 for b in 0..nbatch {
-                    let dst = OutPtr(out[b * m * n..].as_mut_ptr());
                     pool::for_each(parts, &|p| {
                         if m >= n {
-                            block(b, dst, band(m, parts, p), 0..n);
+                            block(b, band(m, parts, p), 0..n);
                         } else {
-                            block(b, dst, 0..m, band(n, parts, p));
+                            block(b, 0..m, band(n, parts, p));
                         }
                     });
                 }
+            } else if let (Some(epi), true) = (epi, nbatch * m * n >= 1 << 16) {
+                // One thread computes the product; the epilogue over a
+                // large output still splits.
+                for b in 0..nbatch {
+                    gemm_block(b, at(b), 0..m, 0..n, false);
+                }
+                epilogue_whole(epi, base.get() as *mut u8, nbatch * m, n);
             } else {
-                for (b, dst) in out.chunks_mut(m * n).enumerate() {
-                    block(b, OutPtr(dst.as_mut_ptr()), 0..m, 0..n);
+                for b in 0..nbatch {
+                    block(b, 0..m, 0..n);
                 }
             }
         }
@@ -507,19 +561,8 @@ pub(crate) fn dot_general(
     rhs_batch: &[usize],
     lhs_contract: &[usize],
     rhs_contract: &[usize],
+    epi: Option<Epilogue<'_>>,
 ) -> Tensor {
-    if lhs.dtype == DType::BF16 {
-        let (l32, r32) = (cast(lhs, DType::F32), cast(rhs, DType::F32));
-        let out = dot_general(
-            l32.value(),
-            r32.value(),
-            lhs_batch,
-            rhs_batch,
-            lhs_contract,
-            rhs_contract,
-        );
-        return cast(out.value(), DType::BF16);
-    }
     let p = plan(
         &lhs.layout,
         &rhs.layout,
@@ -528,12 +571,36 @@ pub(crate) fn dot_general(
         lhs_contract,
         rhs_contract,
     );
+    // Paths that compute the product in one piece run the epilogue after.
+    let whole = |out: Tensor| {
+        if let Some(epi) = epi {
+            let (rows, cols) = (numel(&p.batch) * p.m, p.n);
+            if rows * cols > 0 {
+                let mut g = out.value().storage.write::<u8>();
+                epilogue_whole(epi, g.as_mut_ptr(), rows, cols);
+            }
+        }
+        out
+    };
     match lhs.dtype {
-        DType::F32 => dot_gemm::<f32>(lhs, rhs, &p),
-        DType::F64 => dot_gemm::<f64>(lhs, rhs, &p),
-        DType::F16 => dot_gemm::<f16>(lhs, rhs, &p),
-        DType::BF16 => unreachable!("bf16 goes through f32 above"),
-        d => crate::with_dtype!(d, T => dot_int::<T>(lhs, rhs, &p)),
+        DType::F32 => dot_gemm::<f32>(lhs, rhs, &p, epi),
+        DType::F64 => dot_gemm::<f64>(lhs, rhs, &p, epi),
+        DType::F16 => dot_gemm::<f16>(lhs, rhs, &p, epi),
+        DType::BF16 => {
+            // Converted to f32, multiplied, rounded back.
+            let (l32, r32) = (cast(lhs, DType::F32), cast(rhs, DType::F32));
+            let out = dot_general(
+                l32.value(),
+                r32.value(),
+                lhs_batch,
+                rhs_batch,
+                lhs_contract,
+                rhs_contract,
+                None,
+            );
+            whole(cast(out.value(), DType::BF16))
+        }
+        d => whole(crate::with_dtype!(d, T => dot_int::<T>(lhs, rhs, &p))),
     }
 }
 

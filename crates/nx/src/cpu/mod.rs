@@ -2,7 +2,7 @@
 //! match. Inputs are concrete; outputs are fresh contiguous tensors, except
 //! for the view primitives (see `movement`) and `Assign`.
 
-mod dot;
+pub(crate) mod dot;
 mod elementwise;
 mod fill;
 mod index;
@@ -59,6 +59,7 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
             &rhs_batch,
             &lhs_contract,
             &rhs_contract,
+            None,
         ),
         Prim::Assign => movement::assign(inputs[0], v(1)),
         Prim::Threefry2x32 => threefry::threefry2x32(v(0), v(1)),
