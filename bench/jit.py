@@ -42,20 +42,17 @@ sys.path.insert(0, HERE)
 import compare  # noqa: E402  (machine(), run_step(), pair(), ratio(), write_section())
 
 WHAT_LIMITS = (
-    "What limits the missed rows. W1: the fused kernel is compute-bound on nx's exp polynomial "
-    "(16 lanes with `-mprefer-vector-width=512`); run to run it moves 1.85-2.3 ms against a floor of "
-    "1.6-1.7 ms, so it sits at 0.75-0.9x of the triad; an exp with fewer operations (XLA's) would close "
-    "it, at the price of eager's exp changing too (jit is bit-exact with eager). W6 hessian: three "
-    "[200, 200] products through the eager GEMM (about 0.25 ms of the 0.5) plus elementwise kernels "
-    "over 40K elements reading the products' outputs in separate passes; fusing the elementwise work "
-    "into the GEMM's output pass (epilogues) is what would close it. C1: tanh and log are vectorized "
-    "now, but the chain's 25 sin and their cos derivatives still call scalar libm; a vectorizable "
-    "sin/cos (a branch-free large-argument reduction) would remove most of the remaining time. W8 cold: "
-    "almost all is gcc compiling the W4 step's kernels (`RUNE_JIT_DEBUG=1`); emitting only the prelude "
-    "helpers a program uses, and compiling in two cc processes, would cut it. W9 compile scaling: "
-    "the C compile is the same at T=1000 (10 distinct kernels), but `scan` is traced step by step, "
-    "so tracing, simplifying and scheduling a 20,000-equation graph and running it is what grows; a "
-    "staged loop node (the scan body compiled once, looped by the runtime) is what would close it."
+    "What limits the missed rows (if any). W1: the fused kernel is compute-bound on nx's exp "
+    "polynomial (16 lanes with `-mprefer-vector-width=512`); on a quiet machine it moves 1.85-2.3 ms "
+    "against a triad floor of 1.6-1.7 ms (0.75-0.97x of the triad, run to run); an exp with fewer "
+    "operations (XLA's) would close it, at the price of eager's exp changing too (jit is bit-exact "
+    "with eager). W4: the step is GEMM-bound (the products are about 3/4 of it, through the same "
+    "gemm-crate calls as eager; the elementwise work after them runs as their epilogues); run to run "
+    "it lands at 0.76-0.92x of jax.jit, so the target is met only on some runs; a faster GEMM (better "
+    "packing or blocking for these 128-row products) is what would close it. W8 cold: almost all is "
+    "gcc compiling the W4 step's kernels at -O2 (`TOLK_TIMING=1` prints it); kernels with the same C "
+    "share one function and the units compile in parallel, so fewer distinct kernels (shape-generic "
+    "loop bounds) or a cheaper compiler tier for small kernels would cut it further."
 )
 
 BEGIN, END = "<!-- jit -->", "<!-- /jit -->"
