@@ -1271,32 +1271,37 @@ fn sin_cos_beyond_the_polynomial_range_match_eager() {
 
 // ------------------------------------------------------ product epilogues
 
-/// Number of kernels `f` runs as epilogues of its products, compiled
-/// without the disk cache.
-fn epilogues_of<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> usize {
+/// `f` staged and compiled without the disk cache, with or without
+/// epilogues.
+fn compiled<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P, epilogues: bool) -> tolk::Program {
     let g = rune::make_graph(f, p);
-    tolk::compile(&g, false)
-        .expect("compiles")
-        .program
-        .num_epilogues()
+    let opts = tolk::Options {
+        use_cache: false,
+        epilogues,
+    };
+    tolk::compile_with(&g, &opts).expect("compiles").program
 }
 
-/// `f` under jit equals `f` eagerly bit for bit (every leaf), and runs
-/// `want` epilogues: the product is the same GEMM call (and the same split
-/// across threads) as eager, and an epilogue is the fused kernel's own C,
-/// run on each block of the product's output.
+/// `f` compiled with epilogues runs `want` of them and equals, bit for bit
+/// (every output, twice), the same program without epilogues and `f`
+/// eagerly: the product is the same GEMM call (and the same split across
+/// threads) as eager, and an epilogue is the fused kernel's own C, run on
+/// each block of the product's output.
 #[track_caller]
 fn check_epilogue<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q + Copy, p: &P, want: usize) {
-    let j = rune::jit(f);
+    let (with, without) = (compiled(f, p, true), compiled(f, p, false));
+    assert_eq!(with.num_epilogues(), want, "epilogue count");
+    assert_eq!(without.num_epilogues(), 0);
+    let inputs = p.leaves();
+    let eager = f(p).leaves();
     for _ in 0..2 {
-        let (got, eager) = (j.call(p), f(p));
-        let (lg, le) = (got.leaves(), eager.leaves());
-        assert_eq!(lg.len(), le.len());
-        for (a, b) in lg.iter().zip(&le) {
-            assert_same(a, b);
+        let (a, b) = (with.run(&inputs), without.run(&inputs));
+        assert_eq!(a.len(), eager.len());
+        for ((x, y), e) in a.iter().zip(&b).zip(&eager) {
+            assert_same(x, y);
+            assert_same(x, e);
         }
     }
-    assert_eq!(epilogues_of(f, p), want, "epilogue count");
 }
 
 #[test]
@@ -1441,4 +1446,92 @@ fn iota_through_movement_ops_equals_eager() {
     for (a, b) in got.iter().zip(&want) {
         assert_same(a, b);
     }
+}
+
+/// The f32 result of a fused sum kernel over `terms` (one output's terms,
+/// outer reduced dims first, the innermost reduced dim of length `inner`
+/// last): f64 accumulators, element `r` of each run of the innermost dim
+/// into accumulator `r % 8` while a full group of 8 remains, the rest into
+/// accumulator 0, then the pairwise merge (render.rs's order).
+fn kernel_sum(terms: &[f32], inner: usize) -> f32 {
+    let mut accs = [0f64; 8];
+    for run in terms.chunks(inner) {
+        let full = run.len() / 8 * 8;
+        for (r, &v) in run.iter().enumerate() {
+            let u = if r < full { r % 8 } else { 0 };
+            accs[u] += v as f64;
+        }
+    }
+    let mut w = 8;
+    while w > 1 {
+        w /= 2;
+        for u in 0..w {
+            accs[u] += accs[u + w];
+        }
+    }
+    accs[0] as f32
+}
+
+/// Data whose f64 sums depend on the order: a fifth of the values are
+/// +-2^40 (cancelling in pairs within a column, but absorbing the low bits
+/// of whatever small values share their accumulator first).
+fn order_sensitive(shape: &[usize], seed: u64) -> Tensor {
+    let v: Vec<f32> = data(shape.iter().product(), seed)
+        .into_iter()
+        .map(|x| {
+            let big = 2f32.powi(40);
+            match ((x + 1.0) * 10.0) as i32 {
+                0 => big,
+                1 => -big,
+                _ => x,
+            }
+        })
+        .collect();
+    Tensor::from_vec(v, shape)
+}
+
+#[test]
+fn column_reductions_sum_in_the_kernel_order_bit_for_bit() {
+    // Sums over leading axes of row-major data (their kernels accumulate a
+    // tile of neighbouring outputs at once): every output equals the
+    // one-output-at-a-time order exactly, on data where another order
+    // would round differently. Lengths with a tail (37 = 4 * 8 + 5) and
+    // widths that are not a multiple of the tile (70, 131).
+    let x = order_sensitive(&[37, 131], 31);
+    let got = rune::jit(|x: &Tensor| (x * 3.0).sum(&[0], false)).call(&x);
+    let xv = (&x * 3.0).to_vec::<f32>();
+    let col = |j: usize| -> Vec<f32> { (0..37).map(|i| xv[i * 131 + j]).collect() };
+    let want: Vec<f32> = (0..131).map(|j| kernel_sum(&col(j), 37)).collect();
+    assert_eq!(bits(&got), bits(&Tensor::from_vec(want, &[131])));
+    // The check has teeth: groups of 8 restarting at row 16 differ somewhere.
+    let other: Vec<f32> = (0..131)
+        .map(|j| {
+            let c = col(j);
+            let mut t = c[..16].to_vec();
+            t.extend(&c[16..]);
+            kernel_sum(&t[..16], 16) + kernel_sum(&t[16..], 21)
+        })
+        .collect();
+    assert_ne!(bits(&got), bits(&Tensor::from_vec(other, &[131])));
+
+    // Two reduced dims that do not merge (the innermost restarts its groups
+    // of 8 for each index of the outer one), kept dims [6, 70].
+    let y = order_sensitive(&[5, 6, 19, 70], 32);
+    let got = rune::jit(|y: &Tensor| (y * 3.0).sum(&[0, 2], false)).call(&y);
+    let yv = (&y * 3.0).to_vec::<f32>();
+    let mut want = Vec::new();
+    for a in 0..6 {
+        for j in 0..70 {
+            let terms: Vec<f32> = (0..5)
+                .flat_map(|b| (0..19).map(move |c| (b, c)))
+                .map(|(b, c)| yv[((b * 6 + a) * 19 + c) * 70 + j])
+                .collect();
+            want.push(kernel_sum(&terms, 19));
+        }
+    }
+    assert_eq!(bits(&got), bits(&Tensor::from_vec(want, &[6, 70])));
+
+    // max over a leading axis equals eager's exactly (order-free).
+    let f = |x: &Tensor| (x * 3.0).max(&[0], true);
+    assert_same(&rune::jit(f).call(&x), &f(&x));
 }

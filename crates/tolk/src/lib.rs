@@ -56,14 +56,38 @@ pub struct Compiled {
 /// `use_cache` is false (or `JITCACHE=0`). `Err` carries a message for the
 /// user (no C compiler, say).
 pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
+    compile_with(
+        graph,
+        &Options {
+            use_cache,
+            epilogues: schedule::epilogues_enabled(),
+        },
+    )
+}
+
+/// How [`compile_with`] compiles.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Through the persistent cache (unless `JITCACHE=0`).
+    pub use_cache: bool,
+    /// Kernels that read a product's output at the element they write run
+    /// as epilogues of the product ([`schedule::Step::Epilogue`]); off, each
+    /// is a pass of its own (the results are the same bit for bit).
+    /// [`compile`] turns them on only with `TOLK_EPILOGUE=1`
+    /// ([`schedule::epilogues_enabled`] says why).
+    pub epilogues: bool,
+}
+
+/// [`compile`] with explicit [`Options`].
+pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
     let start = Instant::now();
     let g = simplify::simplify(graph);
     let t_simplify = start.elapsed().as_secs_f64();
-    let cache_dir = if use_cache { cache::dir() } else { None };
+    let cache_dir = if opts.use_cache { cache::dir() } else { None };
     let cc = compile::compiler_identity();
     let mut flags = compile::flags();
-    if !schedule::epilogues_enabled() {
-        flags.push("no-epilogues");
+    if opts.epilogues {
+        flags.push("epilogues");
     }
     let key = cache::key(&g.structure_key(), &flags, cc.as_deref().unwrap_or("none"));
     if let Some(dir) = &cache_dir {
@@ -79,7 +103,7 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
         }
     }
     let t_key = start.elapsed().as_secs_f64();
-    let sched = schedule::schedule(&g);
+    let sched = schedule::schedule_with(&g, opts.epilogues);
     if std::env::var("TOLK_TIMING").is_ok() {
         eprintln!(
             "tolk: {} equations; simplify {:.1} ms, cache key and lookup {:.1} ms, schedule {:.1} ms",

@@ -334,7 +334,7 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
     if nest.block {
         let _ = writeln!(
             s,
-            "  const int64_t *cols = (const int64_t *)b[{}];",
+            "  const int64_t c0 = ((const int64_t *)b[{0}])[0], c1 = ((const int64_t *)b[{0}])[1];",
             k.arg_dtypes.len() + 1
         );
     }
@@ -345,7 +345,10 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
         let (from, to) = if d == 0 {
             ("lo".to_string(), "hi".to_string())
         } else if d == 1 && nest.block {
-            ("cols[0]".to_string(), "cols[1]".to_string())
+            // Read once, before the loops: a store through a `uint8_t`
+            // output may alias anything, and a bound reloaded per iteration
+            // keeps the loop from vectorizing.
+            ("c0".to_string(), "c1".to_string())
         } else {
             ("0".to_string(), format!("{}", nest.dims[d]))
         };

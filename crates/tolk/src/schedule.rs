@@ -13,11 +13,13 @@
 //! library step, is used by more than one kernel (computed once, not per
 //! consumer), or sits under a reshape that no strided layout expresses.
 //!
-//! A kernel that reads a product's output at the element it writes (a bias
-//! add, an activation, an SGD update) becomes an epilogue of the product
+//! With epilogues on (`tolk::Options::epilogues`, `TOLK_EPILOGUE=1`; off by
+//! default, see [`epilogues_enabled`]), a kernel right after a product that
+//! reads the product's output at the element it writes (a bias add, an
+//! activation, an SGD update) becomes an epilogue of the product
 //! (`Step::Epilogue`): it runs on each block of the product's output right
-//! after the GEMM call that computed the block, on the same thread, while
-//! the block is in cache, instead of as a pass of its own.
+//! after the GEMM call that computed the block, on the same thread, instead
+//! of as a pass of its own.
 
 use crate::graph::{Eqn, Graph, Var};
 use nx::{BinaryOp, CmpOp, DType, Layout, Prim, ReduceOp, UnaryOp};
@@ -444,8 +446,14 @@ impl Builder<'_> {
     }
 }
 
-/// Schedules `g` (already simplified).
+/// Schedules `g` (already simplified), with epilogues unless `TOLK_EPILOGUE=0`.
 pub fn schedule(g: &Graph) -> Schedule {
+    schedule_with(g, epilogues_enabled())
+}
+
+/// Schedules `g` (already simplified); `epilogues`: whether kernels may run
+/// as epilogues of products.
+pub fn schedule_with(g: &Graph, epilogues: bool) -> Schedule {
     let mut def = vec![None; g.avals.len()];
     for (i, e) in g.eqns.iter().enumerate() {
         def[e.out] = Some(i);
@@ -569,7 +577,7 @@ pub fn schedule(g: &Graph) -> Schedule {
             buffers.insert(v);
             continue;
         }
-        return plan(g, kernels, &views, &kinds);
+        return plan(g, kernels, &views, &kinds, epilogues);
     }
 }
 
@@ -662,11 +670,18 @@ fn shared_values(g: &Graph, buffers: &BTreeSet<Var>, kinds: &[Kind]) -> Vec<Var>
     shared
 }
 
-/// Whether kernels become epilogues of products (`TOLK_EPILOGUE=0` turns
-/// it off, to measure or rule out the fusion; part of the cache key).
+/// Whether [`crate::compile`] makes kernels epilogues of products: off
+/// unless `TOLK_EPILOGUE=1` (part of the cache key). Off by default because
+/// on the 2-core machine it measured no faster: W4's step 0.6% and W9's
+/// 2% slower, a single 128x784x512 layer with bias and relu 0-1% slower
+/// (its column bands' epilogue per band: 2-5% slower), an SGD update after a
+/// 784x128x512 product 0-2% faster, at batch 1024-2048 within 2% either way
+/// (each alternately in one process, `examples/bench_epilogue.rs`). The
+/// elementwise passes it removes read data that is still in the 2 MiB L2
+/// either way, so fusing saves little, while it costs per-call bookkeeping.
 pub fn epilogues_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| !std::env::var("TOLK_EPILOGUE").is_ok_and(|v| v == "0"))
+    *ON.get_or_init(|| std::env::var("TOLK_EPILOGUE").is_ok_and(|v| v == "1"))
 }
 
 /// A step before kernels are deduplicated.
@@ -776,7 +791,11 @@ fn epilogues(g: &Graph, pre: Vec<Pre>) -> Vec<Pre> {
                 let ready = args
                     .iter()
                     .all(|a| members.contains(a) || pos.get(a).is_none_or(|&p| p < *at));
-                if ready && epilogue_fits(g, &g.eqns[*eqn], kernel, args, members) {
+                // Only the steps right after the product (or after its
+                // epilogues): moving a later kernel up made W4 1-3% slower
+                // (an SGD update run early evicts the next product's operands).
+                let consecutive = (*at + 1..i).all(|j| attach[j].is_some_and(|(a, _)| a == *at));
+                if ready && consecutive && epilogue_fits(g, &g.eqns[*eqn], kernel, args, members) {
                     attach[i] = Some((*at, *eqn));
                     pos.insert(*out, *at);
                     groups[gi].2.push(*out);
@@ -824,6 +843,7 @@ fn plan(
     kernels: Vec<(Var, Kernel, Vec<Var>)>,
     views: &BTreeSet<Var>,
     kinds: &[Kind],
+    with_epilogues: bool,
 ) -> Schedule {
     let mut by_root: HashMap<Var, (Kernel, Vec<Var>)> =
         kernels.into_iter().map(|(v, k, a)| (v, (k, a))).collect();
@@ -840,7 +860,7 @@ fn plan(
             pre.push(Pre::Library(i));
         }
     }
-    let pre = if epilogues_enabled() {
+    let pre = if with_epilogues {
         epilogues(g, pre)
     } else {
         pre

@@ -28,8 +28,10 @@ use half::f16;
 use std::ops::Range;
 
 /// Products with fewer multiply-adds than this run on the calling thread:
-/// below it, splitting across cores costs more than it saves.
-const SPLIT_FLOPS: usize = 128 * 128 * 128;
+/// below it, splitting across cores costs more than it saves. (At 64^3 W4's
+/// three 655K products with a dim of 10 and W9's 32x128x128 steps split:
+/// W4 2%, W9 4-11% faster than at 128^3, measured alternately in one process.)
+const SPLIT_FLOPS: usize = 64 * 64 * 64;
 
 /// The fewest rows (or columns) one thread's band of a split product gets.
 const SPLIT_MIN: usize = 32;
@@ -135,12 +137,16 @@ impl Drop for FlushSubnormals {
     }
 }
 
-/// Work to run on each block of a product's output right after the block is
-/// computed, on the thread that computed it (while it is in cache): called
-/// with the output's first element and a block of rows and columns of the
-/// output seen as a `[batch * M, N]` row-major matrix. Every element is in
-/// exactly one block; blocks may run concurrently (on disjoint elements).
-/// It runs outside the subnormal-flushing mode of the product itself.
+/// Work to run on each block of a product's output once the block is
+/// computed: called with the output's first element and a block of rows and
+/// columns of the output seen as a `[batch * M, N]` row-major matrix. Every
+/// element is in exactly one block; blocks may run concurrently (on
+/// disjoint elements). A product split into bands of rows (or one product
+/// per task) runs it on each band right after computing it, on the same
+/// thread, while the band is in cache; one split into bands of columns, or
+/// computed in one piece, runs it afterwards over bands of whole rows
+/// across the pool. It runs outside the subnormal-flushing mode of the
+/// product itself.
 pub type Epilogue<'a> = &'a (dyn Fn(*mut u8, Range<usize>, Range<usize>) + Sync);
 
 /// Runs `epi` over a whole `rows x cols` output, in row bands across the
@@ -486,13 +492,24 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
                 // cores this beats `gemm`'s own splitting (measured with
                 // examples/bench_matmul.rs), chiefly for transposed operands.
                 for b in 0..nbatch {
-                    pool::for_each(parts, &|p| {
-                        if m >= n {
-                            block(b, band(m, parts, p), 0..n);
-                        } else {
-                            block(b, 0..m, band(n, parts, p));
+                    if m >= n {
+                        pool::for_each(parts, &|p| block(b, band(m, parts, p), 0..n));
+                    } else {
+                        // Bands of columns: the epilogue runs after the
+                        // product, one band of whole rows per thread (run on
+                        // each column band right after it, a W4 layer with
+                        // bias and relu measured 2-5% slower).
+                        pool::for_each(parts, &|p| {
+                            gemm_block(b, at(b), 0..m, band(n, parts, p), false)
+                        });
+                        if let Some(epi) = epi {
+                            let r0 = b * m;
+                            pool::for_each(parts, &|p| {
+                                let r = band(m, parts, p);
+                                epi(base.get() as *mut u8, r0 + r.start..r0 + r.end, 0..n)
+                            });
                         }
-                    });
+                    }
                 }
             } else if let (Some(epi), true) = (epi, nbatch * m * n >= 1 << 16) {
                 // One thread computes the product; the epilogue over a

@@ -1,0 +1,318 @@
+//! W4's and W6's matrix products (and large squares, for the machine's
+//! GEMM peak) through the `gemm` crate directly, f32, under each way of
+//! using two threads: one thread (`st`); a band of rows per thread
+//! (`rows2`) or of columns (`cols2`), each a one-threaded `gemm` call on
+//! nx's pool (what `cpu/dot.rs` does); `gemm`'s own rayon split (`rayon2`);
+//! and a column-major output transposed after (`st-cm+T`). Min and median
+//! of each, in us, and GFLOP/s at the min.
+//!
+//! `cargo run --release -p nx --example bench_gemm_split -- [name filter]`
+//! (`REPS` sets the repeats, 200; the squares run 20).
+use gemm::Parallelism;
+use std::time::Instant;
+
+#[derive(Clone, Copy)]
+struct Shape {
+    name: &'static str,
+    m: usize,
+    n: usize,
+    k: usize,
+    lt: bool, // lhs stored transposed ([k, m] row-major)
+    rt: bool, // rhs stored transposed ([n, k] row-major)
+}
+
+fn run_cm(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let (m, n, k) = (s.m, s.n, s.k);
+    let (lrs, lcs) = if s.lt {
+        (1isize, s.m as isize)
+    } else {
+        (k as isize, 1isize)
+    };
+    let (rrs, rcs) = if s.rt {
+        (1isize, k as isize)
+    } else {
+        (n as isize, 1isize)
+    };
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            m as isize,
+            1,
+            false,
+            a.as_ptr(),
+            lcs,
+            lrs,
+            b.as_ptr(),
+            rcs,
+            rrs,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        )
+    }
+}
+
+fn run(
+    s: &Shape,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    r: std::ops::Range<usize>,
+    cc: std::ops::Range<usize>,
+    par: Parallelism,
+) {
+    let (m, n, k) = (s.m, s.n, s.k);
+    let _ = m;
+    let (lrs, lcs) = if s.lt {
+        (1isize, s.m as isize)
+    } else {
+        (k as isize, 1isize)
+    };
+    let (rrs, rcs) = if s.rt {
+        (1isize, k as isize)
+    } else {
+        (n as isize, 1isize)
+    };
+    unsafe {
+        gemm::gemm(
+            r.len(),
+            cc.len(),
+            k,
+            c.as_mut_ptr().add(r.start * n + cc.start),
+            1,
+            n as isize,
+            false,
+            a.as_ptr().offset(r.start as isize * lrs),
+            lcs,
+            lrs,
+            b.as_ptr().offset(cc.start as isize * rcs),
+            rcs,
+            rrs,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
+}
+
+#[derive(Clone, Copy)]
+struct P(*mut f32);
+unsafe impl Send for P {}
+unsafe impl Sync for P {}
+impl P {
+    fn get(&self) -> *mut f32 {
+        self.0
+    }
+}
+
+fn time(reps: usize, mut f: impl FnMut()) -> (f64, f64) {
+    for _ in 0..5 {
+        f();
+    }
+    let mut v: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (v[0], v[v.len() / 2])
+}
+
+fn main() {
+    let shapes = [
+        Shape {
+            name: "fwd1 x@W1",
+            m: 128,
+            n: 512,
+            k: 784,
+            lt: false,
+            rt: false,
+        },
+        Shape {
+            name: "fwd2 h1@W2",
+            m: 128,
+            n: 512,
+            k: 512,
+            lt: false,
+            rt: false,
+        },
+        Shape {
+            name: "fwd3 h2@W3",
+            m: 128,
+            n: 10,
+            k: 512,
+            lt: false,
+            rt: false,
+        },
+        Shape {
+            name: "bwd g@W3^T",
+            m: 128,
+            n: 512,
+            k: 10,
+            lt: false,
+            rt: true,
+        },
+        Shape {
+            name: "bwd h2^T@g",
+            m: 512,
+            n: 10,
+            k: 128,
+            lt: true,
+            rt: false,
+        },
+        Shape {
+            name: "bwd g@W2^T",
+            m: 128,
+            n: 512,
+            k: 512,
+            lt: false,
+            rt: true,
+        },
+        Shape {
+            name: "bwd h1^T@g",
+            m: 512,
+            n: 512,
+            k: 128,
+            lt: true,
+            rt: false,
+        },
+        Shape {
+            name: "bwd x^T@g",
+            m: 784,
+            n: 512,
+            k: 128,
+            lt: true,
+            rt: false,
+        },
+        Shape {
+            name: "W6 A@I^T",
+            m: 200,
+            n: 200,
+            k: 200,
+            lt: false,
+            rt: true,
+        },
+        Shape {
+            name: "W6 A^T@B^T",
+            m: 200,
+            n: 200,
+            k: 200,
+            lt: true,
+            rt: true,
+        },
+        Shape {
+            name: "sq1024",
+            m: 1024,
+            n: 1024,
+            k: 1024,
+            lt: false,
+            rt: false,
+        },
+        Shape {
+            name: "sq2048",
+            m: 2048,
+            n: 2048,
+            k: 2048,
+            lt: false,
+            rt: false,
+        },
+    ];
+    let only: Option<String> = std::env::args().nth(1);
+    let reps: usize = std::env::var("REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    nx::raw::parallel_for(2, &|_| {});
+    for s in &shapes {
+        if let Some(o) = &only {
+            if !s.name.contains(o.as_str()) {
+                continue;
+            }
+        }
+        let a: Vec<f32> = (0..s.m * s.k)
+            .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let b: Vec<f32> = (0..s.k * s.n)
+            .map(|i| ((i * 104729) % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let mut c = vec![0f32; s.m * s.n];
+        let fl = 2.0 * (s.m * s.n * s.k) as f64;
+        let reps = if s.m >= 1024 { 20 } else { reps };
+        let mut row = format!("{:<12} {:4}x{:4}x{:4}", s.name, s.m, s.n, s.k);
+        let mut add = |label: &str, (mn, md): (f64, f64)| {
+            row += &format!(" | {label} {mn:7.1} {md:7.1}us {:5.0}GF", fl / mn / 1e3);
+        };
+        let (m, n) = (s.m, s.n);
+        add(
+            "st",
+            time(reps, || {
+                run(s, &a, &b, &mut c, 0..m, 0..n, Parallelism::None)
+            }),
+        );
+        let cp = P(c.as_mut_ptr());
+        let len = c.len();
+        let (ar, br) = (&a[..], &b[..]);
+        let split = |rows: bool| {
+            let cp = cp;
+            let (a, b) = (ar, br);
+            move |p: usize| {
+                let c = unsafe { std::slice::from_raw_parts_mut(cp.get(), len) };
+                if rows {
+                    run(
+                        s,
+                        &a,
+                        &b,
+                        c,
+                        m * p / 2..m * (p + 1) / 2,
+                        0..n,
+                        Parallelism::None,
+                    )
+                } else {
+                    run(
+                        s,
+                        &a,
+                        &b,
+                        c,
+                        0..m,
+                        n * p / 2..n * (p + 1) / 2,
+                        Parallelism::None,
+                    )
+                }
+            }
+        };
+        let fr = split(true);
+        add("rows2", time(reps, || nx::raw::parallel_for(2, &fr)));
+        let fc = split(false);
+        add("cols2", time(reps, || nx::raw::parallel_for(2, &fc)));
+        add(
+            "rayon2",
+            time(reps, || {
+                run(s, &a, &b, &mut c, 0..m, 0..n, Parallelism::Rayon(2))
+            }),
+        );
+        let mut t = vec![0f32; m * n];
+        add(
+            "st-cm+T",
+            time(reps, || {
+                run_cm(s, &a, &b, &mut t);
+                for i in 0..m {
+                    for j in 0..n {
+                        c[i * n + j] = t[j * m + i];
+                    }
+                }
+            }),
+        );
+        println!("{row}");
+    }
+}
