@@ -32,6 +32,19 @@ use std::time::Instant;
 /// translation units at once.
 const UNIT_MIN_KERNELS: usize = 16;
 
+/// A kernel doing at most this much work (iteration points times nodes) is
+/// compiled without vectorization (gcc's `-O1`, through the `optimize`
+/// attribute): vectorizing is most of gcc's time for a small loop (about 20
+/// ms of a function's 23), and on this little work it saves a microsecond
+/// or so per call. The W4 step has 12 such kernels (the softmax over
+/// `[128, 10]`, scalars); results are the same bit for bit (no fast-math at
+/// either level, so no reassociation).
+const SMALL_WORK: usize = 8192;
+
+/// The attribute that compiles a small kernel at `-O1` (gcc only; clang
+/// ignores `optimize`, so its kernels all build at the flags' level).
+const SMALL_ATTR: &str = "#if defined(__GNUC__) && !defined(__clang__)\n#define TK_SMALL __attribute__((optimize(\"O1\")))\n#else\n#define TK_SMALL\n#endif\n";
+
 /// Where a compiled program came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -126,6 +139,9 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
     let mut bodies: Vec<(String, String)> = Vec::new();
     let mut kernel_sources = Vec::new();
     let mut by_text: std::collections::HashMap<String, usize> = Default::default();
+    // Whether every kernel calling body `f` is small (a body shared by a
+    // small and a large kernel is vectorized).
+    let mut small: Vec<bool> = Vec::new();
     for (k, nest) in sched.kernels.iter().zip(&nests) {
         let text = render::render("TK_NAME", k, nest);
         let next = bodies.len();
@@ -133,10 +149,16 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
         if f == next {
             let name = format!("tk_k{f}");
             bodies.push((name.clone(), text.replace("TK_NAME", &name)));
+            small.push(true);
         }
+        let work = nest.dims.iter().product::<usize>() * k.nodes.len();
+        small[f] &= work <= SMALL_WORK;
         let (name, src) = &bodies[f];
         names.push(name.clone());
         kernel_sources.push((k.fused.clone(), src.clone()));
+    }
+    for ((_, src), _) in bodies.iter_mut().zip(&small).filter(|(_, s)| **s) {
+        *src = src.replace("void tk_", "TK_SMALL void tk_");
     }
     // immintrin.h (for the F16C conversions) is most of a small program's
     // compile time: include it only for programs with f16 values.
@@ -161,6 +183,7 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
         header.push_str("#define TK_NO_F16C\n");
     }
     header.push_str(c_ops::PRELUDE);
+    header.push_str(SMALL_ATTR);
     // Programs with many kernels compile as one translation unit per core
     // (concurrent compiler processes), linked into one shared object.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -169,11 +192,19 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
     } else {
         1
     };
+    // Bodies go to units largest first, each to the unit with the least
+    // estimated work (its C's length, a quarter of it for a small kernel),
+    // so that the concurrent compilers finish together.
     let mut units = vec![header.clone(); n_units];
-    for (i, (_, src)) in bodies.iter().enumerate() {
-        let unit = &mut units[i % n_units];
-        unit.push('\n');
-        unit.push_str(src);
+    let mut load = vec![0usize; n_units];
+    let cost = |f: usize| bodies[f].1.len() / if small[f] { 4 } else { 1 };
+    let mut order: Vec<usize> = (0..bodies.len()).collect();
+    order.sort_by_key(|&f| std::cmp::Reverse(cost(f)));
+    for f in order {
+        let u = (0..n_units).min_by_key(|&u| load[u]).unwrap_or(0);
+        load[u] += cost(f);
+        units[u].push('\n');
+        units[u].push_str(&bodies[f].1);
     }
     let source_len: usize = units.iter().map(|u| u.len()).sum();
     let meta: Vec<(String, usize, nx::DType, Vec<usize>)> = sched
