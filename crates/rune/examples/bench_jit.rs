@@ -6,6 +6,7 @@
 //! ```sh
 //! cargo run --release -p rune --example bench_jit              # all
 //! cargo run --release -p rune --example bench_jit -- --only W1,W7
+//! cargo run --release -p rune --example bench_jit -- --profile-w4 2000  # for perf
 //! ```
 //!
 //! Every jitted result is compared once with eager before it is timed (W1
@@ -778,6 +779,15 @@ fn main() {
     }
     if let Some(i) = args.iter().position(|a| a == "--w9-cold-child") {
         return w9_cold_child(args[i + 1].parse().unwrap());
+    }
+    if let Some(i) = args.iter().position(|a| a == "--profile-w4") {
+        // For a profiler (`perf record`): only the jitted W4 step, N calls.
+        let inp = w4_inputs();
+        let js = rune::jit(w4_step);
+        for _ in 0..args[i + 1].parse::<usize>().unwrap() {
+            drop(js.call(&inp));
+        }
+        return;
     }
     let only: Option<Vec<String>> = args
         .iter()
