@@ -1535,3 +1535,40 @@ fn column_reductions_sum_in_the_kernel_order_bit_for_bit() {
     let f = |x: &Tensor| (x * 3.0).max(&[0], true);
     assert_same(&rune::jit(f).call(&x), &f(&x));
 }
+
+/// Small kernels beside a large product compile without vectorization
+/// (`TK_SMALL`, gcc's `-O1`) and still equal eager bit for bit; the same
+/// elementwise chain alone (no product to be small beside) is vectorized.
+#[test]
+fn small_kernels_beside_a_large_product_equal_eager() {
+    let f = |(a, b, v): &(Tensor, Tensor, Tensor)| {
+        let small = ((v.exp() * 0.5).tanh() + v.sin()).sqrt() / (v * v + 1.0);
+        (a.matmul(b), small.log(), -v.cos())
+    };
+    let p = (
+        rand_f32(&[256, 256], 1),
+        rand_f32(&[256, 256], 2),
+        rand_f32(&[96], 3) * 40.0 - 20.0,
+    );
+    let g = rune::make_graph(f, &p);
+    let c = tolk::compile(&g, false).expect("compiles");
+    let small = |c: &tolk::Compiled| {
+        c.kernel_sources
+            .iter()
+            .filter(|(_, src)| src.contains("TK_SMALL void"))
+            .count()
+    };
+    assert!(small(&c) >= 2, "the elementwise kernels are small");
+    let eager = f(&p).leaves();
+    for _ in 0..2 {
+        let out = c.program.run(&p.leaves());
+        // The product is the same GEMM call as eager's: bits too.
+        for (x, e) in out.iter().zip(&eager) {
+            assert_same(x, e);
+        }
+    }
+    let alone = |v: &Tensor| ((v.exp() * 0.5).tanh() + v.sin()).sqrt() / (v * v + 1.0);
+    let c = tolk::compile(&rune::make_graph(alone, &p.2), false).expect("compiles");
+    assert_eq!(small(&c), 0, "nothing is small beside nothing");
+    assert_same(&c.program.run(&[p.2.clone()])[0], &alone(&p.2));
+}

@@ -32,14 +32,21 @@ use std::time::Instant;
 /// translation units at once.
 const UNIT_MIN_KERNELS: usize = 16;
 
-/// A kernel doing at most this much work (iteration points times nodes) is
-/// compiled without vectorization (gcc's `-O1`, through the `optimize`
-/// attribute): vectorizing is most of gcc's time for a small loop (about 20
-/// ms of a function's 23), and on this little work it saves a microsecond
-/// or so per call. The W4 step has 12 such kernels (the softmax over
-/// `[128, 10]`, scalars); results are the same bit for bit (no fast-math at
-/// either level, so no reassociation).
+/// A kernel is compiled without vectorization (gcc's `-O1`, through the
+/// `optimize` attribute) when its work (iteration points times nodes) is at
+/// most this and, over all its calls, at most 1/[`SMALL_SHARE`] of the
+/// program's (kernels plus library steps, a product counted as its
+/// multiply-adds). Vectorizing is most of gcc's time for a small loop
+/// (about 20 ms of a function's 25 on this machine), while such a kernel's
+/// run time is lost in the program's: W4's step has 12 of them (the
+/// softmax over `[128, 10]`, scalars) beside its 513M-flop products. In a
+/// program made only of small kernels (the 100-op chain, W7) nothing
+/// qualifies, so latency-bound programs keep vectorized, inlined code (gcc
+/// does not inline the prelude's helpers into a function with other
+/// optimization options). Results are the same bit for bit at either level
+/// (no fast-math, so no reassociation).
 const SMALL_WORK: usize = 8192;
+const SMALL_SHARE: usize = 200;
 
 /// The attribute that compiles a small kernel at `-O1` (gcc only; clang
 /// ignores `optimize`, so its kernels all build at the flags' level).
@@ -139,9 +146,7 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
     let mut bodies: Vec<(String, String)> = Vec::new();
     let mut kernel_sources = Vec::new();
     let mut by_text: std::collections::HashMap<String, usize> = Default::default();
-    // Whether every kernel calling body `f` is small (a body shared by a
-    // small and a large kernel is vectorized).
-    let mut small: Vec<bool> = Vec::new();
+    let mut body_of = Vec::with_capacity(sched.kernels.len());
     for (k, nest) in sched.kernels.iter().zip(&nests) {
         let text = render::render("TK_NAME", k, nest);
         let next = bodies.len();
@@ -149,16 +154,16 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
         if f == next {
             let name = format!("tk_k{f}");
             bodies.push((name.clone(), text.replace("TK_NAME", &name)));
-            small.push(true);
         }
-        let work = nest.dims.iter().product::<usize>() * k.nodes.len();
-        small[f] &= work <= SMALL_WORK;
-        let (name, src) = &bodies[f];
-        names.push(name.clone());
-        kernel_sources.push((k.fused.clone(), src.clone()));
+        body_of.push(f);
+        names.push(bodies[f].0.clone());
     }
+    let small = small_bodies(&g, &sched, &nests, &body_of, bodies.len());
     for ((_, src), _) in bodies.iter_mut().zip(&small).filter(|(_, s)| **s) {
         *src = src.replace("void tk_", "TK_SMALL void tk_");
+    }
+    for (k, &f) in sched.kernels.iter().zip(&body_of) {
+        kernel_sources.push((k.fused.clone(), bodies[f].1.clone()));
     }
     // immintrin.h (for the F16C conversions) is most of a small program's
     // compile time: include it only for programs with f16 values.
@@ -260,6 +265,51 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
         seconds: start.elapsed().as_secs_f64(),
         kernel_sources,
     })
+}
+
+/// Which compiled bodies are small (see [`SMALL_WORK`]): `body_of[k]` is
+/// the body kernel `k` calls.
+fn small_bodies(
+    g: &Graph,
+    sched: &schedule::Schedule,
+    nests: &[render::LoopNest],
+    body_of: &[usize],
+    n_bodies: usize,
+) -> Vec<bool> {
+    let kernel_work: Vec<usize> = sched
+        .kernels
+        .iter()
+        .zip(nests)
+        .map(|(k, n)| n.dims.iter().product::<usize>() * k.nodes.len())
+        .collect();
+    let mut small = vec![true; n_bodies];
+    let mut body_work = vec![0usize; n_bodies];
+    let mut total = 0usize;
+    for step in &sched.steps {
+        match step {
+            schedule::Step::Kernel { kernel, .. } | schedule::Step::Epilogue { kernel, .. } => {
+                let (w, f) = (kernel_work[*kernel], body_of[*kernel]);
+                small[f] &= w <= SMALL_WORK;
+                body_work[f] += w;
+                total += w;
+            }
+            schedule::Step::Library { eqn } => {
+                let e = &g.eqns[*eqn];
+                let out = g.aval(e.out).shape.iter().product::<usize>();
+                total += match &e.prim {
+                    nx::Prim::DotGeneral { lhs_contract, .. } => {
+                        let lhs = &g.aval(e.inputs[0]).shape;
+                        out * lhs_contract.iter().map(|&a| lhs[a]).product::<usize>()
+                    }
+                    _ => out,
+                };
+            }
+        }
+    }
+    for (s, w) in small.iter_mut().zip(&body_work) {
+        *s &= w.saturating_mul(SMALL_SHARE) <= total;
+    }
+    small
 }
 
 fn entries(

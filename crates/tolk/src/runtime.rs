@@ -513,6 +513,33 @@ impl ArenaLayout {
                 end[root[v]] = s;
             }
         }
+        // A value of 64 KiB or more live across more than a quarter of the
+        // program (and 16 steps) takes a fresh buffer, dropped at its last
+        // use, instead of a slot: the arena's slots are live for the whole
+        // call, so a forward activation kept for the backward pass would
+        // hold its slot while the gradients (outputs, never in the arena)
+        // accumulate; freed, its memory goes to them. (The jitted grad of
+        // M1's 32 tanh layers peaked at 0.95x of eager with every activation
+        // in the arena, 0.61x so.) Small values stay: their memory is
+        // nothing, and a fresh buffer costs an allocation per call (the
+        // 100-op chain's grad has dozens).
+        let long = (plan.steps.len() / 4).max(16);
+        const LONG_MIN_BYTES: usize = 64 << 10;
+        let mut start = vec![usize::MAX; n];
+        for (s, step) in plan.steps.iter().enumerate() {
+            if let Step::Kernel { out, .. } = step {
+                start[*out] = start[*out].min(s);
+            }
+        }
+        for v in 0..n {
+            let bytes = g.aval(v).numel() * g.aval(v).dtype.size_in_bytes();
+            if start[v] != usize::MAX
+                && end[v].saturating_sub(start[v]) > long
+                && bytes >= LONG_MIN_BYTES
+            {
+                banned[v] = true;
+            }
+        }
         let mut slab_of = vec![None; n];
         let mut slab_bytes: Vec<usize> = Vec::new();
         // Free slabs by size: best fit is the first at least as large.
@@ -618,5 +645,37 @@ mod tests {
             }
         }
         assert_eq!(a.slab_bytes.len(), 3, "four values, at most three alive at once");
+    }
+
+    /// A large value live across most of the program gets a fresh buffer
+    /// (freed at its last use) instead of a slot held for the whole call; a
+    /// small one stays in the arena.
+    #[test]
+    fn long_lived_large_values_are_fresh_buffers() {
+        let mut g = Graph::default();
+        let f = |n: usize| Aval::new(&[n], DType::F32);
+        let x = g.new_var(f(1 << 16));
+        let big = g.new_var(f(1 << 16)); // 256 KiB
+        let small = g.new_var(f(16));
+        let out = g.new_var(f(1 << 16));
+        g.inputs = vec![x];
+        g.outputs = vec![out];
+        let mut steps = vec![kernel(big, &[x]), kernel(small, &[x])];
+        // 40 steps between the definitions and the last uses.
+        let mut chain = x;
+        for _ in 0..40 {
+            let t = g.new_var(f(1 << 16));
+            steps.push(kernel(t, &[chain]));
+            chain = t;
+        }
+        steps.push(kernel(out, &[chain, big, small]));
+        let plan = Plan {
+            frees: vec![Vec::new(); steps.len()],
+            steps,
+        };
+        let a = ArenaLayout::new(&g, &plan);
+        assert_eq!(a.slab_of[big], None, "256 KiB live across the program: fresh");
+        assert!(a.slab_of[small].is_some(), "64 bytes stay in the arena");
+        assert!(a.slab_of[chain].is_some(), "short-lived values stay in the arena");
     }
 }

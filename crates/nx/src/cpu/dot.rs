@@ -28,10 +28,11 @@ use half::f16;
 use std::ops::Range;
 
 /// Products with fewer multiply-adds than this run on the calling thread:
-/// below it, splitting across cores costs more than it saves. (At 64^3 W4's
-/// three 655K products with a dim of 10 and W9's 32x128x128 steps split:
-/// W4 2%, W9 4-11% faster than at 128^3, measured alternately in one process.)
-const SPLIT_FLOPS: usize = 64 * 64 * 64;
+/// below it, splitting across cores costs more than it saves. (At 64^3,
+/// W9's 32x128x128 steps split too: its jitted step measured 10.2-10.5 ms
+/// against 7.6-7.9 ms at 128^3, three runs each; an in-process A/B had
+/// suggested the opposite.)
+const SPLIT_FLOPS: usize = 128 * 128 * 128;
 
 /// The fewest rows (or columns) one thread's band of a split product gets.
 const SPLIT_MIN: usize = 32;
