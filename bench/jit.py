@@ -42,17 +42,17 @@ sys.path.insert(0, HERE)
 import compare  # noqa: E402  (machine(), run_step(), pair(), ratio(), write_section())
 
 WHAT_LIMITS = (
-    "What limits the missed rows (if any). W1: the fused kernel is compute-bound on nx's exp "
-    "polynomial (16 lanes with `-mprefer-vector-width=512`); on a quiet machine it moves 1.85-2.3 ms "
-    "against a triad floor of 1.6-1.7 ms (0.75-0.97x of the triad, run to run); an exp with fewer "
-    "operations (XLA's) would close it, at the price of eager's exp changing too (jit is bit-exact "
-    "with eager). W4: the step is GEMM-bound (the products are about 3/4 of it, through the same "
-    "gemm-crate calls as eager; the elementwise work after them runs as their epilogues); run to run "
-    "it lands at 0.76-0.92x of jax.jit, so the target is met only on some runs; a faster GEMM (better "
-    "packing or blocking for these 128-row products) is what would close it. W8 cold: almost all is "
-    "gcc compiling the W4 step's kernels at -O2 (`TOLK_TIMING=1` prints it); kernels with the same C "
-    "share one function and the units compile in parallel, so fewer distinct kernels (shape-generic "
-    "loop bounds) or a cheaper compiler tier for small kernels would cut it further."
+    "What limits the missed rows (if any). W1: the fused kernel (one pass, `exp(x) * y + 1`, 16 "
+    "lanes) runs at the triad's speed in a C harness with OpenMP (1.47 vs 1.42 ms, 2 threads); in "
+    "the benchmark it measures 0.72-0.97x of the triad run to run on this shared 2-vCPU VM (the "
+    "floor itself moves 1.31-1.60 ms between runs); the exp polynomial is about 0.39 ns/element in "
+    "cache, so compute and memory overlap closely and any noise shows; a cheaper exp would change "
+    "eager's results too (jit is bit-exact with eager). W4: the step is GEMM-bound (the products are "
+    "about 3/4 of it, through the same gemm-crate calls as eager; gemm's microkernel 56% and its "
+    "LHS packing 10% of a profile); run to run it lands at 0.79-0.93x of jax.jit, so the target is "
+    "met only on some runs; a faster GEMM for these 128-row products (packing the LHS once rather "
+    "than per column band, or a microkernel tuned for m = 128) is what would close it. W8 cold: "
+    "almost all is gcc (`TOLK_TIMING=1` prints it): 20 distinct functions at 12-25 ms each."
 )
 
 BEGIN, END = "<!-- jit -->", "<!-- /jit -->"
