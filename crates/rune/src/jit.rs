@@ -77,8 +77,15 @@ pub struct Jit<F, P, Q> {
     name: &'static str,
     entries: RefCell<Vec<Entry<Q>>>,
     traces: Cell<usize>,
+    /// Through the persistent cache (pmap's compilations never are).
+    pub(crate) persist: bool,
+    /// A check of each staged graph before it compiles (pmap's refusals).
+    pub(crate) refuse: Option<GraphCheck>,
     _types: PhantomData<fn(&P) -> Q>,
 }
+
+/// See [`Jit::refuse`].
+pub(crate) type GraphCheck = Box<dyn Fn(&tolk::Graph) -> Option<JitError>>;
 
 /// `f` compiled: the first call with a new leaf signature traces `f`,
 /// compiles the traced computation into fused kernels and runs them; later
@@ -100,39 +107,46 @@ pub fn jit<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F) -> Jit<F, P, Q> {
 /// [`jit`] with options. Panics naming the device if it is unknown or
 /// unavailable.
 pub fn jit_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: JitOpts) -> Jit<F, P, Q> {
-    check_device(&opts.device);
+    if let Err(e) = device_backend(&opts.device, false) {
+        panic!("jit: {e}");
+    }
     Jit {
         f,
         name: std::any::type_name::<F>(),
         entries: RefCell::new(Vec::new()),
         traces: Cell::new(0),
+        persist: true,
+        refuse: None,
         _types: PhantomData,
     }
 }
 
-/// Panics unless `device` is one jit can run on here.
-fn check_device(device: &str) {
+/// The backend of `device` if it is one that can run here (`"CPU"`), else
+/// why not, naming it. `host_instances`: whether `CPU:1`, `CPU:2`, ... are
+/// accepted (pmap's; jit runs on the host device `CPU`/`CPU:0` only).
+pub(crate) fn device_backend(device: &str, host_instances: bool) -> Result<&'static str, String> {
     let (backend, instance) = match device.split_once(':') {
         Some((b, i)) => (b, Some(i)),
         None => (device, None),
     };
     let instance_ok = instance.is_none_or(|i| i.parse::<usize>().is_ok());
     match backend {
-        "CPU" if instance_ok && instance.is_none_or(|i| i == "0") => {}
-        "CPU" if instance_ok => panic!(
-            "jit: device {device:?} is not available: host devices CPU:1, CPU:2, ... are not \
-             implemented yet; use \"CPU\""
-        ),
-        "CUDA" if instance_ok => panic!(
-            "jit: device {device:?} is not available: CUDA is not available in this build of \
-             rune; use \"CPU\""
-        ),
-        "METAL" if instance_ok => {
-            panic!("jit: device {device:?} is not available: METAL is available on macOS only")
-        }
-        _ => panic!(
-            "jit: unknown device {device:?}; the devices are \"CPU\", \"CUDA\" and \"METAL\""
-        ),
+        "CPU" if instance_ok && (host_instances || instance.is_none_or(|i| i == "0")) => Ok("CPU"),
+        "CPU" if instance_ok => Err(format!(
+            "device {device:?} is not available to jit: host devices CPU:1, CPU:2, ... are \
+             pmap's; use \"CPU\""
+        )),
+        "CUDA" if instance_ok => Err(format!(
+            "device {device:?} is not available: CUDA is not available in this build of rune; \
+             use \"CPU\""
+        )),
+        "METAL" if instance_ok => Err(format!(
+            "device {device:?} is not available: METAL is available on macOS only"
+        )),
+        _ => Err(format!(
+            "unknown device {device:?}; the devices are \"CPU\", \"CUDA\" and \"METAL\" \
+             (with an instance suffix, \"CPU:1\", for pmap)"
+        )),
     }
 }
 
@@ -267,6 +281,9 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                 let aliases = aliases.unwrap_or_else(|| Aliases::of(&leaves));
                 let (graph, template) =
                     catch_jit(|| stage_with(&self.f, p, &leaves, &aliases.first))?;
+                if let Some(e) = self.refuse.as_ref().and_then(|check| check(&graph)) {
+                    return Err(e);
+                }
                 let writes = !graph.writebacks.is_empty();
                 if writes {
                     if let Some((a, b)) = aliases.overlap {
@@ -274,7 +291,7 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                     }
                 }
                 self.traces.set(self.traces.get() + 1);
-                let compiled = tolk::compile(&graph, true).map_err(JitError::new)?;
+                let compiled = tolk::compile(&graph, self.persist).map_err(JitError::new)?;
                 if debug_level() >= 2 {
                     eprintln!("jit {}: program\n{}", self.name, compiled.program.graph());
                     for (i, (fused, src)) in compiled.kernel_sources.iter().enumerate() {

@@ -1,0 +1,183 @@
+//! `pmap`'s interface, its checks (each "Raises" of the seed), and its
+//! results: `f` observes global shapes, so pmap must compute what `f`
+//! computes eagerly, a reduction over a sharded axis included.
+
+use rune::prelude::*;
+use rune::PmapOpts;
+mod common;
+use common::{panic_message, t64};
+
+fn data(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let mut s = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
+    let v: Vec<f64> = (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        })
+        .collect();
+    Tensor::from_slice(&v, shape)
+}
+
+fn opts(devices: &[&str], in_axes: Option<Vec<Option<usize>>>) -> PmapOpts {
+    PmapOpts {
+        devices: devices.iter().map(|d| d.to_string()).collect(),
+        in_axes,
+        donate: false,
+    }
+}
+
+/// A mean loss over a batch sharded across two devices, the parameters
+/// replicated: pmap's loss and gradients are the global ones (the
+/// all-reduced values), equal to eager within float reassociation.
+#[test]
+fn data_parallel_grad_of_a_mean_loss_equals_eager() {
+    type In = ((Tensor, Tensor), Tensor, Tensor);
+    let step = |((w, b), x, y): &In| {
+        rune::value_and_grad(
+            |(w, b): &(Tensor, Tensor)| {
+                let pred = (x.matmul(w) + b).tanh();
+                (pred - y).square().mean_all()
+            },
+            &(w.clone(), b.clone()),
+        )
+    };
+    let p: In = (
+        (data(&[5, 3], 1), data(&[3], 2)),
+        data(&[8, 5], 3),
+        data(&[8, 3], 4),
+    );
+    let f = rune::pmap_with(
+        step,
+        opts(&["CPU:1", "CPU:2"], Some(vec![None, None, Some(0), Some(0)])),
+    );
+    let (loss, (gw, gb)) = f.call(&p);
+    let (el, (ew, eb)) = step(&p);
+    for (a, e) in [(&loss, &el), (&gw, &ew), (&gb, &eb)] {
+        assert_eq!(a.shape(), e.shape());
+        let (a, e) = (a.to_vec::<f64>(), e.to_vec::<f64>());
+        for (x, y) in a.iter().zip(&e) {
+            assert!((x - y).abs() <= 1e-12 * (1.0 + y.abs()), "{x} vs {y}");
+        }
+    }
+    // The same signature replays; a new batch size traces again.
+    f.call(&p);
+    assert_eq!(f.trace_count(), 1);
+    let p2: In = (p.0.clone(), data(&[4, 5], 5), data(&[4, 3], 6));
+    f.call(&p2);
+    assert_eq!(f.trace_count(), 2);
+}
+
+#[test]
+fn every_leaf_splits_along_axis_0_by_default() {
+    let f = rune::pmap(|(a, b): &(Tensor, Tensor)| (a * b).sum(&[0], false), &["CPU:1", "CPU:2"]);
+    let a = t64(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let b = t64(&[6.0, 5.0, 4.0, 3.0, 2.0, 1.0], &[2, 3]);
+    assert_eq!(f.call(&(a, b)).to_vec::<f64>(), vec![18.0, 20.0, 18.0]);
+    let d = PmapOpts::default();
+    assert!(d.devices.is_empty() && d.in_axes.is_none() && !d.donate);
+    // A leaf of 3 rows does not split across 2 devices.
+    let m = panic_message(|| {
+        f.call(&(data(&[3, 2], 1), data(&[3, 2], 2)));
+    });
+    assert!(m.contains("leaf 0") && m.contains("evenly") && m.contains("axis 0"), "{m}");
+}
+
+#[test]
+fn bad_devices_panic_naming_them() {
+    let f = |x: &Tensor| x * 2.0;
+    let m = panic_message(|| {
+        rune::pmap(f, &[]);
+    });
+    assert!(m.contains("devices is empty"), "{m}");
+    let m = panic_message(|| {
+        rune::pmap(f, &["CPU:1", "CUDA:0"]);
+    });
+    assert!(m.contains("CUDA:0") && m.contains("not available"), "{m}");
+    let m = panic_message(|| {
+        rune::pmap(f, &["CUDA:0", "CUDA:1"]);
+    });
+    assert!(m.contains("\"CUDA:0\"") && m.contains("not available"), "{m}");
+    let m = panic_message(|| {
+        rune::pmap(f, &["METAL:0"]);
+    });
+    assert!(m.contains("macOS only"), "{m}");
+    let m = panic_message(|| {
+        rune::pmap(f, &["CPU:1", "TPU:0"]);
+    });
+    assert!(m.contains("\"TPU:0\"") && m.contains("unknown device"), "{m}");
+    let m = panic_message(|| {
+        rune::pmap(f, &["CPU:x"]);
+    });
+    assert!(m.contains("\"CPU:x\""), "{m}");
+}
+
+#[test]
+fn in_axes_must_fit_the_leaves() {
+    let f = |(a, b): &(Tensor, Tensor)| a + b;
+    let p = (data(&[4, 2], 1), data(&[4, 2], 2));
+    let missing = rune::pmap_with(f, opts(&["CPU:1", "CPU:2"], Some(vec![Some(0)])));
+    let m = panic_message(|| {
+        missing.call(&p);
+    });
+    assert!(m.contains("in_axes has 1 entries") && m.contains("2 leaves"), "{m}");
+    let excess = rune::pmap_with(f, opts(&["CPU:1", "CPU:2"], Some(vec![None, None, None])));
+    let m = panic_message(|| {
+        excess.call(&p);
+    });
+    assert!(m.contains("in_axes has 3 entries"), "{m}");
+    let out_of_range = rune::pmap_with(f, opts(&["CPU:1", "CPU:2"], Some(vec![Some(2), None])));
+    let m = panic_message(|| {
+        out_of_range.call(&p);
+    });
+    assert!(m.contains("no axis 2"), "{m}");
+    // Axis 1 (2 columns) splits across 2 devices; replicated leaves need not.
+    let ok = rune::pmap_with(f, opts(&["CPU:1", "CPU:2"], Some(vec![Some(1), None])));
+    assert_eq!(ok.call(&p).to_vec::<f64>(), (&p.0 + &p.1).to_vec::<f64>());
+}
+
+/// A sharded leaf assigned in place is a JitError at trace time; a
+/// replicated one is written back, as under jit.
+#[test]
+fn writebacks_of_sharded_leaves_are_refused_replicated_ones_honoured() {
+    let f = |(state, x): &(Tensor, Tensor)| {
+        state.assign(&(state + x.sum(&[0], false)));
+        x * 2.0
+    };
+    let sharded = rune::pmap(f, &["CPU:1", "CPU:2"]);
+    let p = (data(&[2, 3], 1), data(&[4, 3], 2));
+    let e = sharded.try_call(&p).expect_err("a sharded writeback");
+    assert!(e.message().contains("leaf 0") && e.message().contains("sharded"), "{}", e.message());
+    let m = panic_message(|| {
+        sharded.call(&p);
+    });
+    assert!(m.contains("sharded"), "{m}");
+
+    let replicated = rune::pmap_with(f, opts(&["CPU:1", "CPU:2"], Some(vec![None, Some(0)])));
+    let state = Tensor::zeros(&[3], DType::F64);
+    let x = data(&[4, 3], 2);
+    let want = x.sum(&[0], false);
+    for k in 1..=2 {
+        let y = replicated.call(&(state.clone(), x.clone()));
+        assert_eq!(y.to_vec::<f64>(), (&x * 2.0).to_vec::<f64>());
+        let expect: Vec<f64> = want.to_vec::<f64>().iter().map(|v| v * k as f64).collect();
+        let got = state.to_vec::<f64>();
+        for (g, e) in got.iter().zip(&expect) {
+            assert!((g - e).abs() < 1e-12, "call {k}: {got:?} vs {expect:?}");
+        }
+    }
+}
+
+/// Under an enclosing transformation pmap runs `f` directly, so grad sees
+/// its operations.
+#[test]
+fn grad_of_a_pmapped_function_is_grad_of_the_function() {
+    let f = |x: &Tensor| (x.sin() * x).sum_all();
+    let pf = rune::pmap(f, &["CPU:1", "CPU:2"]);
+    let x = data(&[6], 7);
+    let g = rune::grad(|x: &Tensor| pf.call(x), &x);
+    let e = rune::grad(f, &x);
+    assert_eq!(g.to_vec::<f64>(), e.to_vec::<f64>());
+}
