@@ -77,15 +77,8 @@ pub struct Jit<F, P, Q> {
     name: &'static str,
     entries: RefCell<Vec<Entry<Q>>>,
     traces: Cell<usize>,
-    /// Through the persistent cache (pmap's compilations never are).
-    pub(crate) persist: bool,
-    /// A check of each staged graph before it compiles (pmap's refusals).
-    pub(crate) refuse: Option<GraphCheck>,
     _types: PhantomData<fn(&P) -> Q>,
 }
-
-/// See [`Jit::refuse`].
-pub(crate) type GraphCheck = Box<dyn Fn(&tolk::Graph) -> Option<JitError>>;
 
 /// `f` compiled: the first call with a new leaf signature traces `f`,
 /// compiles the traced computation into fused kernels and runs them; later
@@ -115,8 +108,6 @@ pub fn jit_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: JitOpts) -> Jit<
         name: std::any::type_name::<F>(),
         entries: RefCell::new(Vec::new()),
         traces: Cell::new(0),
-        persist: true,
-        refuse: None,
         _types: PhantomData,
     }
 }
@@ -151,7 +142,7 @@ pub(crate) fn device_backend(device: &str, host_instances: bool) -> Result<&'sta
 }
 
 /// `RUNE_JIT_DEBUG`'s level (0 when unset).
-fn debug_level() -> u8 {
+pub(crate) fn debug_level() -> u8 {
     static LEVEL: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
     *LEVEL.get_or_init(|| {
         std::env::var("RUNE_JIT_DEBUG")
@@ -199,7 +190,7 @@ fn overlap_error(i: usize, j: usize) -> JitError {
 }
 
 /// Runs `f` under a staging trace on tracers for `p`'s leaves.
-fn stage<P: Ptree, Q: Ptree>(f: &impl Fn(&P) -> Q, p: &P) -> (tolk::Graph, Q) {
+pub(crate) fn stage<P: Ptree, Q: Ptree>(f: &impl Fn(&P) -> Q, p: &P) -> (tolk::Graph, Q) {
     let leaves = p.leaves();
     stage_with(f, p, &leaves, &(0..leaves.len()).collect::<Vec<_>>())
 }
@@ -217,7 +208,7 @@ fn stage_with<P: Ptree, Q: Ptree>(
 }
 
 /// Catches a `JitError` raised while tracing; other panics propagate.
-fn catch_jit<R>(f: impl FnOnce() -> R) -> Result<R, JitError> {
+pub(crate) fn catch_jit<R>(f: impl FnOnce() -> R) -> Result<R, JitError> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => Ok(r),
         Err(payload) => match payload.downcast::<JitError>() {
@@ -281,9 +272,6 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                 let aliases = aliases.unwrap_or_else(|| Aliases::of(&leaves));
                 let (graph, template) =
                     catch_jit(|| stage_with(&self.f, p, &leaves, &aliases.first))?;
-                if let Some(e) = self.refuse.as_ref().and_then(|check| check(&graph)) {
-                    return Err(e);
-                }
                 let writes = !graph.writebacks.is_empty();
                 if writes {
                     if let Some((a, b)) = aliases.overlap {
@@ -291,7 +279,7 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                     }
                 }
                 self.traces.set(self.traces.get() + 1);
-                let compiled = tolk::compile(&graph, self.persist).map_err(JitError::new)?;
+                let compiled = tolk::compile(&graph, true).map_err(JitError::new)?;
                 if debug_level() >= 2 {
                     eprintln!("jit {}: program\n{}", self.name, compiled.program.graph());
                     for (i, (fused, src)) in compiled.kernel_sources.iter().enumerate() {
@@ -341,7 +329,7 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
     }
 }
 
-fn same_signature(sig: &[(DType, Vec<usize>)], leaves: &[Tensor]) -> bool {
+pub(crate) fn same_signature(sig: &[(DType, Vec<usize>)], leaves: &[Tensor]) -> bool {
     sig.len() == leaves.len()
         && sig
             .iter()

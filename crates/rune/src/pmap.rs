@@ -1,22 +1,26 @@
 //! `pmap`: `f` compiled to run across a tuple of devices, its input leaves
 //! split along an axis (`in_axes: Some(a)`) or replicated (`None`).
 //!
-//! What is built: the seed's interface and every check it lists (devices:
-//! empty, mixed backends, unavailable; `in_axes`: one entry per leaf, the
-//! axis in range and divisible across the devices; a sharded input leaf
-//! assigned in place is a `JitError` at trace time), compilation through
-//! jit's staging and tolk (never persisted, as the seed says), and results:
-//! `f` observes global shapes, so the compiled global program computes
-//! exactly what the sharded one must (a reduction over a sharded axis is
-//! the all-reduced value). Not built yet (issue 11): the per-device
-//! programs themselves: sharding propagation over the graph, `CPU:n`
-//! worker threads with memory of their own, the all-reduce step, resident
-//! outputs and `donate`, and the transfer counters; until then the program
-//! runs on the host device, so `jit_stats` counts no transfers.
+//! The staged graph (global shapes) goes through `tolk::shard`: sharding
+//! propagation marks each value split (an axis), replicated or partial,
+//! and cuts the program into stages (one tolk program each, compiled once
+//! and run over every device's shard) separated by collectives: the
+//! all-reduce of a reduction over a split axis (a tree over the devices'
+//! buffers), an all-gather where an operation needs a whole split axis, a
+//! slice where a replicated value meets split ones. Compilations are never
+//! persisted (the seed's rule for pmap).
+//!
+//! Not built yet (issue 11): `CPU:n` worker threads with memory of their
+//! own (the per-device programs run one after the other on the calling
+//! thread, each using nx's pool, and device buffers are host tensors), so
+//! no transfers are counted in `jit_stats`; outputs are gathered when the
+//! call returns rather than staying resident; `donate` consumes nothing.
 
-use crate::jit::{device_backend, Jit, JitOpts};
+use crate::jit::{catch_jit, debug_level, device_backend, same_signature, stage};
 use crate::stage::JitError;
-use nx::{Ptree, Tensor};
+use nx::{DType, Ptree, Tensor};
+use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
 
 /// Options of [`pmap_with`].
 #[derive(Clone, Debug, Default)]
@@ -34,9 +38,14 @@ pub struct PmapOpts {
 
 /// A function compiled across devices (see [`pmap`]).
 pub struct Pmap<F, P, Q> {
-    jit: Jit<F, P, Q>,
+    f: F,
+    name: &'static str,
     devices: Vec<String>,
     in_axes: Option<Vec<Option<usize>>>,
+    /// Per leaf signature: the sharded program and the traced output.
+    entries: RefCell<Vec<(Vec<(DType, Vec<usize>)>, tolk::shard::ShardedProgram, Q)>>,
+    traces: Cell<usize>,
+    _types: PhantomData<fn(&P) -> Q>,
 }
 
 /// `f` compiled to run across `devices`, every input leaf split along its
@@ -79,31 +88,15 @@ pub fn pmap_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: PmapOpts) -> Pm
             Some(_) => {}
         }
     }
-    let mut jit = crate::jit::jit_with(
-        f,
-        JitOpts {
-            device: "CPU".into(),
-            donate: opts.donate,
-        },
-    );
-    jit.persist = false;
-    if let Some(axes) = opts.in_axes.clone() {
-        jit.refuse = Some(Box::new(move |g: &tolk::Graph| {
-            let (leaf, _) = g
-                .writebacks
-                .iter()
-                .find(|(i, _)| axes.get(*i).is_some_and(|a| a.is_some()))?;
-            Some(sharded_writeback(*leaf))
-        }));
-    } else {
-        jit.refuse = Some(Box::new(|g: &tolk::Graph| {
-            g.writebacks.first().map(|(i, _)| sharded_writeback(*i))
-        }));
-    }
+    let _ = opts.donate; // nothing is resident yet (see the module docs)
     Pmap {
-        jit,
+        f,
+        name: std::any::type_name::<F>(),
         devices: opts.devices,
         in_axes: opts.in_axes,
+        entries: RefCell::new(Vec::new()),
+        traces: Cell::new(0),
+        _types: PhantomData,
     }
 }
 
@@ -130,18 +123,54 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
     /// Runs the compiled function, or returns why `f` cannot be compiled.
     /// Panics as [`Pmap::call`] if `in_axes` does not fit the leaves.
     pub fn try_call(&self, p: &P) -> Result<Q, JitError> {
-        if nx::trace::depth() == 0 {
-            self.check_leaves(&p.leaves());
+        if nx::trace::depth() > 0 {
+            // Under a transformation: let it see `f`, as jit does.
+            return Ok((self.f)(p));
         }
-        self.jit.try_call(p)
+        let leaves = p.leaves();
+        let axes = self.check_leaves(&leaves);
+        let hit = self
+            .entries
+            .borrow()
+            .iter()
+            .position(|(sig, _, _)| same_signature(sig, &leaves));
+        let (index, how) = match hit {
+            Some(i) => (i, "hit memory"),
+            None => {
+                let (graph, template) = catch_jit(|| stage(&self.f, p))?;
+                if let Some(&(leaf, _)) = graph.writebacks.iter().find(|(i, _)| axes[*i].is_some()) {
+                    return Err(sharded_writeback(leaf));
+                }
+                self.traces.set(self.traces.get() + 1);
+                let program = tolk::shard::shard(&graph, self.devices.len(), &axes)
+                    .map_err(JitError::new)?;
+                let sig = leaves.iter().map(|t| (t.dtype(), t.shape().to_vec())).collect();
+                let mut entries = self.entries.borrow_mut();
+                entries.push((sig, program, template));
+                (entries.len() - 1, "miss, compiled")
+            }
+        };
+        let entries = self.entries.borrow();
+        let (_, program, template) = &entries[index];
+        let outs = program.run(&leaves);
+        if debug_level() >= 1 {
+            eprintln!(
+                "pmap {} over {:?}: {how}, {}, transfers 0 B",
+                self.name,
+                self.devices,
+                program.describe()
+            );
+        }
+        Ok(template.with_leaves(&outs))
     }
 
     /// How many times `f` has been traced (once per new signature).
     pub fn trace_count(&self) -> usize {
-        self.jit.trace_count()
+        self.traces.get()
     }
 
-    fn check_leaves(&self, leaves: &[Tensor]) {
+    /// Each leaf's split axis; panics if `in_axes` does not fit `leaves`.
+    fn check_leaves(&self, leaves: &[Tensor]) -> Vec<Option<usize>> {
         let n = self.devices.len();
         if let Some(axes) = &self.in_axes {
             if axes.len() != leaves.len() {
@@ -174,5 +203,8 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
                 );
             }
         }
+        (0..leaves.len())
+            .map(|i| self.in_axes.as_ref().map_or(Some(0), |axes| axes[i]))
+            .collect()
     }
 }

@@ -20,6 +20,7 @@ pub mod graph;
 pub mod render;
 pub mod runtime;
 pub mod schedule;
+pub mod shard;
 pub mod simplify;
 
 pub use graph::{Eqn, Graph, Var};

@@ -1,0 +1,605 @@
+//! Sharding propagation: a program over global shapes, its inputs split
+//! along an axis across `n` devices or replicated, becomes a plan of
+//! per-device programs (the same program on every device, over its shard)
+//! and the collective steps between them.
+//!
+//! Each value is replicated (`Rep`), split along an axis (`Split(a)`: device
+//! `d` holds the `d`-th of `n` equal slices), or a partial result
+//! (`Partial(op)`: every device holds its shard's reduction; the value is
+//! their all-reduce). The rules, one per primitive family: elementwise
+//! work on split values stays split (a replicated operand that is a
+//! broadcast along the split axis, or a `full`, is re-broadcast locally;
+//! any other is sliced per device); a reduction over the split axis, or a
+//! product contracting split axes of both operands, is partial; movement
+//! ops that keep the split axis whole keep it; everything else gathers its
+//! split operands (all-gather) and runs replicated. A partial value is
+//! all-reduced before its first use. Collectives end a stage: the plan is
+//! stages (tolk programs, compiled once, run per device) and the
+//! conversions between them.
+
+use crate::graph::{Eqn, Graph, Var};
+use nx::{Aval, Prim, ReduceOp, Tensor};
+use std::collections::HashMap;
+
+/// How a value is laid out across the devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sharding {
+    Rep,
+    Split(usize),
+    Partial(ReduceOp),
+}
+
+/// A value in a given layout.
+type Key = (Var, Sharding);
+
+/// A collective step between stages.
+#[derive(Clone, Debug)]
+pub enum Convert {
+    /// Partial -> replicated: combine every device's value.
+    AllReduce(ReduceOp),
+    /// Split -> replicated: concatenate the shards along the axis.
+    AllGather(usize),
+    /// Replicated -> split: each device keeps its slice along the axis.
+    Scatter(usize),
+}
+
+enum Step {
+    /// Local equations (global equation index, the keys of its inputs, the
+    /// key of its output, the local primitive).
+    Stage(Vec<(Vec<Key>, Key, Prim)>),
+    Convert { from: Key, to: Key, how: Convert },
+}
+
+/// A compiled stage: its program and which values it reads and writes.
+struct Stage {
+    program: crate::Program,
+    imports: Vec<Key>,
+    exports: Vec<Key>,
+}
+
+enum PlanStep {
+    Stage(Stage),
+    Convert { from: Key, to: Key, how: Convert },
+}
+
+/// A program sharded across `n` devices (see the module docs).
+pub struct ShardedProgram {
+    n: usize,
+    inputs: Vec<Key>,
+    consts: Vec<(Var, Tensor)>,
+    steps: Vec<PlanStep>,
+    /// Per global output: the key holding it.
+    outputs: Vec<Key>,
+    /// `(input leaf, key)`: replicated values written back into leaves.
+    writebacks: Vec<(usize, Key)>,
+}
+
+/// Why a graph cannot be sharded as asked (a message for the user).
+pub type ShardError = String;
+
+/// The local shape of a value of global `shape` in layout `sh`.
+fn local_shape(shape: &[usize], sh: Sharding, n: usize) -> Vec<usize> {
+    let mut s = shape.to_vec();
+    if let Sharding::Split(a) = sh {
+        s[a] /= n;
+    }
+    s
+}
+
+struct Builder<'g> {
+    g: &'g Graph,
+    n: usize,
+    /// The layouts each global value is available in.
+    have: HashMap<Var, Vec<Sharding>>,
+    /// Where each equation's output was defined (for local re-broadcasts).
+    def: HashMap<Var, usize>,
+    steps: Vec<Step>,
+    current: Vec<(Vec<Key>, Key, Prim)>,
+}
+
+impl Builder<'_> {
+    fn available(&self, v: Var, sh: Sharding) -> bool {
+        self.have.get(&v).is_some_and(|l| l.contains(&sh))
+    }
+
+    fn add(&mut self, v: Var, sh: Sharding) {
+        let l = self.have.entry(v).or_default();
+        if !l.contains(&sh) {
+            l.push(sh);
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.current.is_empty() {
+            self.steps.push(Step::Stage(std::mem::take(&mut self.current)));
+        }
+    }
+
+    fn convert(&mut self, from: Key, to: Sharding, how: Convert) -> Key {
+        self.flush();
+        self.steps.push(Step::Convert {
+            from,
+            to: (from.0, to),
+            how,
+        });
+        self.add(from.0, to);
+        (from.0, to)
+    }
+
+    /// `v` as a replicated value (all-reducing or all-gathering it).
+    fn rep(&mut self, v: Var) -> Key {
+        if self.available(v, Sharding::Rep) {
+            return (v, Sharding::Rep);
+        }
+        let sh = self.have[&v][0];
+        match sh {
+            Sharding::Partial(op) => self.convert((v, sh), Sharding::Rep, Convert::AllReduce(op)),
+            Sharding::Split(a) => self.convert((v, sh), Sharding::Rep, Convert::AllGather(a)),
+            Sharding::Rep => unreachable!(),
+        }
+    }
+
+    /// `v` split along `a`: as it is, re-broadcast locally when it is a
+    /// broadcast along `a` or a `full`, else sliced from its replicated value.
+    fn split(&mut self, v: Var, a: usize) -> Key {
+        let want = Sharding::Split(a);
+        if self.available(v, want) {
+            return (v, want);
+        }
+        if let Some(&e) = self.def.get(&v) {
+            let eqn = &self.g.eqns[e];
+            let shape = &self.g.aval(v).shape;
+            let local = local_shape(shape, want, self.n);
+            match &eqn.prim {
+                Prim::Full { dtype, value, .. } => {
+                    let prim = Prim::Full {
+                        shape: local,
+                        dtype: *dtype,
+                        value: *value,
+                    };
+                    self.current.push((Vec::new(), (v, want), prim));
+                    self.add(v, want);
+                    return (v, want);
+                }
+                Prim::Broadcast { .. } => {
+                    let u = eqn.inputs[0];
+                    let in_shape = &self.g.aval(u).shape;
+                    let lead = shape.len() - in_shape.len();
+                    let expanded = a < lead || in_shape[a - lead] == 1;
+                    if expanded {
+                        let k = self.rep(u);
+                        self.current
+                            .push((vec![k], (v, want), Prim::Broadcast { shape: local }));
+                        self.add(v, want);
+                        return (v, want);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let r = self.rep(v);
+        self.convert(r, want, Convert::Scatter(a))
+    }
+
+    /// `v` in whatever layout it has, all-reducing a partial value first.
+    fn any(&mut self, v: Var) -> Key {
+        let l = &self.have[&v];
+        if let Some(&sh) = l.iter().find(|s| !matches!(s, Sharding::Partial(_))) {
+            return (v, sh);
+        }
+        self.rep(v)
+    }
+
+    fn emit(&mut self, inputs: Vec<Key>, out: Var, sh: Sharding, prim: Prim) {
+        self.current.push((inputs, (out, sh), prim));
+        self.add(out, sh);
+    }
+
+    /// Every input replicated; the equation runs as it is.
+    fn replicated(&mut self, e: &Eqn) {
+        let ins: Vec<Key> = e.inputs.iter().map(|&v| self.rep(v)).collect();
+        self.emit(ins, e.out, Sharding::Rep, e.prim.clone());
+    }
+
+    fn eqn(&mut self, i: usize) {
+        let g = self.g;
+        let e = &g.eqns[i];
+        self.def.insert(e.out, i);
+        let ins: Vec<Key> = e.inputs.iter().map(|&v| self.any(v)).collect();
+        let split_axis = ins.iter().find_map(|(_, s)| match s {
+            Sharding::Split(a) => Some(*a),
+            _ => None,
+        });
+        let Some(a) = split_axis else {
+            return self.emit(ins, e.out, Sharding::Rep, e.prim.clone());
+        };
+        let out_shape = &g.aval(e.out).shape;
+        let n = self.n;
+        match &e.prim {
+            Prim::Unary(_)
+            | Prim::Binary(_)
+            | Prim::Compare(_)
+            | Prim::Where
+            | Prim::Cast(_)
+            | Prim::Copy
+            | Prim::StopGradient => {
+                let ins = e.inputs.iter().map(|&v| self.split(v, a)).collect();
+                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+            }
+            Prim::Threefry2x32 if a + 1 < out_shape.len() => {
+                let ins = e.inputs.iter().map(|&v| self.split(v, a)).collect();
+                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+            }
+            Prim::Reduce { op, axes } => {
+                let sh = if axes.contains(&a) {
+                    Sharding::Partial(*op)
+                } else {
+                    Sharding::Split(a - axes.iter().filter(|&&x| x < a).count())
+                };
+                self.emit(ins, e.out, sh, e.prim.clone());
+            }
+            Prim::ArgReduce { axis, .. } if *axis != a => {
+                let b = if *axis < a { a - 1 } else { a };
+                self.emit(ins, e.out, Sharding::Split(b), e.prim.clone());
+            }
+            Prim::Cumulative { axis, .. } if *axis != a => {
+                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+            }
+            Prim::Broadcast { shape } => {
+                let b = a + shape.len() - g.aval(e.inputs[0]).shape.len();
+                let local = local_shape(shape, Sharding::Split(b), n);
+                self.emit(ins, e.out, Sharding::Split(b), Prim::Broadcast { shape: local });
+            }
+            Prim::Permute { perm } => {
+                let b = perm.iter().position(|&p| p == a).unwrap();
+                self.emit(ins, e.out, Sharding::Split(b), e.prim.clone());
+            }
+            Prim::Reshape { shape } => {
+                let in_shape = &g.aval(e.inputs[0]).shape;
+                let before: usize = in_shape[..a].iter().product();
+                let kept = (0..shape.len()).find(|&b| {
+                    shape[..b].iter().product::<usize>() == before && shape[b] == in_shape[a]
+                });
+                match kept {
+                    Some(b) => {
+                        let local = local_shape(shape, Sharding::Split(b), n);
+                        self.emit(ins, e.out, Sharding::Split(b), Prim::Reshape { shape: local });
+                    }
+                    None => self.replicated(e),
+                }
+            }
+            Prim::Slice { start, end, step }
+                if start[a] == 0 && step[a] == 1 && end[a] == g.aval(e.inputs[0]).shape[a] =>
+            {
+                let mut end = end.clone();
+                end[a] /= n;
+                let prim = Prim::Slice {
+                    start: start.clone(),
+                    end,
+                    step: step.clone(),
+                };
+                self.emit(ins, e.out, Sharding::Split(a), prim);
+            }
+            Prim::Flip { axes } if !axes.contains(&a) => {
+                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+            }
+            Prim::Pad { lo, hi, .. } if lo[a] == 0 && hi[a] == 0 => {
+                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+            }
+            Prim::Concat { axis } if *axis != a => {
+                let ins = e.inputs.iter().map(|&v| self.split(v, a)).collect();
+                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+            }
+            Prim::Gather { axis } | Prim::ScatterAdd { axis } if *axis != a => {
+                let ins = e.inputs.iter().map(|&v| self.split(v, a)).collect();
+                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+            }
+            Prim::DotGeneral {
+                lhs_batch,
+                rhs_batch,
+                lhs_contract,
+                rhs_contract,
+            } => self.dot(e, &ins, lhs_batch, rhs_batch, lhs_contract, rhs_contract),
+            _ => self.replicated(e),
+        }
+    }
+
+    fn dot(
+        &mut self,
+        e: &Eqn,
+        ins: &[Key],
+        lhs_batch: &[usize],
+        rhs_batch: &[usize],
+        lhs_contract: &[usize],
+        rhs_contract: &[usize],
+    ) {
+        let g = self.g;
+        let (l, r) = (ins[0], ins[1]);
+        let free = |rank: usize, batch: &[usize], contract: &[usize]| -> Vec<usize> {
+            (0..rank)
+                .filter(|x| !batch.contains(x) && !contract.contains(x))
+                .collect()
+        };
+        let lfree = free(g.aval(e.inputs[0]).shape.len(), lhs_batch, lhs_contract);
+        let rfree = free(g.aval(e.inputs[1]).shape.len(), rhs_batch, rhs_contract);
+        let split = |k: Key| match k.1 {
+            Sharding::Split(a) => Some(a),
+            _ => None,
+        };
+        let prim = e.prim.clone();
+        match (split(l), split(r)) {
+            (Some(a), None) if lfree.contains(&a) => {
+                let b = lhs_batch.len() + lfree.iter().position(|&x| x == a).unwrap();
+                let r = self.rep(e.inputs[1]);
+                self.emit(vec![l, r], e.out, Sharding::Split(b), prim);
+            }
+            (None, Some(a)) if rfree.contains(&a) => {
+                let b = lhs_batch.len() + lfree.len() + rfree.iter().position(|&x| x == a).unwrap();
+                let l = self.rep(e.inputs[0]);
+                self.emit(vec![l, r], e.out, Sharding::Split(b), prim);
+            }
+            (Some(a), _) if lhs_contract.contains(&a) => {
+                let i = lhs_contract.iter().position(|&x| x == a).unwrap();
+                let r = self.split(e.inputs[1], rhs_contract[i]);
+                self.emit(vec![l, r], e.out, Sharding::Partial(ReduceOp::Sum), prim);
+            }
+            (None, Some(a)) if rhs_contract.contains(&a) => {
+                let i = rhs_contract.iter().position(|&x| x == a).unwrap();
+                let l = self.split(e.inputs[0], lhs_contract[i]);
+                self.emit(vec![l, r], e.out, Sharding::Partial(ReduceOp::Sum), prim);
+            }
+            (Some(a), _) if lhs_batch.contains(&a) => {
+                let i = lhs_batch.iter().position(|&x| x == a).unwrap();
+                let r = self.split(e.inputs[1], rhs_batch[i]);
+                self.emit(vec![l, r], e.out, Sharding::Split(i), prim);
+            }
+            _ => self.replicated(e),
+        }
+    }
+}
+
+/// Shards `g` across `n` devices, input leaf `i` split along `in_axes[i]`
+/// (or replicated). Every output is gathered to the host; a writeback must
+/// be replicated (a split value written into a leaf is an error: it would
+/// gather on every call).
+pub fn shard(g: &Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardedProgram, ShardError> {
+    let mut b = Builder {
+        g,
+        n,
+        have: HashMap::new(),
+        def: HashMap::new(),
+        steps: Vec::new(),
+        current: Vec::new(),
+    };
+    let inputs: Vec<Key> = g
+        .inputs
+        .iter()
+        .zip(in_axes)
+        .map(|(&v, a)| (v, a.map_or(Sharding::Rep, Sharding::Split)))
+        .collect();
+    for &(v, sh) in &inputs {
+        b.add(v, sh);
+    }
+    for (v, _) in &g.consts {
+        b.add(*v, Sharding::Rep);
+    }
+    for i in 0..g.eqns.len() {
+        b.eqn(i);
+    }
+    let outputs: Vec<Key> = g.outputs.iter().map(|&v| b.any(v)).collect();
+    let mut writebacks = Vec::new();
+    for &(leaf, v) in &g.writebacks {
+        let k = b.any(v);
+        if let Sharding::Split(_) = k.1 {
+            return Err(format!(
+                "pmap: the function assigns to input leaf {leaf} a value split across the \
+                 devices: writing it back would gather it on every call. Return it instead, \
+                 or reduce it (a sum or mean over the split axis) before assigning"
+            ));
+        }
+        writebacks.push((leaf, k));
+    }
+    b.flush();
+    let steps = std::mem::take(&mut b.steps);
+    // What each step reads, to export from a stage only what is read later.
+    let mut used_after: Vec<std::collections::HashSet<Key>> = vec![Default::default(); steps.len()];
+    let mut later: std::collections::HashSet<Key> = outputs.iter().copied().collect();
+    later.extend(writebacks.iter().map(|(_, k)| *k));
+    for (s, step) in steps.iter().enumerate().rev() {
+        used_after[s] = later.clone();
+        match step {
+            Step::Stage(eqns) => {
+                for (ins, _, _) in eqns {
+                    later.extend(ins.iter().copied());
+                }
+            }
+            Step::Convert { from, .. } => {
+                later.insert(*from);
+            }
+        }
+    }
+    let mut plan = Vec::with_capacity(steps.len());
+    for (s, step) in steps.into_iter().enumerate() {
+        match step {
+            Step::Convert { from, to, how } => plan.push(PlanStep::Convert { from, to, how }),
+            Step::Stage(eqns) => plan.push(PlanStep::Stage(stage(g, n, eqns, &used_after[s])?)),
+        }
+    }
+    Ok(ShardedProgram {
+        n,
+        inputs,
+        consts: g.consts.clone(),
+        steps: plan,
+        outputs,
+        writebacks,
+    })
+}
+
+/// One stage's local program: its imports (values defined before it) as
+/// inputs, the values read after it as outputs.
+fn stage(
+    g: &Graph,
+    n: usize,
+    eqns: Vec<(Vec<Key>, Key, Prim)>,
+    used_after: &std::collections::HashSet<Key>,
+) -> Result<Stage, ShardError> {
+    let mut local = Graph::default();
+    let mut var: HashMap<Key, Var> = HashMap::new();
+    let mut imports = Vec::new();
+    let aval = |k: Key| {
+        let a = g.aval(k.0);
+        Aval::new(&local_shape(&a.shape, k.1, n), a.dtype)
+    };
+    for (ins, out, prim) in eqns {
+        let mut inputs = Vec::with_capacity(ins.len());
+        for k in ins {
+            let v = match var.get(&k) {
+                Some(&v) => v,
+                None => {
+                    let v = local.new_var(aval(k));
+                    local.inputs.push(v);
+                    imports.push(k);
+                    var.insert(k, v);
+                    v
+                }
+            };
+            inputs.push(v);
+        }
+        let o = local.new_var(aval(out));
+        local.eqns.push(Eqn {
+            prim,
+            inputs,
+            out: o,
+        });
+        var.insert(out, o);
+    }
+    let mut exports: Vec<Key> = var
+        .keys()
+        .filter(|k| used_after.contains(k) && !imports.contains(k))
+        .copied()
+        .collect();
+    exports.sort_by_key(|k| var[k]);
+    local.outputs = exports.iter().map(|k| var[k]).collect();
+    let program = crate::compile(&local, false)?.program;
+    Ok(Stage {
+        program,
+        imports,
+        exports,
+    })
+}
+
+impl ShardedProgram {
+    /// Runs the plan on `leaves` (global tensors): splits the sharded ones,
+    /// runs each stage once per device, performs the collectives, and
+    /// returns the outputs gathered (split outputs concatenated along their
+    /// axis, replicated ones from device 0); replicated writebacks are
+    /// assigned into their leaves.
+    pub fn run(&self, leaves: &[Tensor]) -> Vec<Tensor> {
+        let n = self.n;
+        let mut vals: HashMap<Key, Vec<Tensor>> = HashMap::new();
+        for (&k, t) in self.inputs.iter().zip(leaves) {
+            vals.insert(k, per_device(t, k.1, n));
+        }
+        for (v, t) in &self.consts {
+            vals.insert((*v, Sharding::Rep), vec![t.clone(); n]);
+        }
+        for step in &self.steps {
+            match step {
+                PlanStep::Stage(s) => {
+                    let mut outs: Vec<Vec<Tensor>> = vec![Vec::with_capacity(n); s.exports.len()];
+                    for d in 0..n {
+                        let ins: Vec<Tensor> = s.imports.iter().map(|k| vals[k][d].clone()).collect();
+                        for (o, t) in outs.iter_mut().zip(s.program.run(&ins)) {
+                            o.push(t);
+                        }
+                    }
+                    for (k, ts) in s.exports.iter().zip(outs) {
+                        vals.insert(*k, ts);
+                    }
+                }
+                PlanStep::Convert { from, to, how } => {
+                    let ts = &vals[from];
+                    let out = match how {
+                        Convert::AllReduce(op) => vec![all_reduce(ts, *op); n],
+                        Convert::AllGather(a) => {
+                            vec![Tensor::concatenate(ts, *a as isize); n]
+                        }
+                        Convert::Scatter(a) => per_device(&ts[0], Sharding::Split(*a), n),
+                    };
+                    vals.insert(*to, out);
+                }
+            }
+        }
+        for (leaf, k) in &self.writebacks {
+            leaves[*leaf].assign(&vals[k][0]);
+        }
+        self.outputs.iter().map(|k| gather(&vals[k], k.1)).collect()
+    }
+}
+
+/// The per-device values of global `t` in layout `sh`.
+fn per_device(t: &Tensor, sh: Sharding, n: usize) -> Vec<Tensor> {
+    match sh {
+        Sharding::Split(a) => {
+            let len = t.shape()[a] / n;
+            (0..n).map(|d| t.narrow(a as isize, d * len, len)).collect()
+        }
+        _ => vec![t.clone(); n],
+    }
+}
+
+/// The global value of per-device `ts` in layout `sh`.
+fn gather(ts: &[Tensor], sh: Sharding) -> Tensor {
+    match sh {
+        Sharding::Split(a) => {
+            Tensor::concatenate(ts, a as isize)
+        }
+        Sharding::Partial(op) => all_reduce(ts, op),
+        Sharding::Rep => ts[0].clone(),
+    }
+}
+
+/// Every device's partial value combined: a tree over the devices' buffers.
+fn all_reduce(ts: &[Tensor], op: ReduceOp) -> Tensor {
+    let mut level: Vec<Tensor> = ts.to_vec();
+    while level.len() > 1 {
+        let mut next = Vec::with_capacity(level.len().div_ceil(2));
+        for pair in level.chunks(2) {
+            next.push(match pair {
+                [a, b] => combine(a, b, op),
+                [a] => a.clone(),
+                _ => unreachable!(),
+            });
+        }
+        level = next;
+    }
+    level.pop().expect("at least one device")
+}
+
+fn combine(a: &Tensor, b: &Tensor, op: ReduceOp) -> Tensor {
+    let bin = match op {
+        ReduceOp::Sum => nx::BinaryOp::Add,
+        ReduceOp::Prod => nx::BinaryOp::Mul,
+        ReduceOp::Max => nx::BinaryOp::Max,
+        ReduceOp::Min => nx::BinaryOp::Min,
+    };
+    nx::raw::eval(Prim::Binary(bin), &[a, b])
+}
+
+impl ShardedProgram {
+    /// One line for logs: stages and collectives.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for s in &self.steps {
+            parts.push(match s {
+                PlanStep::Stage(st) => format!("stage of {} kernels", st.program.num_kernels()),
+                PlanStep::Convert { how, .. } => match how {
+                    Convert::AllReduce(op) => format!("all-reduce ({op:?})"),
+                    Convert::AllGather(a) => format!("all-gather (axis {a})"),
+                    Convert::Scatter(a) => format!("slice (axis {a})"),
+                },
+            });
+        }
+        format!("{} devices: {}", self.n, parts.join(", "))
+    }
+}
