@@ -52,6 +52,12 @@ pub fn jit_stats() -> JitStats {
     }
 }
 
+/// Adds a call's transfers to the counters.
+pub(crate) fn count_transfers(to_device: u64, from_device: u64) {
+    BYTES_TO_DEVICE.fetch_add(to_device, Ordering::Relaxed);
+    BYTES_FROM_DEVICE.fetch_add(from_device, Ordering::Relaxed);
+}
+
 /// Zeroes the cumulative transfer counters (`resident_bytes` is live state
 /// and stays).
 pub fn reset_jit_stats() {

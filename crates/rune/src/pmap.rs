@@ -10,13 +10,16 @@
 //! slice where a replicated value meets split ones. Compilations are never
 //! persisted (the seed's rule for pmap).
 //!
-//! Not built yet (issue 11): `CPU:n` worker threads with memory of their
-//! own (the per-device programs run one after the other on the calling
-//! thread, each using nx's pool, and device buffers are host tensors), so
-//! no transfers are counted in `jit_stats`; outputs are gathered when the
-//! call returns rather than staying resident; `donate` consumes nothing.
+//! `CPU:n` (n >= 1) devices have memory of their own: each call copies
+//! every device's input shards and replicas into fresh buffers and reads
+//! the outputs back, counted in `jit_stats` (`CPU`/`CPU:0` is the host and
+//! moves nothing). Not built yet (issue 11): a worker thread per device
+//! (the per-device programs run one after the other on the calling thread,
+//! each using nx's pool); resident outputs (they are gathered when the call
+//! returns), so feeding an output back transfers it again and `donate`
+//! consumes nothing.
 
-use crate::jit::{catch_jit, debug_level, device_backend, same_signature, stage};
+use crate::jit::{catch_jit, count_transfers, debug_level, device_backend, same_signature, stage};
 use crate::stage::JitError;
 use nx::{DType, Ptree, Tensor};
 use std::cell::{Cell, RefCell};
@@ -152,13 +155,17 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
         };
         let entries = self.entries.borrow();
         let (_, program, template) = &entries[index];
-        let outs = program.run(&leaves);
+        let host: Vec<bool> = self.devices.iter().map(|d| d == "CPU" || d == "CPU:0").collect();
+        let (outs, moved) = program.run_on(&leaves, &host);
+        count_transfers(moved.to_device, moved.from_device);
         if debug_level() >= 1 {
             eprintln!(
-                "pmap {} over {:?}: {how}, {}, transfers 0 B",
+                "pmap {} over {:?}: {how}, {}, transfers {} B to the devices, {} B from them",
                 self.name,
                 self.devices,
-                program.describe()
+                program.describe(),
+                moved.to_device,
+                moved.from_device
             );
         }
         Ok(template.with_leaves(&outs))

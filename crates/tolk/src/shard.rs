@@ -495,10 +495,27 @@ impl ShardedProgram {
     /// axis, replicated ones from device 0); replicated writebacks are
     /// assigned into their leaves.
     pub fn run(&self, leaves: &[Tensor]) -> Vec<Tensor> {
+        self.run_on(leaves, &vec![true; self.n]).0
+    }
+
+    /// [`ShardedProgram::run`] where device `d` has memory of its own unless
+    /// `host[d]`: its input shards and replicas are copied into fresh
+    /// buffers (the transfer to it) and the outputs read back from it (the
+    /// transfer from it, one replica of a replicated value). Returns the
+    /// outputs and the bytes moved to and from the devices.
+    pub fn run_on(&self, leaves: &[Tensor], host: &[bool]) -> (Vec<Tensor>, Transfers) {
         let n = self.n;
+        let mut moved = Transfers::default();
         let mut vals: HashMap<Key, Vec<Tensor>> = HashMap::new();
         for (&k, t) in self.inputs.iter().zip(leaves) {
-            vals.insert(k, per_device(t, k.1, n));
+            let mut ts = per_device(t, k.1, n);
+            for (d, t) in ts.iter_mut().enumerate() {
+                if !host[d] {
+                    *t = t.copy();
+                    moved.to_device += bytes(t);
+                }
+            }
+            vals.insert(k, ts);
         }
         for (v, t) in &self.consts {
             vals.insert((*v, Sharding::Rep), vec![t.clone(); n]);
@@ -530,11 +547,35 @@ impl ShardedProgram {
                 }
             }
         }
+        let read = |k: &Key, moved: &mut Transfers| {
+            let ts = &vals[k];
+            match k.1 {
+                Sharding::Rep => moved.from_device += if host[0] { 0 } else { bytes(&ts[0]) },
+                _ => {
+                    for (d, t) in ts.iter().enumerate() {
+                        moved.from_device += if host[d] { 0 } else { bytes(t) };
+                    }
+                }
+            }
+            gather(ts, k.1)
+        };
         for (leaf, k) in &self.writebacks {
-            leaves[*leaf].assign(&vals[k][0]);
+            leaves[*leaf].assign(&read(k, &mut moved));
         }
-        self.outputs.iter().map(|k| gather(&vals[k], k.1)).collect()
+        let outs = self.outputs.iter().map(|k| read(k, &mut moved)).collect();
+        (outs, moved)
     }
+}
+
+/// Bytes a call moved between the host and devices with memory of their own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transfers {
+    pub to_device: u64,
+    pub from_device: u64,
+}
+
+fn bytes(t: &Tensor) -> u64 {
+    (t.numel() * t.dtype().size_in_bytes()) as u64
 }
 
 /// The per-device values of global `t` in layout `sh`.
