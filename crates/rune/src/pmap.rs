@@ -10,14 +10,13 @@
 //! slice where a replicated value meets split ones. Compilations are never
 //! persisted (the seed's rule for pmap).
 //!
-//! `CPU:n` (n >= 1) devices have memory of their own: each call copies
-//! every device's input shards and replicas into fresh buffers and reads
-//! the outputs back, counted in `jit_stats` (`CPU`/`CPU:0` is the host and
-//! moves nothing). Not built yet (issue 11): a worker thread per device
-//! (the per-device programs run one after the other on the calling thread,
-//! each using nx's pool); resident outputs (they are gathered when the call
-//! returns), so feeding an output back transfers it again and `donate`
-//! consumes nothing.
+//! `CPU:n` (n >= 1) devices each run on a worker thread of their own, side
+//! by side, and have memory of their own: each call copies every device's
+//! input shards and replicas into fresh buffers and reads the outputs
+//! back, counted in `jit_stats` (`CPU`/`CPU:0` is the host: the calling
+//! thread, moving nothing). Not built yet (issue 11): resident outputs
+//! (they are gathered when the call returns), so feeding an output back
+//! transfers it again and `donate` consumes nothing.
 
 use crate::jit::{catch_jit, count_transfers, debug_level, device_backend, same_signature, stage};
 use crate::stage::JitError;
@@ -155,8 +154,12 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
         };
         let entries = self.entries.borrow();
         let (_, program, template) = &entries[index];
-        let host: Vec<bool> = self.devices.iter().map(|d| d == "CPU" || d == "CPU:0").collect();
-        let (outs, moved) = program.run_on(&leaves, &host);
+        let devices: Vec<Option<&str>> = self
+            .devices
+            .iter()
+            .map(|d| (d != "CPU" && d != "CPU:0").then_some(d.as_str()))
+            .collect();
+        let (outs, moved) = program.run_on(&leaves, &devices);
         count_transfers(moved.to_device, moved.from_device);
         if debug_level() >= 1 {
             eprintln!(

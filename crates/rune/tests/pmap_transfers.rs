@@ -1,14 +1,15 @@
-//! pmap's transfer counters (alone in this binary: `jit_stats` is global,
-//! so no other test may run pmap or jit beside it).
+//! pmap's host devices: their transfer counters and worker threads (one
+//! test in a binary of its own: `jit_stats` is global, so nothing may run
+//! pmap or jit beside it).
 
 use rune::prelude::*;
 use rune::PmapOpts;
 
-/// `CPU:n` devices have memory of their own: a call copies each device's
-/// shards and replicas to it and reads the outputs back; the host device
-/// `CPU:0` moves nothing; `reset_jit_stats` zeroes the counters.
+/// `CPU:n` devices have memory and a thread of their own: a call copies
+/// each device's shards and replicas to it and reads the outputs back; the
+/// host device `CPU:0` moves nothing; `reset_jit_stats` zeroes the counters.
 #[test]
-fn cpu_n_devices_count_their_transfers_the_host_device_none() {
+fn cpu_n_devices_have_threads_and_memory_of_their_own_the_host_device_neither() {
     let f = |(x, w): &(Tensor, Tensor)| (x * w, (x * w).sum_all());
     let x = Tensor::ones(&[8, 4], DType::F32);
     let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]);
@@ -38,4 +39,19 @@ fn cpu_n_devices_count_their_transfers_the_host_device_none() {
     assert_eq!(s0.to_vec::<f32>(), vec![80.0]);
     assert_eq!(y0.to_vec::<f32>(), y.to_vec::<f32>());
     assert_eq!(rune::jit_stats(), rune::JitStats::default(), "the host device moves nothing");
+
+    // Each `CPU:n` device runs on a worker thread of its own, named for it.
+    #[cfg(target_os = "linux")]
+    {
+        let names: Vec<String> = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|s| s.trim().to_string())
+            .collect();
+        for d in ["tolk-CPU:1", "tolk-CPU:2"] {
+            assert!(names.iter().any(|t| t == d), "{d} among {names:?}");
+        }
+        assert!(!names.iter().any(|t| t == "tolk-CPU:0"), "CPU:0 is the calling thread");
+    }
 }
+

@@ -25,6 +25,7 @@
 //! before the product starts.
 
 use crate::compile::{KernelFn, Loaded};
+use std::sync::Arc;
 use crate::graph::{Graph, Var};
 use crate::schedule::Step;
 use nx::{Prim, Tensor};
@@ -46,6 +47,7 @@ pub struct Plan {
 }
 
 /// A compiled kernel as the runtime calls it.
+#[derive(Clone)]
 pub(crate) struct KernelEntry {
     pub f: KernelFn,
     /// Extent of the kernel's outer loop.
@@ -59,8 +61,8 @@ pub struct Program {
     pub(crate) graph: Graph,
     pub(crate) plan: Plan,
     pub(crate) kernels: Vec<KernelEntry>,
-    /// Keeps the kernels' code mapped.
-    _loaded: Option<Loaded>,
+    /// Keeps the kernels' code mapped (shared by [`Program::instance`]s).
+    loaded: Option<Arc<Loaded>>,
     /// Constants as captured (library steps read them as they are, like
     /// eager) and, for the non-contiguous ones, a contiguous copy made once
     /// at compile time (what kernels read).
@@ -78,6 +80,13 @@ pub struct Program {
     /// kernels, which address their arguments as dense row-major buffers.
     dense: RefCell<Vec<Option<Tensor>>>,
 }
+
+// SAFETY: the raw pointers a program holds (`arena_ptrs`, and `scratch`
+// between calls) address its own arena, which moves with it; nothing else
+// is tied to the thread that built it (tensors, kernel function pointers
+// and the loaded library are all `Send`). Running needs `&self` and the
+// `RefCell`s keep the program `!Sync`: one thread runs it at a time.
+unsafe impl Send for Program {}
 
 /// The argument array of one kernel call, shared by the threads running
 /// its parts.
@@ -109,6 +118,27 @@ impl Program {
         kernels: Vec<KernelEntry>,
         loaded: Option<Loaded>,
     ) -> Program {
+        Program::with_code(graph, plan, kernels, loaded.map(Arc::new))
+    }
+
+    /// Another instance of this program: the same compiled code, with its
+    /// own arena and call state, so that two threads can run the same
+    /// program at once (pmap's devices), one instance each.
+    pub fn instance(&self) -> Program {
+        Program::with_code(
+            self.graph.clone(),
+            self.plan.clone(),
+            self.kernels.clone(),
+            self.loaded.clone(),
+        )
+    }
+
+    fn with_code(
+        graph: Graph,
+        plan: Plan,
+        kernels: Vec<KernelEntry>,
+        loaded: Option<Arc<Loaded>>,
+    ) -> Program {
         let consts = graph
             .consts
             .iter()
@@ -139,7 +169,7 @@ impl Program {
             graph,
             plan,
             kernels,
-            _loaded: loaded,
+            loaded,
             consts,
             _arena: arena,
             arena_views,

@@ -20,6 +20,8 @@
 use crate::graph::{Eqn, Graph, Var};
 use nx::{Aval, Prim, ReduceOp, Tensor};
 use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// How a value is laid out across the devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,15 +52,16 @@ enum Step {
     Convert { from: Key, to: Key, how: Convert },
 }
 
-/// A compiled stage: its program and which values it reads and writes.
+/// A compiled stage: its program (one instance per device) and which
+/// values it reads and writes.
 struct Stage {
-    program: crate::Program,
+    programs: Vec<Mutex<crate::Program>>,
     imports: Vec<Key>,
     exports: Vec<Key>,
 }
 
 enum PlanStep {
-    Stage(Stage),
+    Stage(Arc<Stage>),
     Convert { from: Key, to: Key, how: Convert },
 }
 
@@ -422,7 +425,7 @@ pub fn shard(g: &Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardedPr
     for (s, step) in steps.into_iter().enumerate() {
         match step {
             Step::Convert { from, to, how } => plan.push(PlanStep::Convert { from, to, how }),
-            Step::Stage(eqns) => plan.push(PlanStep::Stage(stage(g, n, eqns, &used_after[s])?)),
+            Step::Stage(eqns) => plan.push(PlanStep::Stage(Arc::new(stage(g, n, eqns, &used_after[s])?))),
         }
     }
     Ok(ShardedProgram {
@@ -481,8 +484,10 @@ fn stage(
     exports.sort_by_key(|k| var[k]);
     local.outputs = exports.iter().map(|k| var[k]).collect();
     let program = crate::compile(&local, false)?.program;
+    let mut programs: Vec<Mutex<crate::Program>> = (1..n).map(|_| Mutex::new(program.instance())).collect();
+    programs.insert(0, Mutex::new(program));
     Ok(Stage {
-        program,
+        programs,
         imports,
         exports,
     })
@@ -495,16 +500,19 @@ impl ShardedProgram {
     /// axis, replicated ones from device 0); replicated writebacks are
     /// assigned into their leaves.
     pub fn run(&self, leaves: &[Tensor]) -> Vec<Tensor> {
-        self.run_on(leaves, &vec![true; self.n]).0
+        self.run_on(leaves, &vec![None; self.n]).0
     }
 
-    /// [`ShardedProgram::run`] where device `d` has memory of its own unless
-    /// `host[d]`: its input shards and replicas are copied into fresh
-    /// buffers (the transfer to it) and the outputs read back from it (the
-    /// transfer from it, one replica of a replicated value). Returns the
-    /// outputs and the bytes moved to and from the devices.
-    pub fn run_on(&self, leaves: &[Tensor], host: &[bool]) -> (Vec<Tensor>, Transfers) {
+    /// [`ShardedProgram::run`] where device `d` is the host (`None`: it runs
+    /// on the calling thread, in host memory) or a named host device
+    /// (`Some("CPU:1")`): it runs on that device's own worker thread, side
+    /// by side with the others, and has memory of its own: its input shards
+    /// and replicas are copied into fresh buffers (the transfer to it) and
+    /// the outputs read back (the transfer from it; one replica of a
+    /// replicated value). Returns the outputs and the bytes moved.
+    pub fn run_on(&self, leaves: &[Tensor], devices: &[Option<&str>]) -> (Vec<Tensor>, Transfers) {
         let n = self.n;
+        let host: Vec<bool> = devices.iter().map(|d| d.is_none()).collect();
         let mut moved = Transfers::default();
         let mut vals: HashMap<Key, Vec<Tensor>> = HashMap::new();
         for (&k, t) in self.inputs.iter().zip(leaves) {
@@ -524,9 +532,30 @@ impl ShardedProgram {
             match step {
                 PlanStep::Stage(s) => {
                     let mut outs: Vec<Vec<Tensor>> = vec![Vec::with_capacity(n); s.exports.len()];
-                    for d in 0..n {
+                    // Every worker device starts its part, then the host
+                    // devices run theirs here, then the workers' results
+                    // are collected in device order.
+                    let mut pending = Vec::with_capacity(n);
+                    for (d, dev) in devices.iter().enumerate() {
                         let ins: Vec<Tensor> = s.imports.iter().map(|k| vals[k][d].clone()).collect();
-                        for (o, t) in outs.iter_mut().zip(s.program.run(&ins)) {
+                        pending.push(match dev {
+                            Some(name) => Err(run_on_worker(name, s.clone(), d, ins)),
+                            None => Ok(ins),
+                        });
+                    }
+                    let results: Vec<Vec<Tensor>> = pending
+                        .into_iter()
+                        .enumerate()
+                        .map(|(d, p)| match p {
+                            Ok(ins) => s.programs[d].lock().unwrap().run(&ins),
+                            Err(rx) => match rx.recv().expect("a device worker died") {
+                                Ok(outs) => outs,
+                                Err(panic) => std::panic::resume_unwind(panic),
+                            },
+                        })
+                        .collect();
+                    for r in results {
+                        for (o, t) in outs.iter_mut().zip(r) {
                             o.push(t);
                         }
                     }
@@ -565,6 +594,38 @@ impl ShardedProgram {
         let outs = self.outputs.iter().map(|k| read(k, &mut moved)).collect();
         (outs, moved)
     }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+type Outcome = Result<Vec<Tensor>, Box<dyn std::any::Any + Send>>;
+
+/// Runs device `d`'s instance of `stage` on `ins` on the worker thread of
+/// host device `name` (started on first use, kept for the process); the
+/// receiver gets the outputs or the panic that stopped them.
+fn run_on_worker(name: &str, stage: Arc<Stage>, d: usize, ins: Vec<Tensor>) -> mpsc::Receiver<Outcome> {
+    static WORKERS: OnceLock<Mutex<HashMap<String, mpsc::Sender<Job>>>> = OnceLock::new();
+    let (tx, rx) = mpsc::channel();
+    let job: Job = Box::new(move || {
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            stage.programs[d].lock().unwrap().run(&ins)
+        }));
+        let _ = tx.send(out);
+    });
+    let mut workers = WORKERS.get_or_init(Default::default).lock().unwrap();
+    let worker = workers.entry(name.to_string()).or_insert_with(|| {
+        let (jtx, jrx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name(format!("tolk-{name}"))
+            .spawn(move || {
+                for job in jrx {
+                    job();
+                }
+            })
+            .expect("cannot start a device thread");
+        jtx
+    });
+    worker.send(job).expect("a device worker died");
+    rx
 }
 
 /// Bytes a call moved between the host and devices with memory of their own.
@@ -633,7 +694,7 @@ impl ShardedProgram {
         let mut parts = Vec::new();
         for s in &self.steps {
             parts.push(match s {
-                PlanStep::Stage(st) => format!("stage of {} kernels", st.program.num_kernels()),
+                PlanStep::Stage(st) => format!("stage of {} kernels", st.programs[0].lock().unwrap().num_kernels()),
                 PlanStep::Convert { how, .. } => match how {
                     Convert::AllReduce(op) => format!("all-reduce ({op:?})"),
                     Convert::AllGather(a) => format!("all-gather (axis {a})"),
