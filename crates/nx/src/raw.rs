@@ -171,3 +171,30 @@ pub fn dot_general_then(
         Some(epilogue),
     )
 }
+
+/// A contiguous tensor of `shape` whose bytes are pending on `p` (a device's
+/// resident output): its shape and dtype are known, and the first read or
+/// write of its data brings the bytes in through [`crate::storage::Pending::fill`].
+pub fn pending_tensor(
+    dtype: DType,
+    shape: &[usize],
+    p: std::sync::Arc<dyn crate::storage::Pending>,
+) -> Tensor {
+    let t = alloc(dtype, shape);
+    t.value().storage.set_pending(Some(p));
+    t
+}
+
+/// What `t`'s bytes are pending on, if they are not here yet (`None` for a
+/// tracer).
+pub fn pending(t: &Tensor) -> Option<std::sync::Arc<dyn crate::storage::Pending>> {
+    t.tracer().is_none().then(|| t.value().storage.pending()).flatten()
+}
+
+/// Replaces what `t`'s storage is pending on (donation: a marker whose
+/// `fill` panics). No effect on a tensor that is not pending.
+pub fn replace_pending(t: &Tensor, p: std::sync::Arc<dyn crate::storage::Pending>) {
+    if pending(t).is_some() {
+        t.value().storage.set_pending(Some(p));
+    }
+}

@@ -17,7 +17,8 @@ use crate::dtype::{DType, Element};
 use std::alloc::{self, Layout};
 use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 const ALIGN: usize = 64;
@@ -207,6 +208,23 @@ pub struct Storage {
     bucket: usize,
     lock: RwLock<()>,
     version: AtomicU64,
+    /// Where the bytes are until first accessed (see [`Pending`]); `lazy`
+    /// says whether there is anything here, so that an ordinary read costs
+    /// one relaxed load.
+    pending: Mutex<Option<Arc<dyn Pending>>>,
+    lazy: AtomicBool,
+}
+
+/// Bytes that live elsewhere until the storage is first read or written:
+/// a device's resident output, which moves to the host on first access.
+pub trait Pending: Send + Sync {
+    /// The bytes, as a contiguous tensor of the storage's dtype and length.
+    /// Called on first access, under the storage's write lock; if it panics
+    /// (a donated handle, a failed transfer) the storage stays pending and
+    /// the next access panics again.
+    fn fill(&self) -> crate::Tensor;
+    /// For the owner to recognise its own (downcast).
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 // SAFETY: the memory is owned by this value; every access to it after
@@ -234,7 +252,46 @@ impl Storage {
             bucket,
             lock: RwLock::new(()),
             version: AtomicU64::new(0),
+            pending: Mutex::new(None),
+            lazy: AtomicBool::new(false),
         }
+    }
+
+    /// Makes the bytes pending on `p` (or, `None`, present as they are).
+    pub fn set_pending(&self, p: Option<Arc<dyn Pending>>) {
+        let _w = self.lock.write().unwrap_or_else(|e| e.into_inner());
+        self.lazy.store(p.is_some(), Ordering::Release);
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+
+    /// What the bytes are pending on, if they are not here yet.
+    pub fn pending(&self) -> Option<Arc<dyn Pending>> {
+        if !self.lazy.load(Ordering::Acquire) {
+            return None;
+        }
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Brings pending bytes in (once) before an access.
+    fn settle(&self) {
+        if !self.lazy.load(Ordering::Acquire) {
+            return;
+        }
+        let _w = self.lock.write().unwrap_or_else(|e| e.into_inner());
+        let p = self.pending.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(p) = p else { return };
+        let t = p.fill();
+        let src = crate::raw::read(&t);
+        assert!(
+            t.is_contiguous() && t.numel() * t.dtype().size_in_bytes() == self.bytes,
+            "a pending storage's bytes must match it"
+        );
+        // SAFETY: `src` addresses `self.bytes` initialized bytes of another
+        // storage (held by its read guard); ours is `bytes` long and the write
+        // guard excludes every other access to it.
+        unsafe { std::ptr::copy_nonoverlapping(src.ptr(), self.ptr.as_ptr(), self.bytes) };
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.lazy.store(false, Ordering::Release);
     }
 
     /// A buffer holding a copy of `data`.
@@ -271,6 +328,7 @@ impl Storage {
 
     /// Shared read access for kernels.
     pub fn read<T: Element>(&self) -> ReadGuard<'_, T> {
+        self.settle();
         let guard = self.lock.read().unwrap_or_else(|e| e.into_inner());
         let len = self.bytes / std::mem::size_of::<T>();
         // SAFETY: as in `as_mut_slice`; the read guard excludes writers for its lifetime.
@@ -290,6 +348,7 @@ impl Storage {
     /// Exclusive write access for in-place operations (`assign`, and any
     /// later writeback); bumps `version`.
     pub fn write<T: Element>(&self) -> WriteGuard<'_, T> {
+        self.settle();
         let guard = self.lock.write().unwrap_or_else(|e| e.into_inner());
         // Relaxed: the lock orders the write itself; the counter only has to
         // change, and a reader on another thread synchronizes through the lock.

@@ -40,7 +40,7 @@ pub struct JitStats {
 
 static BYTES_TO_DEVICE: AtomicU64 = AtomicU64::new(0);
 static BYTES_FROM_DEVICE: AtomicU64 = AtomicU64::new(0);
-static RESIDENT_BYTES: AtomicU64 = AtomicU64::new(0);
+pub(crate) static RESIDENT_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// The cumulative transfer counters. The CPU device reads and writes host
 /// memory in place: it moves, and counts, nothing.

@@ -71,6 +71,7 @@ mod jacobian;
 mod jit;
 mod jvp;
 mod pmap;
+mod resident;
 pub mod rng;
 mod rules;
 mod stage;

@@ -14,11 +14,13 @@
 //! by side, and have memory of their own: each call copies every device's
 //! input shards and replicas into fresh buffers and reads the outputs
 //! back, counted in `jit_stats` (`CPU`/`CPU:0` is the host: the calling
-//! thread, moving nothing). Not built yet (issue 11): resident outputs
-//! (they are gathered when the call returns), so feeding an output back
-//! transfers it again and `donate` consumes nothing.
+//! thread, moving nothing). Outputs stay on the devices until first read
+//! (`crate::resident`): fed back unread in the same layout they move
+//! nothing, and `donate` consumes them once the call is done.
 
 use crate::jit::{catch_jit, count_transfers, debug_level, device_backend, same_signature, stage};
+use crate::resident::Resident;
+use tolk::shard::Input;
 use crate::stage::JitError;
 use nx::{DType, Ptree, Tensor};
 use std::cell::{Cell, RefCell};
@@ -44,6 +46,7 @@ pub struct Pmap<F, P, Q> {
     name: &'static str,
     devices: Vec<String>,
     in_axes: Option<Vec<Option<usize>>>,
+    donate: bool,
     /// Per leaf signature: the sharded program and the traced output.
     entries: RefCell<Vec<(Vec<(DType, Vec<usize>)>, tolk::shard::ShardedProgram, Q)>>,
     traces: Cell<usize>,
@@ -90,12 +93,12 @@ pub fn pmap_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: PmapOpts) -> Pm
             Some(_) => {}
         }
     }
-    let _ = opts.donate; // nothing is resident yet (see the module docs)
     Pmap {
         f,
         name: std::any::type_name::<F>(),
         devices: opts.devices,
         in_axes: opts.in_axes,
+        donate: opts.donate,
         entries: RefCell::new(Vec::new()),
         traces: Cell::new(0),
         _types: PhantomData,
@@ -159,8 +162,35 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
             .iter()
             .map(|d| (d != "CPU" && d != "CPU:0").then_some(d.as_str()))
             .collect();
-        let (outs, moved) = program.run_on(&leaves, &devices);
+        let host: Vec<bool> = devices.iter().map(|d| d.is_none()).collect();
+        // An unread output of an earlier call on these devices, in the
+        // layout this program reads the leaf in, is used where it is.
+        let inputs: Vec<Input> = leaves
+            .iter()
+            .enumerate()
+            .map(|(i, t)| match Resident::on(t, &self.devices, program.input_layout(i)) {
+                Some(values) => Input::OnDevices(values),
+                None => Input::Global(t.clone()),
+            })
+            .collect();
+        let (outs, moved) = program.run_on(&inputs, &leaves, &devices);
         count_transfers(moved.to_device, moved.from_device);
+        let outs: Vec<Tensor> = if host.iter().all(|&h| h) {
+            outs.iter().map(|o| o.gather()).collect()
+        } else {
+            outs.into_iter()
+                .map(|o| Resident::output(&self.devices, o, &host))
+                .collect()
+        };
+        if self.donate {
+            // Unread outputs fed in are consumed now that the call is done
+            // (a leaf written back was read by the writeback: not donated).
+            for t in &leaves {
+                if Resident::is_resident(t) {
+                    Resident::donate(t);
+                }
+            }
+        }
         if debug_level() >= 1 {
             eprintln!(
                 "pmap {} over {:?}: {how}, {}, transfers {} B to the devices, {} B from them",

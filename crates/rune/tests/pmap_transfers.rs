@@ -1,44 +1,98 @@
-//! pmap's host devices: their transfer counters and worker threads (one
-//! test in a binary of its own: `jit_stats` is global, so nothing may run
-//! pmap or jit beside it).
+//! pmap's host devices: their transfers, resident outputs, donation and
+//! worker threads (one test in a binary of its own: `jit_stats` is global,
+//! so nothing may run pmap or jit beside it).
 
 use rune::prelude::*;
 use rune::PmapOpts;
+mod common;
+use common::panic_message;
+
+fn opts(devices: &[&str], in_axes: Vec<Option<usize>>, donate: bool) -> PmapOpts {
+    PmapOpts {
+        devices: devices.iter().map(|d| d.to_string()).collect(),
+        in_axes: Some(in_axes),
+        donate,
+    }
+}
 
 /// `CPU:n` devices have memory and a thread of their own: a call copies
-/// each device's shards and replicas to it and reads the outputs back; the
-/// host device `CPU:0` moves nothing; `reset_jit_stats` zeroes the counters.
+/// each device's shards and replicas to it; outputs stay there until first
+/// read (shape and dtype known without transfer), then move to the host
+/// for good; fed back unread in the same layout they move nothing;
+/// `donate` releases them once the call is done and a donated handle
+/// panics when read; the host device `CPU:0` moves nothing.
 #[test]
-fn cpu_n_devices_have_threads_and_memory_of_their_own_the_host_device_neither() {
+fn cpu_n_devices_hold_outputs_until_read_and_count_every_transfer() {
     let f = |(x, w): &(Tensor, Tensor)| (x * w, (x * w).sum_all());
     let x = Tensor::ones(&[8, 4], DType::F32);
     let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]);
-    let opts = |devices: &[&str]| PmapOpts {
-        devices: devices.iter().map(|d| d.to_string()).collect(),
-        in_axes: Some(vec![Some(0), None]),
-        donate: false,
-    };
-    let pf = rune::pmap_with(f, opts(&["CPU:1", "CPU:2"]));
+    let devs = ["CPU:1", "CPU:2"];
+    let pf = rune::pmap_with(f, opts(&devs, vec![Some(0), None], false));
     rune::reset_jit_stats();
     let (y, s) = pf.call(&(x.clone(), w.clone()));
-    assert_eq!(s.to_vec::<f32>(), vec![80.0]);
-    assert_eq!(y.shape(), &[8, 4]);
     let st = rune::jit_stats();
     // In: two shards of 4x4 f32 (128 B in all) and two 16 B replicas of w.
     assert_eq!(st.bytes_to_device, 128 + 2 * 16);
-    // Out: both shards of x * w (128 B) and one replica of the all-reduced sum.
-    assert_eq!(st.bytes_from_device, 128 + 4);
-    assert_eq!(st.resident_bytes, 0, "outputs are read back when the call returns");
-    pf.call(&(x.clone(), w.clone()));
-    assert_eq!(rune::jit_stats().bytes_to_device, 2 * (128 + 2 * 16));
+    assert_eq!(st.bytes_from_device, 0, "nothing is read yet");
+    // Held: y's two shards, and the all-reduced sum on both devices.
+    assert_eq!(st.resident_bytes, 128 + 2 * 4);
+    assert_eq!(y.shape(), &[8, 4]);
+    assert_eq!(y.dtype(), DType::F32);
+    assert_eq!(rune::jit_stats().bytes_from_device, 0, "metadata moves nothing");
+    assert_eq!(s.to_vec::<f32>(), vec![80.0]);
+    assert_eq!(rune::jit_stats().bytes_from_device, 4, "one replica of the sum");
+    assert_eq!(rune::jit_stats().resident_bytes, 128);
+
+    // y fed back unread, split along 0 as this program reads it: no transfer.
+    let g = rune::pmap_with(|(y, w): &(Tensor, Tensor)| y * w, opts(&devs, vec![Some(0), None], false));
+    let z = g.call(&(y.clone(), w.clone()));
+    let st = rune::jit_stats();
+    assert_eq!(st.bytes_to_device, 160 + 2 * 16, "only w's replicas move");
+    assert_eq!(st.bytes_from_device, 4, "y was not read");
+    assert_eq!(st.resident_bytes, 128 + 128, "y and z");
+    // Read, y moves to the host for good: an ordinary tensor afterwards.
+    assert_eq!(y.to_vec::<f32>(), (&x * &w).to_vec::<f32>());
+    assert_eq!(rune::jit_stats().bytes_from_device, 4 + 128);
+    assert_eq!(rune::jit_stats().resident_bytes, 128);
+    y.to_vec::<f32>();
+    assert_eq!(rune::jit_stats().bytes_from_device, 4 + 128, "read once");
+    // Fed back now, it uploads its current bytes.
+    g.call(&(y.clone(), w.clone()));
+    assert_eq!(rune::jit_stats().bytes_to_device, 192 + 128 + 2 * 16);
+    // Dropping an unread output releases what the devices hold for it.
+    drop(z);
+    assert_eq!(rune::jit_stats().resident_bytes, 0);
+
+    // donate: the unread input is consumed once the call is done.
+    let d = rune::pmap_with(|(y, w): &(Tensor, Tensor)| y * w, opts(&devs, vec![Some(0), None], true));
+    let (y2, _) = pf.call(&(x.clone(), w.clone()));
+    let held = rune::jit_stats().resident_bytes;
+    let z2 = d.call(&(y2.clone(), w.clone()));
+    assert_eq!(rune::jit_stats().resident_bytes, held, "y2's 128 B released, z2's 128 B held");
+    let m = panic_message(|| {
+        y2.to_vec::<f32>();
+    });
+    assert!(m.contains("donate"), "{m}");
+    let m = panic_message(|| {
+        d.call(&(y2.clone(), w.clone()));
+    });
+    assert!(m.contains("donate"), "feeding it again reads it: {m}");
+    // Host tensors are not consumed.
+    let z3 = d.call(&(x.clone(), w.clone()));
+    assert_eq!(x.to_vec::<f32>(), vec![1.0; 32]);
+    assert_eq!(z3.to_vec::<f32>(), (&x * &w).to_vec::<f32>());
+    assert_eq!(z2.to_vec::<f32>(), (&(&x * &w) * &w).to_vec::<f32>());
+
     rune::reset_jit_stats();
     assert_eq!(rune::jit_stats().bytes_to_device, 0);
+    assert_eq!(rune::jit_stats().bytes_from_device, 0);
 
-    let host = rune::pmap_with(f, opts(&["CPU:0"]));
+    let host = rune::pmap_with(f, opts(&["CPU:0"], vec![Some(0), None], false));
     let (y0, s0) = host.call(&(x.clone(), w.clone()));
     assert_eq!(s0.to_vec::<f32>(), vec![80.0]);
-    assert_eq!(y0.to_vec::<f32>(), y.to_vec::<f32>());
-    assert_eq!(rune::jit_stats(), rune::JitStats::default(), "the host device moves nothing");
+    assert_eq!(y0.to_vec::<f32>(), (&x * &w).to_vec::<f32>());
+    let st = rune::jit_stats();
+    assert_eq!((st.bytes_to_device, st.bytes_from_device), (0, 0), "the host device moves nothing");
 
     // Each `CPU:n` device runs on a worker thread of its own, named for it.
     #[cfg(target_os = "linux")]
@@ -54,4 +108,3 @@ fn cpu_n_devices_have_threads_and_memory_of_their_own_the_host_device_neither() 
         assert!(!names.iter().any(|t| t == "tolk-CPU:0"), "CPU:0 is the calling thread");
     }
 }
-

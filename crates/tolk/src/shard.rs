@@ -500,29 +500,51 @@ impl ShardedProgram {
     /// axis, replicated ones from device 0); replicated writebacks are
     /// assigned into their leaves.
     pub fn run(&self, leaves: &[Tensor]) -> Vec<Tensor> {
-        self.run_on(leaves, &vec![None; self.n]).0
+        let inputs: Vec<Input> = leaves.iter().cloned().map(Input::Global).collect();
+        let (outs, _) = self.run_on(&inputs, leaves, &vec![None; self.n]);
+        outs.iter().map(|o| o.gather()).collect()
     }
 
-    /// [`ShardedProgram::run`] where device `d` is the host (`None`: it runs
-    /// on the calling thread, in host memory) or a named host device
+    /// Each input leaf's layout: `Some(axis)` split, `None` replicated.
+    pub fn input_layout(&self, leaf: usize) -> Option<usize> {
+        match self.inputs[leaf].1 {
+            Sharding::Split(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// Runs the plan where device `d` is the host (`devices[d]` `None`: it
+    /// runs on the calling thread, in host memory) or a named host device
     /// (`Some("CPU:1")`): it runs on that device's own worker thread, side
-    /// by side with the others, and has memory of its own: its input shards
-    /// and replicas are copied into fresh buffers (the transfer to it) and
-    /// the outputs read back (the transfer from it; one replica of a
-    /// replicated value). Returns the outputs and the bytes moved.
-    pub fn run_on(&self, leaves: &[Tensor], devices: &[Option<&str>]) -> (Vec<Tensor>, Transfers) {
+    /// by side with the others, and has memory of its own, so a global
+    /// input's shard or replica is copied to it (counted in the returned
+    /// transfers); an input already on the devices in the right layout
+    /// ([`Input::OnDevices`]) is used as it is. Replicated writebacks are
+    /// read back and assigned into `leaves`; the outputs stay per device.
+    pub fn run_on(
+        &self,
+        inputs: &[Input],
+        leaves: &[Tensor],
+        devices: &[Option<&str>],
+    ) -> (Vec<Output>, Transfers) {
         let n = self.n;
         let host: Vec<bool> = devices.iter().map(|d| d.is_none()).collect();
         let mut moved = Transfers::default();
         let mut vals: HashMap<Key, Vec<Tensor>> = HashMap::new();
-        for (&k, t) in self.inputs.iter().zip(leaves) {
-            let mut ts = per_device(t, k.1, n);
-            for (d, t) in ts.iter_mut().enumerate() {
-                if !host[d] {
-                    *t = t.copy();
-                    moved.to_device += bytes(t);
+        for (&k, input) in self.inputs.iter().zip(inputs) {
+            let ts = match input {
+                Input::OnDevices(ts) => ts.clone(),
+                Input::Global(t) => {
+                    let mut ts = per_device(t, k.1, n);
+                    for (d, t) in ts.iter_mut().enumerate() {
+                        if !host[d] {
+                            *t = t.copy();
+                            moved.to_device += bytes(t);
+                        }
+                    }
+                    ts
                 }
-            }
+            };
             vals.insert(k, ts);
         }
         for (v, t) in &self.consts {
@@ -576,23 +598,70 @@ impl ShardedProgram {
                 }
             }
         }
-        let read = |k: &Key, moved: &mut Transfers| {
-            let ts = &vals[k];
-            match k.1 {
-                Sharding::Rep => moved.from_device += if host[0] { 0 } else { bytes(&ts[0]) },
-                _ => {
-                    for (d, t) in ts.iter().enumerate() {
-                        moved.from_device += if host[d] { 0 } else { bytes(t) };
-                    }
-                }
-            }
-            gather(ts, k.1)
-        };
         for (leaf, k) in &self.writebacks {
-            leaves[*leaf].assign(&read(k, &mut moved));
+            let out = Output::of(*k, &vals[k]);
+            moved.from_device += out.read_bytes(&host);
+            leaves[*leaf].assign(&out.gather());
         }
-        let outs = self.outputs.iter().map(|k| read(k, &mut moved)).collect();
+        let outs = self.outputs.iter().map(|k| Output::of(*k, &vals[k])).collect();
         (outs, moved)
+    }
+}
+
+/// A pmap input leaf: a host tensor, or values already on the devices in
+/// the layout the program expects (an unread output of an earlier call).
+pub enum Input {
+    Global(Tensor),
+    OnDevices(Vec<Tensor>),
+}
+
+/// An output as the devices hold it: one value per device, split along
+/// `split` (`Some(axis)`) or replicated.
+pub struct Output {
+    pub split: Option<usize>,
+    pub values: Vec<Tensor>,
+}
+
+impl Output {
+    fn of(k: Key, ts: &[Tensor]) -> Output {
+        let split = match k.1 {
+            Sharding::Split(a) => Some(a),
+            Sharding::Rep => None,
+            Sharding::Partial(_) => unreachable!("outputs are all-reduced"),
+        };
+        Output {
+            split,
+            values: ts.to_vec(),
+        }
+    }
+
+    /// The global value: the shards concatenated, or one replica.
+    pub fn gather(&self) -> Tensor {
+        match self.split {
+            Some(a) => Tensor::concatenate(&self.values, a as isize),
+            None => self.values[0].clone(),
+        }
+    }
+
+    /// Bytes reading it moves from devices with memory of their own
+    /// (`host[d]`: device `d` is the host): every shard, or one replica.
+    pub fn read_bytes(&self, host: &[bool]) -> u64 {
+        match self.split {
+            Some(_) => (0..self.values.len())
+                .filter(|&d| !host[d])
+                .map(|d| bytes(&self.values[d]))
+                .sum(),
+            None if !host[0] => bytes(&self.values[0]),
+            None => 0,
+        }
+    }
+
+    /// Bytes the devices hold for it (every shard or replica, host ones aside).
+    pub fn device_bytes(&self, host: &[bool]) -> u64 {
+        (0..self.values.len())
+            .filter(|&d| !host[d])
+            .map(|d| bytes(&self.values[d]))
+            .sum()
     }
 }
 
@@ -647,17 +716,6 @@ fn per_device(t: &Tensor, sh: Sharding, n: usize) -> Vec<Tensor> {
             (0..n).map(|d| t.narrow(a as isize, d * len, len)).collect()
         }
         _ => vec![t.clone(); n],
-    }
-}
-
-/// The global value of per-device `ts` in layout `sh`.
-fn gather(ts: &[Tensor], sh: Sharding) -> Tensor {
-    match sh {
-        Sharding::Split(a) => {
-            Tensor::concatenate(ts, a as isize)
-        }
-        Sharding::Partial(op) => all_reduce(ts, op),
-        Sharding::Rep => ts[0].clone(),
     }
 }
 

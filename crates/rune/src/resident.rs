@@ -1,0 +1,133 @@
+//! Device-resident outputs: the seed's residency rules, once, for every
+//! device with memory of its own (`CPU:n` now; CUDA later).
+//!
+//! An output of a call on such devices is a host tensor whose bytes are
+//! pending (`nx::storage::Pending`) on a [`Resident`]: the values the
+//! devices hold. Its shape and dtype are known; the first read or write of
+//! its data gathers the bytes to the host for good (counted in
+//! `bytes_from_device`), after which it is an ordinary tensor. Fed back
+//! unread to a call on the same devices in the same layout, its device
+//! values seed the program's input with no transfer. `resident_bytes` is
+//! what the devices hold for unread outputs: it falls when they are read,
+//! dropped (the device values go with the last handle: nothing
+//! unreferenced is kept, so `RUNE_JIT_RESIDENT_BUDGET` never has to
+//! reclaim) or donated.
+
+use crate::jit::{count_transfers, RESIDENT_BYTES};
+use nx::Tensor;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// The device values behind an unread output.
+pub(crate) struct Resident {
+    pub devices: Vec<String>,
+    /// `Some(axis)`: split along it; `None`: replicated.
+    pub split: Option<usize>,
+    /// `None` once read.
+    values: Mutex<Option<Vec<Tensor>>>,
+    /// What the devices hold (counted in `resident_bytes` until released).
+    device_bytes: u64,
+    /// What reading it moves (every shard, or one replica).
+    read_bytes: u64,
+}
+
+impl Resident {
+    /// An output held by `devices`: a tensor of the global shape whose
+    /// bytes come from them on first access.
+    pub fn output(devices: &[String], out: tolk::shard::Output, host: &[bool]) -> Tensor {
+        let global = global_shape(&out);
+        let dtype = out.values[0].dtype();
+        let r = Resident {
+            devices: devices.to_vec(),
+            split: out.split,
+            device_bytes: out.device_bytes(host),
+            read_bytes: out.read_bytes(host),
+            values: Mutex::new(Some(out.values)),
+        };
+        RESIDENT_BYTES.fetch_add(r.device_bytes, Ordering::Relaxed);
+        nx::raw::pending_tensor(dtype, &global, Arc::new(r))
+    }
+
+    /// The device values behind `t` if it is an unread output held by
+    /// `devices` in layout `split`.
+    pub fn on(t: &Tensor, devices: &[String], split: Option<usize>) -> Option<Vec<Tensor>> {
+        let p = nx::raw::pending(t)?;
+        let r = p.as_any().downcast_ref::<Resident>()?;
+        if r.devices != devices || r.split != split || !t.is_contiguous() {
+            return None;
+        }
+        let values = r.values.lock().unwrap().clone();
+        values
+    }
+
+    /// Whether `t` is an unread output of some call (what `donate` consumes).
+    pub fn is_resident(t: &Tensor) -> bool {
+        nx::raw::pending(t).is_some_and(|p| p.as_any().is::<Resident>())
+    }
+
+    /// Releases `t`'s device values: reading it (or feeding it to a call)
+    /// panics from now on, naming `donate`.
+    pub fn donate(t: &Tensor) {
+        nx::raw::replace_pending(t, Arc::new(Donated));
+    }
+
+    fn release(&self) -> Option<Vec<Tensor>> {
+        let v = self.values.lock().unwrap().take();
+        if v.is_some() {
+            RESIDENT_BYTES.fetch_sub(self.device_bytes, Ordering::Relaxed);
+        }
+        v
+    }
+}
+
+fn global_shape(out: &tolk::shard::Output) -> Vec<usize> {
+    let mut s = out.values[0].shape().to_vec();
+    if let Some(a) = out.split {
+        s[a] = out.values.iter().map(|v| v.shape()[a]).sum();
+    }
+    s
+}
+
+impl nx::storage::Pending for Resident {
+    fn fill(&self) -> Tensor {
+        let values = self
+            .release()
+            .expect("a resident output is read once");
+        count_transfers(0, self.read_bytes);
+        let t = match self.split {
+            Some(a) => Tensor::concatenate(&values, a as isize),
+            None => values[0].clone(),
+        };
+        if t.is_contiguous() {
+            t
+        } else {
+            t.copy()
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Drop for Resident {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// What a donated handle is left with.
+struct Donated;
+
+impl nx::storage::Pending for Donated {
+    fn fill(&self) -> Tensor {
+        panic!(
+            "pmap: this tensor was donated (donate: true) to a call, which released its device \
+             buffers; read or copy it before the call if it is still needed"
+        )
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
