@@ -1,11 +1,14 @@
 //! pmap's host devices: their transfers, resident outputs, donation and
-//! worker threads (one test in a binary of its own: `jit_stats` is global,
-//! so nothing may run pmap or jit beside it).
+//! worker threads (a binary of its own, its tests one at a time: `jit_stats`
+//! is global, so nothing may run pmap or jit beside them).
 
 use rune::prelude::*;
 use rune::PmapOpts;
 mod common;
 use common::panic_message;
+
+/// Held by each test: the counters are global.
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn opts(devices: &[&str], in_axes: Vec<Option<usize>>, donate: bool) -> PmapOpts {
     PmapOpts {
@@ -23,6 +26,7 @@ fn opts(devices: &[&str], in_axes: Vec<Option<usize>>, donate: bool) -> PmapOpts
 /// panics when read; the host device `CPU:0` moves nothing.
 #[test]
 fn cpu_n_devices_hold_outputs_until_read_and_count_every_transfer() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let f = |(x, w): &(Tensor, Tensor)| (x * w, (x * w).sum_all());
     let x = Tensor::ones(&[8, 4], DType::F32);
     let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]);
@@ -77,6 +81,15 @@ fn cpu_n_devices_hold_outputs_until_read_and_count_every_transfer() {
         d.call(&(y2.clone(), w.clone()));
     });
     assert!(m.contains("donate"), "feeding it again reads it: {m}");
+    // A handle given as two leaves is donated once: both read it.
+    let two = rune::pmap_with(
+        |(a, b, w): &(Tensor, Tensor, Tensor)| a + b * w,
+        opts(&devs, vec![Some(0), Some(0), None], true),
+    );
+    let (y3, _) = pf.call(&(x.clone(), w.clone()));
+    let want = (&(&x * &w) + &(&(&x * &w) * &w)).to_vec::<f32>();
+    assert_eq!(two.call(&(y3.clone(), y3.clone(), w.clone())).to_vec::<f32>(), want);
+    assert!(panic_message(|| drop(y3.to_vec::<f32>())).contains("donate"));
     // Host tensors are not consumed.
     let z3 = d.call(&(x.clone(), w.clone()));
     assert_eq!(x.to_vec::<f32>(), vec![1.0; 32]);
@@ -106,5 +119,61 @@ fn cpu_n_devices_hold_outputs_until_read_and_count_every_transfer() {
             assert!(names.iter().any(|t| t == d), "{d} among {names:?}");
         }
         assert!(!names.iter().any(|t| t == "tolk-CPU:0"), "CPU:0 is the calling thread");
+    }
+}
+
+/// 20 steps of data-parallel SGD (the batch split across two devices, the
+/// parameters replicated and fed back unread): the trajectory equals the
+/// single-device jitted one, and once the parameters are resident each
+/// step moves the batch shards and nothing else.
+#[test]
+fn a_data_parallel_training_trajectory_equals_one_device_and_moves_only_the_batch() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    type P = (Tensor, Tensor, Tensor, Tensor);
+    let step = |(params, x, y): &(P, Tensor, Tensor)| {
+        let (loss, g) = rune::value_and_grad(
+            |(w1, b1, w2, b2): &P| {
+                let h = (x.matmul(w1) + b1).tanh();
+                (h.matmul(w2) + b2 - y).square().mean_all()
+            },
+            params,
+        );
+        let upd = |p: &Tensor, g: &Tensor| p - g * 0.1;
+        (loss, (upd(&params.0, &g.0), upd(&params.1, &g.1), upd(&params.2, &g.2), upd(&params.3, &g.3)))
+    };
+    let init = |seed: u64, shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        let v: Vec<f64> = (0..n).map(|i| (((i as u64 + 1) * (seed * 2654435761 + 7)) % 1000) as f64 / 1000.0 - 0.5).collect();
+        Tensor::from_slice(&v, shape)
+    };
+    let params: P = (init(1, &[3, 16]), init(2, &[16]), init(3, &[16, 2]), init(4, &[2]));
+    let batch = |k: u64| (init(10 + k, &[8, 3]), init(50 + k, &[8, 2]));
+    let one = rune::jit(step);
+    let dp = rune::pmap_with(
+        step,
+        opts(&["CPU:1", "CPU:2"], vec![None, None, None, None, Some(0), Some(0)], false),
+    );
+    let (mut p1, mut p2) = (params.clone(), params);
+    for k in 0..20 {
+        let (x, y) = batch(k);
+        let (l1, n1) = one.call(&(p1.clone(), x.clone(), y.clone()));
+        rune::reset_jit_stats();
+        let (l2, n2) = dp.call(&(p2.clone(), x, y));
+        let moved = rune::jit_stats().bytes_to_device;
+        let batch_bytes = (8 * 3 + 8 * 2) * 8;
+        if k > 0 {
+            assert_eq!(moved, batch_bytes, "step {k}: only the batch shards move");
+        } else {
+            assert!(moved > batch_bytes, "the first step uploads the parameters");
+        }
+        let (a, b) = (l1.to_vec::<f64>()[0], l2.to_vec::<f64>()[0]);
+        assert!((a - b).abs() <= 1e-12 * (1.0 + a.abs()), "step {k}: loss {a} vs {b}");
+        p1 = n1;
+        p2 = n2;
+    }
+    for (a, b) in p1.leaves().iter().zip(p2.leaves()) {
+        for (x, y) in a.to_vec::<f64>().iter().zip(b.to_vec::<f64>()) {
+            assert!((x - y).abs() <= 1e-11 * (1.0 + x.abs()), "{x} vs {y}");
+        }
     }
 }
