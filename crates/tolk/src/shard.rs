@@ -719,8 +719,9 @@ fn per_device(t: &Tensor, sh: Sharding, n: usize) -> Vec<Tensor> {
     }
 }
 
-/// Every device's partial value combined: a tree over the devices' buffers.
-fn all_reduce(ts: &[Tensor], op: ReduceOp) -> Tensor {
+/// Every device's partial value combined: a tree over the devices' buffers
+/// (pairs combined by nx's elementwise kernel, level by level).
+pub fn all_reduce(ts: &[Tensor], op: ReduceOp) -> Tensor {
     let mut level: Vec<Tensor> = ts.to_vec();
     while level.len() > 1 {
         let mut next = Vec::with_capacity(level.len().div_ceil(2));
