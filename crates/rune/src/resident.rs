@@ -23,6 +23,8 @@ pub(crate) struct Resident {
     pub devices: Vec<String>,
     /// `Some(axis)`: split along it; `None`: replicated.
     pub split: Option<usize>,
+    /// The global shape (a view of the output is not the output).
+    shape: Vec<usize>,
     /// `None` once read.
     values: Mutex<Option<Vec<Tensor>>>,
     /// What the devices hold (counted in `resident_bytes` until released).
@@ -40,6 +42,7 @@ impl Resident {
         let r = Resident {
             devices: devices.to_vec(),
             split: out.split,
+            shape: global.clone(),
             device_bytes: out.device_bytes(host),
             read_bytes: out.read_bytes(host),
             values: Mutex::new(Some(out.values)),
@@ -49,11 +52,13 @@ impl Resident {
     }
 
     /// The device values behind `t` if it is an unread output held by
-    /// `devices` in layout `split`.
+    /// `devices` in layout `split` (the output itself: a view of it is
+    /// read to the host and sent again).
     pub fn on(t: &Tensor, devices: &[String], split: Option<usize>) -> Option<Vec<Tensor>> {
         let p = nx::raw::pending(t)?;
         let r = p.as_any().downcast_ref::<Resident>()?;
-        if r.devices != devices || r.split != split || !t.is_contiguous() {
+        let whole = t.shape() == r.shape.as_slice() && t.is_contiguous() && t.offset() == Some(0);
+        if r.devices != devices || r.split != split || !whole {
             return None;
         }
         let values = r.values.lock().unwrap().clone();

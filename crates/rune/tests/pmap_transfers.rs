@@ -90,6 +90,14 @@ fn cpu_n_devices_hold_outputs_until_read_and_count_every_transfer() {
     let want = (&(&x * &w) + &(&(&x * &w) * &w)).to_vec::<f32>();
     assert_eq!(two.call(&(y3.clone(), y3.clone(), w.clone())).to_vec::<f32>(), want);
     assert!(panic_message(|| drop(y3.to_vec::<f32>())).contains("donate"));
+    // A view of an unread output is not the output: read and sent again.
+    let (y4, _) = pf.call(&(x.clone(), w.clone()));
+    let flat = rune::pmap_with(|v: &Tensor| v * 2.0, opts(&devs, vec![Some(0)], false));
+    let before = rune::jit_stats();
+    let v = flat.call(&y4.reshape(&[32]));
+    assert_eq!(v.to_vec::<f32>(), (&(&x * &w) * 2.0).reshape(&[32]).to_vec::<f32>());
+    let after = rune::jit_stats();
+    assert_eq!(after.bytes_to_device - before.bytes_to_device, 128, "the view is uploaded");
     // Host tensors are not consumed.
     let z3 = d.call(&(x.clone(), w.clone()));
     assert_eq!(x.to_vec::<f32>(), vec![1.0; 32]);
