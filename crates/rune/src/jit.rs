@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Options of [`jit_with`].
 #[derive(Clone, Debug)]
 pub struct JitOpts {
-    /// `"CPU"` (the default), `"CUDA"`, `"METAL"`.
+    /// `"CPU"` (the default: the host, zero-copy), `"CPU:1"`, `"CPU:2"`,
+    /// ... (host devices with a thread and memory of their own: inputs are
+    /// copied to them, outputs stay there until read), `"CUDA"`, `"METAL"`.
     pub device: String,
     /// Consume resident inputs (meaningful on devices with their own
     /// memory; the CPU device reads inputs in place and has none).
@@ -83,6 +85,8 @@ pub struct Jit<F, P, Q> {
     name: &'static str,
     entries: RefCell<Vec<Entry<Q>>>,
     traces: Cell<usize>,
+    /// On a host device with memory of its own (`CPU:n`): how it runs there.
+    placed: Option<crate::pmap::Placed<Q>>,
     _types: PhantomData<fn(&P) -> Q>,
 }
 
@@ -106,33 +110,37 @@ pub fn jit<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F) -> Jit<F, P, Q> {
 /// [`jit`] with options. Panics naming the device if it is unknown or
 /// unavailable.
 pub fn jit_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: JitOpts) -> Jit<F, P, Q> {
-    if let Err(e) = device_backend(&opts.device, false) {
+    if let Err(e) = device_backend(&opts.device) {
         panic!("jit: {e}");
     }
+    let host = opts.device == "CPU" || opts.device == "CPU:0";
     Jit {
         f,
         name: std::any::type_name::<F>(),
         entries: RefCell::new(Vec::new()),
         traces: Cell::new(0),
+        placed: (!host).then(|| {
+            crate::pmap::Placed::new(
+                "jit",
+                vec![opts.device.clone()],
+                crate::pmap::Axes::Replicated,
+                opts.donate,
+            )
+        }),
         _types: PhantomData,
     }
 }
 
-/// The backend of `device` if it is one that can run here (`"CPU"`), else
-/// why not, naming it. `host_instances`: whether `CPU:1`, `CPU:2`, ... are
-/// accepted (pmap's; jit runs on the host device `CPU`/`CPU:0` only).
-pub(crate) fn device_backend(device: &str, host_instances: bool) -> Result<&'static str, String> {
+/// The backend of `device` if it is one that can run here (`"CPU"`, the
+/// host, or a host device `"CPU:n"`), else why not, naming it.
+pub(crate) fn device_backend(device: &str) -> Result<&'static str, String> {
     let (backend, instance) = match device.split_once(':') {
         Some((b, i)) => (b, Some(i)),
         None => (device, None),
     };
     let instance_ok = instance.is_none_or(|i| i.parse::<usize>().is_ok());
     match backend {
-        "CPU" if instance_ok && (host_instances || instance.is_none_or(|i| i == "0")) => Ok("CPU"),
-        "CPU" if instance_ok => Err(format!(
-            "device {device:?} is not available to jit: host devices CPU:1, CPU:2, ... are \
-             pmap's; use \"CPU\""
-        )),
+        "CPU" if instance_ok => Ok("CPU"),
         "CUDA" if instance_ok => Err(format!(
             "device {device:?} is not available: CUDA is not available in this build of rune; \
              use \"CPU\""
@@ -141,8 +149,8 @@ pub(crate) fn device_backend(device: &str, host_instances: bool) -> Result<&'sta
             "device {device:?} is not available: METAL is available on macOS only"
         )),
         _ => Err(format!(
-            "unknown device {device:?}; the devices are \"CPU\", \"CUDA\" and \"METAL\" \
-             (with an instance suffix, \"CPU:1\", for pmap)"
+            "unknown device {device:?}; the devices are \"CPU\", \"CUDA\" and \"METAL\", \
+             with an instance suffix to address several (\"CPU:1\", \"CPU:2\", ...)"
         )),
     }
 }
@@ -255,6 +263,9 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
             // Under a transformation (or an outer jit): let it see `f`.
             return Ok((self.f)(p));
         }
+        if let Some(placed) = &self.placed {
+            return placed.call(&self.f, self.name, p);
+        }
         let leaves = p.leaves();
         let mut aliases: Option<Aliases> = None;
         let hit = {
@@ -331,7 +342,7 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
 
     /// How many times `f` has been traced (once per new signature).
     pub fn trace_count(&self) -> usize {
-        self.traces.get()
+        self.placed.as_ref().map_or(self.traces.get(), |p| p.trace_count())
     }
 }
 

@@ -44,13 +44,31 @@ pub struct PmapOpts {
 pub struct Pmap<F, P, Q> {
     f: F,
     name: &'static str,
-    devices: Vec<String>,
-    in_axes: Option<Vec<Option<usize>>>,
-    donate: bool,
+    placed: Placed<Q>,
+    _types: PhantomData<fn(&P) -> Q>,
+}
+
+/// How input leaves are laid out across the devices.
+pub(crate) enum Axes {
+    /// Every leaf split along axis 0 (pmap's default).
+    First,
+    /// One entry per leaf.
+    Given(Vec<Option<usize>>),
+    /// Every leaf replicated (jit on one host device).
+    Replicated,
+}
+
+/// The compiled programs of a function placed on devices, and how it runs
+/// (pmap's, and jit's on a `CPU:n` device).
+pub(crate) struct Placed<Q> {
+    /// What logs call it: "pmap" or "jit".
+    pub what: &'static str,
+    pub devices: Vec<String>,
+    pub axes: Axes,
+    pub donate: bool,
     /// Per leaf signature: the sharded program and the traced output.
     entries: RefCell<Vec<(Vec<(DType, Vec<usize>)>, tolk::shard::ShardedProgram, Q)>>,
     traces: Cell<usize>,
-    _types: PhantomData<fn(&P) -> Q>,
 }
 
 /// `f` compiled to run across `devices`, every input leaf split along its
@@ -84,7 +102,7 @@ pub fn pmap_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: PmapOpts) -> Pm
     }
     let mut backend = None;
     for d in &opts.devices {
-        let b = device_backend(d, true).unwrap_or_else(|e| panic!("pmap: {e}"));
+        let b = device_backend(d).unwrap_or_else(|e| panic!("pmap: {e}"));
         match backend {
             None => backend = Some((b, d)),
             Some((b0, d0)) if b0 != b => {
@@ -93,14 +111,14 @@ pub fn pmap_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: PmapOpts) -> Pm
             Some(_) => {}
         }
     }
+    let axes = match opts.in_axes {
+        Some(a) => Axes::Given(a),
+        None => Axes::First,
+    };
     Pmap {
         f,
         name: std::any::type_name::<F>(),
-        devices: opts.devices,
-        in_axes: opts.in_axes,
-        donate: opts.donate,
-        entries: RefCell::new(Vec::new()),
-        traces: Cell::new(0),
+        placed: Placed::new("pmap", opts.devices, axes, opts.donate),
         _types: PhantomData,
     }
 }
@@ -132,6 +150,44 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
             // Under a transformation: let it see `f`, as jit does.
             return Ok((self.f)(p));
         }
+        self.placed.call(&self.f, self.name, p)
+    }
+
+    /// How many times `f` has been traced (once per new signature).
+    pub fn trace_count(&self) -> usize {
+        self.placed.trace_count()
+    }
+}
+
+impl<Q: Ptree> Placed<Q> {
+    pub fn new(what: &'static str, devices: Vec<String>, axes: Axes, donate: bool) -> Placed<Q> {
+        Placed {
+            what,
+            devices,
+            axes,
+            donate,
+            entries: RefCell::new(Vec::new()),
+            traces: Cell::new(0),
+        }
+    }
+
+    pub fn trace_count(&self) -> usize {
+        self.traces.get()
+    }
+
+    fn axis(&self, leaf: usize) -> Option<usize> {
+        match &self.axes {
+            Axes::First => Some(0),
+            Axes::Given(a) => a[leaf],
+            Axes::Replicated => None,
+        }
+    }
+
+    /// Runs `f` (named `name` in logs) placed on the devices: traces and
+    /// shards it on a new leaf signature, feeds unread resident outputs in
+    /// the right layout straight to the devices, and returns resident
+    /// outputs (gathered at once when every device is the host).
+    pub fn call<P: Ptree>(&self, f: &impl Fn(&P) -> Q, name: &str, p: &P) -> Result<Q, JitError> {
         let leaves = p.leaves();
         let axes = self.check_leaves(&leaves);
         let hit = self
@@ -142,7 +198,7 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
         let (index, how) = match hit {
             Some(i) => (i, "hit memory"),
             None => {
-                let (graph, template) = catch_jit(|| stage(&self.f, p))?;
+                let (graph, template) = catch_jit(|| stage(f, p))?;
                 if let Some(&(leaf, _)) = graph.writebacks.iter().find(|(i, _)| axes[*i].is_some()) {
                     return Err(sharded_writeback(leaf));
                 }
@@ -193,8 +249,8 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
         }
         if debug_level() >= 1 {
             eprintln!(
-                "pmap {} over {:?}: {how}, {}, transfers {} B to the devices, {} B from them",
-                self.name,
+                "{} {name} on {:?}: {how}, {}, transfers {} B to the devices, {} B from them",
+                self.what,
                 self.devices,
                 program.describe(),
                 moved.to_device,
@@ -204,15 +260,10 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
         Ok(template.with_leaves(&outs))
     }
 
-    /// How many times `f` has been traced (once per new signature).
-    pub fn trace_count(&self) -> usize {
-        self.traces.get()
-    }
-
     /// Each leaf's split axis; panics if `in_axes` does not fit `leaves`.
     fn check_leaves(&self, leaves: &[Tensor]) -> Vec<Option<usize>> {
         let n = self.devices.len();
-        if let Some(axes) = &self.in_axes {
+        if let Axes::Given(axes) = &self.axes {
             if axes.len() != leaves.len() {
                 panic!(
                     "pmap: in_axes has {} entries but the input has {} leaves; give one per \
@@ -223,10 +274,7 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
             }
         }
         for (i, t) in leaves.iter().enumerate() {
-            let axis = match &self.in_axes {
-                Some(axes) => axes[i],
-                None => Some(0),
-            };
+            let axis = self.axis(i);
             let Some(a) = axis else { continue };
             if a >= t.shape().len() {
                 panic!(
@@ -243,8 +291,6 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
                 );
             }
         }
-        (0..leaves.len())
-            .map(|i| self.in_axes.as_ref().map_or(Some(0), |axes| axes[i]))
-            .collect()
+        (0..leaves.len()).map(|i| self.axis(i)).collect()
     }
 }

@@ -185,3 +185,30 @@ fn a_data_parallel_training_trajectory_equals_one_device_and_moves_only_the_batc
         }
     }
 }
+
+/// jit on a host device `CPU:n` follows the same residency rules: inputs
+/// copied to it, outputs held there until read, fed back unread with no
+/// transfer, donated on request; results equal jit on the host.
+#[test]
+fn jit_on_a_cpu_n_device_keeps_its_outputs_resident() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let f = |(s, x): &(Tensor, Tensor)| s * 0.5 + x.exp();
+    let dev = rune::jit_with(f, rune::JitOpts { device: "CPU:3".into(), donate: true });
+    let host = rune::jit(f);
+    let x = Tensor::from_slice(&[0.0f32, 1.0, 2.0, 3.0], &[4]);
+    let mut s_dev = Tensor::zeros(&[4], DType::F32);
+    let mut s_host = s_dev.clone();
+    rune::reset_jit_stats();
+    for k in 0..5 {
+        let next = dev.call(&(s_dev.clone(), x.clone()));
+        let st = rune::jit_stats();
+        assert_eq!(st.bytes_to_device, 16 * (k + 1) + 16, "call {k}: x every call, the state once");
+        assert_eq!(st.bytes_from_device, 0, "nothing read yet");
+        s_host = host.call(&(s_host.clone(), x.clone()));
+        s_dev = next;
+    }
+    assert_eq!(rune::jit_stats().resident_bytes, 16, "the last state; donated ones released");
+    assert_eq!(s_dev.to_vec::<f32>(), s_host.to_vec::<f32>());
+    assert_eq!(rune::jit_stats().bytes_from_device, 16);
+    assert_eq!(dev.trace_count(), 1);
+}
