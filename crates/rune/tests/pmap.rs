@@ -260,3 +260,34 @@ fn every_sharding_rule_equals_eager() {
         }
     }
 }
+
+/// Edge cases of the plan: an input returned as it is, a captured constant,
+/// a replicated scalar, integer reductions across the split axis (max and
+/// sum all-reduce exactly), a bool result.
+#[test]
+fn inputs_constants_scalars_and_integer_reductions_pass_through_pmap() {
+    let c = t64(&[10.0, 20.0], &[2]);
+    let f = |(x, s, k): &(Tensor, Tensor, Tensor)| {
+        (
+            x.clone(),
+            c.clone(),
+            x * s,
+            k.max(&[0], false),
+            k.sum_all(),
+            x.greater(&x.zeros_like()),
+        )
+    };
+    let x = data(&[4, 2], 3);
+    let s = t64(&[3.0], &[]);
+    let k = Tensor::from_slice(&[5i32, -2, 9, 4, 1, 7, 0, 3], &[4, 2]);
+    let pf = rune::pmap_with(f, opts(&["CPU:1", "CPU:2"], Some(vec![Some(0), None, Some(0)])));
+    let got = pf.call(&(x.clone(), s.clone(), k.clone()));
+    let want = f(&(x, s, k));
+    assert_eq!(got.0.to_vec::<f64>(), want.0.to_vec::<f64>());
+    assert_eq!(got.1.to_vec::<f64>(), want.1.to_vec::<f64>());
+    assert_eq!(got.2.to_vec::<f64>(), want.2.to_vec::<f64>());
+    assert_eq!(got.3.to_vec::<i32>(), vec![9, 7]);
+    assert_eq!(got.4.to_vec::<i32>(), want.4.to_vec::<i32>());
+    assert_eq!(got.5.dtype(), DType::Bool);
+    assert_eq!(got.5.cast(DType::I32).to_vec::<i32>(), want.5.cast(DType::I32).to_vec::<i32>());
+}
