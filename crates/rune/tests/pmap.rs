@@ -291,3 +291,40 @@ fn inputs_constants_scalars_and_integer_reductions_pass_through_pmap() {
     assert_eq!(got.5.dtype(), DType::Bool);
     assert_eq!(got.5.cast(DType::I32).to_vec::<i32>(), want.5.cast(DType::I32).to_vec::<i32>());
 }
+
+/// A data-parallel SGD step of a 3-layer MLP: the whole forward and
+/// backward pass is one stage, the gradients are all-reduced together,
+/// and the updates are a second stage (not a stage per layer).
+#[test]
+fn a_data_parallel_sgd_step_is_two_stages_around_the_all_reduces() {
+    type P = Vec<Tensor>;
+    let step = |(ws, x, y): &(P, Tensor, Tensor)| {
+        let g = rune::grad(
+            |ws: &P| {
+                let mut h = x.clone();
+                for w in ws {
+                    h = h.matmul(w).tanh();
+                }
+                (h - y).square().mean_all()
+            },
+            ws,
+        );
+        ws.iter().zip(&g).map(|(w, g)| w - g * 0.1).collect::<Vec<_>>()
+    };
+    let p = (
+        vec![data(&[4, 6], 1), data(&[6, 6], 2), data(&[6, 3], 3)],
+        data(&[8, 4], 4),
+        data(&[8, 3], 5),
+    );
+    let g = rune::make_graph(step, &p);
+    let plan = tolk::shard::shard(&g, 2, &[None, None, None, Some(0), Some(0)]).expect("shards");
+    let d = plan.describe();
+    assert_eq!(d.matches("stage of").count(), 2, "{d}");
+    assert_eq!(d.matches("all-reduce").count(), 3, "one per gradient: {d}");
+    let out = plan.run(&p.leaves());
+    for (a, e) in out.iter().zip(step(&p)) {
+        for (x, y) in a.to_vec::<f64>().iter().zip(e.to_vec::<f64>()) {
+            assert!((x - y).abs() < 1e-12, "{x} vs {y}");
+        }
+    }
+}

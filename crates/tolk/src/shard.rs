@@ -101,6 +101,13 @@ struct Builder<'g> {
 }
 
 impl Builder<'_> {
+    /// Whether `v` exists only as a partial value (needs an all-reduce).
+    fn only_partial(&self, v: Var) -> bool {
+        self.have
+            .get(&v)
+            .is_some_and(|l| l.iter().all(|s| matches!(s, Sharding::Partial(_))))
+    }
+
     fn available(&self, v: Var, sh: Sharding) -> bool {
         self.have.get(&v).is_some_and(|l| l.contains(&sh))
     }
@@ -366,6 +373,10 @@ impl Builder<'_> {
 /// be replicated (a split value written into a leaf is an error: it would
 /// gather on every call).
 pub fn shard(g: &Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardedProgram, ShardError> {
+    // Dead code and duplicates go first: a dead reduction over the split
+    // axis would otherwise cost an all-reduce.
+    let simplified = crate::simplify::simplify(g);
+    let g = &simplified;
     let mut b = Builder {
         g,
         n,
@@ -386,8 +397,35 @@ pub fn shard(g: &Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardedPr
     for (v, _) in &g.consts {
         b.add(*v, Sharding::Rep);
     }
-    for i in 0..g.eqns.len() {
-        b.eqn(i);
+    // Equations run in rounds: an equation reading a partial value (or the
+    // result of one deferred) waits, so that everything that needs no
+    // collective runs first, in one stage; then every partial value the
+    // waiting equations read is all-reduced at once, and the next round
+    // runs them. (In order, a data-parallel step's SGD update of each layer
+    // would cut the backward pass into a stage per layer.)
+    let mut todo: Vec<usize> = (0..g.eqns.len()).collect();
+    while !todo.is_empty() {
+        let mut waiting = Vec::new();
+        let mut later: std::collections::HashSet<Var> = Default::default();
+        for &i in &todo {
+            let e = &g.eqns[i];
+            if e.inputs.iter().any(|v| later.contains(v) || b.only_partial(*v)) {
+                waiting.push(i);
+                later.insert(e.out);
+            } else {
+                b.eqn(i);
+            }
+        }
+        if waiting.len() == todo.len() {
+            for &i in &waiting {
+                for &v in &g.eqns[i].inputs {
+                    if !later.contains(&v) && b.only_partial(v) {
+                        b.rep(v);
+                    }
+                }
+            }
+        }
+        todo = waiting;
     }
     let outputs: Vec<Key> = g.outputs.iter().map(|&v| b.any(v)).collect();
     let mut writebacks = Vec::new();
