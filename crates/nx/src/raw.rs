@@ -198,3 +198,19 @@ pub fn replace_pending(t: &Tensor, p: std::sync::Arc<dyn crate::storage::Pending
         t.value().storage.set_pending(Some(p));
     }
 }
+
+pub use crate::cpu::pool::Rest as PoolRest;
+
+/// Runs `f` with every eager kernel it calls on the calling thread alone
+/// (no part goes to nx's pool): for one of several threads that share the
+/// cores, such as pmap's device threads.
+pub fn on_this_thread<R>(f: impl FnOnce() -> R) -> R {
+    crate::cpu::pool::on_this_thread(f)
+}
+
+/// While the returned guard lives, nx's idle pool workers park at once
+/// instead of spinning for their next job, leaving the cores to other
+/// threads (pmap's devices).
+pub fn pool_rest() -> PoolRest {
+    crate::cpu::pool::rest()
+}

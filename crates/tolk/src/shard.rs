@@ -595,11 +595,16 @@ impl ShardedProgram {
                     // Every worker device starts its part, then the host
                     // devices run theirs here, then the workers' results
                     // are collected in device order.
+                    // Several devices share the machine's cores: each runs
+                    // its kernels on its own thread alone, and nx's pool
+                    // workers sleep rather than spin beside them.
+                    let alone = n > 1;
+                    let _rest = alone.then(nx::raw::pool_rest);
                     let mut pending = Vec::with_capacity(n);
                     for (d, dev) in devices.iter().enumerate() {
                         let ins: Vec<Tensor> = s.imports.iter().map(|k| vals[k][d].clone()).collect();
                         pending.push(match dev {
-                            Some(name) => Err(run_on_worker(name, s.clone(), d, ins)),
+                            Some(name) => Err(run_on_worker(name, s.clone(), d, ins, alone)),
                             None => Ok(ins),
                         });
                     }
@@ -607,7 +612,7 @@ impl ShardedProgram {
                         .into_iter()
                         .enumerate()
                         .map(|(d, p)| match p {
-                            Ok(ins) => s.programs[d].lock().unwrap().run(&ins),
+                            Ok(ins) => run_device(&s, d, &ins, alone),
                             Err(rx) => match rx.recv().expect("a device worker died") {
                                 Ok(outs) => outs,
                                 Err(panic) => std::panic::resume_unwind(panic),
@@ -703,18 +708,35 @@ impl Output {
     }
 }
 
+/// Device `d`'s instance of `stage` on `ins`; `alone`: its kernels on this
+/// thread only.
+fn run_device(stage: &Stage, d: usize, ins: &[Tensor], alone: bool) -> Vec<Tensor> {
+    let program = stage.programs[d].lock().unwrap();
+    if alone {
+        nx::raw::on_this_thread(|| program.run(ins))
+    } else {
+        program.run(ins)
+    }
+}
+
 type Job = Box<dyn FnOnce() + Send>;
 type Outcome = Result<Vec<Tensor>, Box<dyn std::any::Any + Send>>;
 
 /// Runs device `d`'s instance of `stage` on `ins` on the worker thread of
 /// host device `name` (started on first use, kept for the process); the
 /// receiver gets the outputs or the panic that stopped them.
-fn run_on_worker(name: &str, stage: Arc<Stage>, d: usize, ins: Vec<Tensor>) -> mpsc::Receiver<Outcome> {
+fn run_on_worker(
+    name: &str,
+    stage: Arc<Stage>,
+    d: usize,
+    ins: Vec<Tensor>,
+    alone: bool,
+) -> mpsc::Receiver<Outcome> {
     static WORKERS: OnceLock<Mutex<HashMap<String, mpsc::Sender<Job>>>> = OnceLock::new();
     let (tx, rx) = mpsc::channel();
     let job: Job = Box::new(move || {
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            stage.programs[d].lock().unwrap().run(&ins)
+            run_device(&stage, d, &ins, alone)
         }));
         let _ = tx.send(out);
     });

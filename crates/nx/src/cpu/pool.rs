@@ -120,13 +120,49 @@ fn pool() -> &'static Pool {
     })
 }
 
+/// While non-zero, idle workers park at once instead of spinning: other
+/// threads (pmap's device threads, each running its kernels inline) have
+/// the cores. See [`rest`].
+static RESTING: AtomicUsize = AtomicUsize::new(0);
+
+/// Idle workers park at once, instead of spinning, until the guard drops.
+pub(crate) fn rest() -> Rest {
+    RESTING.fetch_add(1, Ordering::SeqCst);
+    Rest
+}
+
+/// See [`rest`].
+pub struct Rest;
+
+impl Drop for Rest {
+    fn drop(&mut self) {
+        RESTING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Runs `f` with every kernel it calls on this thread alone (parts run
+/// inline, as on a worker).
+pub(crate) fn on_this_thread<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IN_WORKER.with(|w| w.set(self.0));
+        }
+    }
+    let _restore = Restore(IN_WORKER.with(|w| w.replace(true)));
+    f()
+}
+
 fn worker(pool: &'static Pool) {
     IN_WORKER.with(|w| w.set(true));
     let mut seen = 0;
     loop {
         // Spin for a while, then park until the epoch moves.
         let start = Instant::now();
-        while pool.epoch.load(Ordering::SeqCst) == seen && start.elapsed() < SPIN {
+        while pool.epoch.load(Ordering::SeqCst) == seen
+            && start.elapsed() < SPIN
+            && RESTING.load(Ordering::Relaxed) == 0
+        {
             std::hint::spin_loop();
         }
         if pool.epoch.load(Ordering::SeqCst) == seen {
@@ -256,6 +292,24 @@ pub(crate) fn row_pieces_mut<U: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Under `on_this_thread` every part runs on the caller, and the
+    /// caller's own setting comes back afterwards.
+    #[test]
+    fn on_this_thread_keeps_every_part_on_the_caller() {
+        let me = std::thread::current().id();
+        let elsewhere = AtomicUsize::new(0);
+        let _rest = rest();
+        on_this_thread(|| {
+            for_each(256, &|_| {
+                if std::thread::current().id() != me {
+                    elsewhere.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        });
+        assert_eq!(elsewhere.load(Ordering::SeqCst), 0);
+        assert!(!IN_WORKER.with(|w| w.get()), "restored");
+    }
 
     #[test]
     fn every_part_runs_once() {
