@@ -70,8 +70,10 @@ pub fn reset_jit_stats() {
 /// One compiled signature.
 struct Entry<Q> {
     signature: Vec<(DType, Vec<usize>)>,
-    /// The program assigns to inputs: then which leaves alias which matters
-    /// (`Aliases::of`), and is part of the signature.
+    /// Which leaves alias which is part of the signature: when the program
+    /// assigns to inputs, or when it was traced with aliased leaves (they
+    /// were staged as one input, so the program reads only the first of
+    /// them: a later call with distinct tensors there must trace again).
     writes: bool,
     aliases: Vec<usize>,
     program: tolk::Program,
@@ -271,8 +273,9 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
         let hit = {
             let entries = self.entries.borrow();
             entries.iter().position(|e| {
+                let traced_aliased = e.aliases.iter().enumerate().any(|(j, &i)| i != j);
                 same_signature(&e.signature, &leaves)
-                    && (!e.writes
+                    && (!(e.writes || traced_aliased)
                         || aliases.get_or_insert_with(|| Aliases::of(&leaves)).first == e.aliases)
             })
         };

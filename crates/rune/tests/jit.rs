@@ -1572,3 +1572,18 @@ fn small_kernels_beside_a_large_product_equal_eager() {
     assert_eq!(small(&c), 0, "nothing is small beside nothing");
     assert_same(&c.program.run(&[p.2.clone()])[0], &alone(&p.2));
 }
+
+/// Traced with one tensor as two leaves (Adam's m and v both starting as
+/// one zeros tensor), the program reads that one input for both: a later
+/// call with two different tensors there must not reuse it (it did, and
+/// the flagship example's Adam took sqrt of m's negative values).
+#[test]
+fn a_trace_with_aliased_leaves_is_not_reused_for_distinct_ones() {
+    let f = |(m, v): &(Tensor, Tensor)| m * 2.0 + v.sqrt();
+    let j = rune::jit(f);
+    let z = f32s(&[0.0, 0.0], &[2]);
+    assert_eq!(j.call(&(z.clone(), z.clone())).to_vec::<f32>(), vec![0.0, 0.0]);
+    let (m, v) = (f32s(&[-1.0, 1.0], &[2]), f32s(&[4.0, 9.0], &[2]));
+    assert_eq!(j.call(&(m.clone(), v.clone())).to_vec::<f32>(), f(&(m, v)).to_vec::<f32>());
+    assert_eq!(j.trace_count(), 2, "distinct leaves trace again");
+}
