@@ -188,7 +188,10 @@ pub fn pending_tensor(
 /// What `t`'s bytes are pending on, if they are not here yet (`None` for a
 /// tracer).
 pub fn pending(t: &Tensor) -> Option<std::sync::Arc<dyn crate::storage::Pending>> {
-    t.tracer().is_none().then(|| t.value().storage.pending()).flatten()
+    t.tracer()
+        .is_none()
+        .then(|| t.value().storage.pending())
+        .flatten()
 }
 
 /// Replaces what `t`'s storage is pending on (donation: a marker whose

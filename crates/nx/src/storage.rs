@@ -269,7 +269,10 @@ impl Storage {
         if !self.lazy.load(Ordering::Acquire) {
             return None;
         }
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Brings pending bytes in (once) before an access.
@@ -278,7 +281,11 @@ impl Storage {
             return;
         }
         let _w = self.lock.write().unwrap_or_else(|e| e.into_inner());
-        let p = self.pending.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let p = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let Some(p) = p else { return };
         let t = p.fill();
         let src = crate::raw::read(&t);

@@ -407,13 +407,21 @@ fn float_products_flush_subnormals_and_leave_the_caller_mode_alone() {
     let b = Tensor::from_slice(&[1.0f32, 2.0], &[2, 1]);
     assert_eq!(a.matmul(&b).to_vec::<f32>(), vec![2.0]);
     let a = Tensor::from_slice(&[tiny], &[1, 1]);
-    assert_eq!(a.matmul(&Tensor::from_slice(&[1.0f32], &[1, 1])).to_vec::<f32>(), vec![0.0]);
+    assert_eq!(
+        a.matmul(&Tensor::from_slice(&[1.0f32], &[1, 1]))
+            .to_vec::<f32>(),
+        vec![0.0]
+    );
     // A result that would be subnormal: 2^-70 * 2^-70 = 2^-140.
     let s = Tensor::from_slice(&[2f64.powi(-70) as f32], &[1, 1]);
     assert_eq!(s.matmul(&s).to_vec::<f32>(), vec![0.0]);
     let tiny64 = f64::MIN_POSITIVE / 4.0;
     let a = Tensor::from_slice(&[tiny64], &[1, 1]);
-    assert_eq!(a.matmul(&Tensor::from_slice(&[1.0f64], &[1, 1])).to_vec::<f64>(), vec![0.0]);
+    assert_eq!(
+        a.matmul(&Tensor::from_slice(&[1.0f64], &[1, 1]))
+            .to_vec::<f64>(),
+        vec![0.0]
+    );
     // The calling thread's floating-point mode is restored afterwards:
     // elementwise operations and plain Rust arithmetic keep subnormals.
     let x = Tensor::from_slice(&[tiny], &[1]);

@@ -119,10 +119,18 @@ fn main() {
     // copy of one buffer (what a transfer of it costs).
     for mib in [1usize, 16, 64] {
         let n = mib << 18; // f32 elements per device
-        let parts = [Tensor::ones(&[n], DType::F32), Tensor::ones(&[n], DType::F32)];
+        let parts = [
+            Tensor::ones(&[n], DType::F32),
+            Tensor::ones(&[n], DType::F32),
+        ];
         let t_reduce = bench(|| tolk::shard::all_reduce(&parts, nx::ReduceOp::Sum), 3, 20);
         let t_copy = bench(|| parts[0].copy(), 3, 20);
-        emit("P2", &format!("all-reduce (sum) of 2 x {mib} MiB"), "ms", t_reduce);
+        emit(
+            "P2",
+            &format!("all-reduce (sum) of 2 x {mib} MiB"),
+            "ms",
+            t_reduce,
+        );
         emit("P2", &format!("copy of {mib} MiB"), "ms", t_copy);
     }
 }

@@ -345,7 +345,9 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
 
     /// How many times `f` has been traced (once per new signature).
     pub fn trace_count(&self) -> usize {
-        self.placed.as_ref().map_or(self.traces.get(), |p| p.trace_count())
+        self.placed
+            .as_ref()
+            .map_or(self.traces.get(), |p| p.trace_count())
     }
 }
 

@@ -20,11 +20,11 @@
 
 use crate::jit::{catch_jit, count_transfers, debug_level, device_backend, same_signature, stage};
 use crate::resident::Resident;
-use tolk::shard::Input;
 use crate::stage::JitError;
 use nx::{DType, Ptree, Tensor};
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
+use tolk::shard::Input;
 
 /// Options of [`pmap_with`].
 #[derive(Clone, Debug, Default)]
@@ -199,13 +199,17 @@ impl<Q: Ptree> Placed<Q> {
             Some(i) => (i, "hit memory"),
             None => {
                 let (graph, template) = catch_jit(|| stage(f, p))?;
-                if let Some(&(leaf, _)) = graph.writebacks.iter().find(|(i, _)| axes[*i].is_some()) {
+                if let Some(&(leaf, _)) = graph.writebacks.iter().find(|(i, _)| axes[*i].is_some())
+                {
                     return Err(sharded_writeback(leaf));
                 }
                 self.traces.set(self.traces.get() + 1);
-                let program = tolk::shard::shard(&graph, self.devices.len(), &axes)
-                    .map_err(JitError::new)?;
-                let sig = leaves.iter().map(|t| (t.dtype(), t.shape().to_vec())).collect();
+                let program =
+                    tolk::shard::shard(&graph, self.devices.len(), &axes).map_err(JitError::new)?;
+                let sig = leaves
+                    .iter()
+                    .map(|t| (t.dtype(), t.shape().to_vec()))
+                    .collect();
                 let mut entries = self.entries.borrow_mut();
                 entries.push((sig, program, template));
                 (entries.len() - 1, "miss, compiled")
@@ -224,10 +228,12 @@ impl<Q: Ptree> Placed<Q> {
         let inputs: Vec<Input> = leaves
             .iter()
             .enumerate()
-            .map(|(i, t)| match Resident::on(t, &self.devices, program.input_layout(i)) {
-                Some(values) => Input::OnDevices(values),
-                None => Input::Global(t.clone()),
-            })
+            .map(
+                |(i, t)| match Resident::on(t, &self.devices, program.input_layout(i)) {
+                    Some(values) => Input::OnDevices(values),
+                    None => Input::Global(t.clone()),
+                },
+            )
             .collect();
         let (outs, moved) = program.run_on(&inputs, &leaves, &devices);
         count_transfers(moved.to_device, moved.from_device);

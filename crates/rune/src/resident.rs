@@ -95,9 +95,7 @@ fn global_shape(out: &tolk::shard::Output) -> Vec<usize> {
 
 impl nx::storage::Pending for Resident {
     fn fill(&self) -> Tensor {
-        let values = self
-            .release()
-            .expect("a resident output is read once");
+        let values = self.release().expect("a resident output is read once");
         count_transfers(0, self.read_bytes);
         let t = match self.split {
             Some(a) => Tensor::concatenate(&values, a as isize),

@@ -1582,8 +1582,14 @@ fn a_trace_with_aliased_leaves_is_not_reused_for_distinct_ones() {
     let f = |(m, v): &(Tensor, Tensor)| m * 2.0 + v.sqrt();
     let j = rune::jit(f);
     let z = f32s(&[0.0, 0.0], &[2]);
-    assert_eq!(j.call(&(z.clone(), z.clone())).to_vec::<f32>(), vec![0.0, 0.0]);
+    assert_eq!(
+        j.call(&(z.clone(), z.clone())).to_vec::<f32>(),
+        vec![0.0, 0.0]
+    );
     let (m, v) = (f32s(&[-1.0, 1.0], &[2]), f32s(&[4.0, 9.0], &[2]));
-    assert_eq!(j.call(&(m.clone(), v.clone())).to_vec::<f32>(), f(&(m, v)).to_vec::<f32>());
+    assert_eq!(
+        j.call(&(m.clone(), v.clone())).to_vec::<f32>(),
+        f(&(m, v)).to_vec::<f32>()
+    );
     assert_eq!(j.trace_count(), 2, "distinct leaves trace again");
 }

@@ -970,7 +970,13 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<(), String>>, String> {
                 agree(&format!("output {j}"), g, w, exact, loosest)?;
             }
             for (j, (g, w)) in all_args[lo..lo + n].iter().zip(&want_args).enumerate() {
-                agree(&format!("argument {j} after the call"), g, w, exact, loosest)?;
+                agree(
+                    &format!("argument {j} after the call"),
+                    g,
+                    w,
+                    exact,
+                    loosest,
+                )?;
             }
             Ok(())
         })

@@ -51,7 +51,10 @@ fn data_parallel_grad_of_a_mean_loss_equals_eager() {
     );
     let f = rune::pmap_with(
         step,
-        opts(&["CPU:1", "CPU:2"], Some(vec![None, None, Some(0), Some(0)])),
+        opts(
+            &["CPU:1", "CPU:2"],
+            Some(vec![None, None, Some(0), Some(0)]),
+        ),
     );
     let (loss, (gw, gb)) = f.call(&p);
     let (el, (ew, eb)) = step(&p);
@@ -72,7 +75,10 @@ fn data_parallel_grad_of_a_mean_loss_equals_eager() {
 
 #[test]
 fn every_leaf_splits_along_axis_0_by_default() {
-    let f = rune::pmap(|(a, b): &(Tensor, Tensor)| (a * b).sum(&[0], false), &["CPU:1", "CPU:2"]);
+    let f = rune::pmap(
+        |(a, b): &(Tensor, Tensor)| (a * b).sum(&[0], false),
+        &["CPU:1", "CPU:2"],
+    );
     let a = t64(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
     let b = t64(&[6.0, 5.0, 4.0, 3.0, 2.0, 1.0], &[2, 3]);
     assert_eq!(f.call(&(a, b)).to_vec::<f64>(), vec![18.0, 20.0, 18.0]);
@@ -82,7 +88,10 @@ fn every_leaf_splits_along_axis_0_by_default() {
     let m = panic_message(|| {
         f.call(&(data(&[3, 2], 1), data(&[3, 2], 2)));
     });
-    assert!(m.contains("leaf 0") && m.contains("evenly") && m.contains("axis 0"), "{m}");
+    assert!(
+        m.contains("leaf 0") && m.contains("evenly") && m.contains("axis 0"),
+        "{m}"
+    );
 }
 
 #[test]
@@ -99,7 +108,10 @@ fn bad_devices_panic_naming_them() {
     let m = panic_message(|| {
         rune::pmap(f, &["CUDA:0", "CUDA:1"]);
     });
-    assert!(m.contains("\"CUDA:0\"") && m.contains("not available"), "{m}");
+    assert!(
+        m.contains("\"CUDA:0\"") && m.contains("not available"),
+        "{m}"
+    );
     let m = panic_message(|| {
         rune::pmap(f, &["METAL:0"]);
     });
@@ -107,7 +119,10 @@ fn bad_devices_panic_naming_them() {
     let m = panic_message(|| {
         rune::pmap(f, &["CPU:1", "TPU:0"]);
     });
-    assert!(m.contains("\"TPU:0\"") && m.contains("unknown device"), "{m}");
+    assert!(
+        m.contains("\"TPU:0\"") && m.contains("unknown device"),
+        "{m}"
+    );
     let m = panic_message(|| {
         rune::pmap(f, &["CPU:x"]);
     });
@@ -122,7 +137,10 @@ fn in_axes_must_fit_the_leaves() {
     let m = panic_message(|| {
         missing.call(&p);
     });
-    assert!(m.contains("in_axes has 1 entries") && m.contains("2 leaves"), "{m}");
+    assert!(
+        m.contains("in_axes has 1 entries") && m.contains("2 leaves"),
+        "{m}"
+    );
     let excess = rune::pmap_with(f, opts(&["CPU:1", "CPU:2"], Some(vec![None, None, None])));
     let m = panic_message(|| {
         excess.call(&p);
@@ -149,7 +167,11 @@ fn writebacks_of_sharded_leaves_are_refused_replicated_ones_honoured() {
     let sharded = rune::pmap(f, &["CPU:1", "CPU:2"]);
     let p = (data(&[2, 3], 1), data(&[4, 3], 2));
     let e = sharded.try_call(&p).expect_err("a sharded writeback");
-    assert!(e.message().contains("leaf 0") && e.message().contains("sharded"), "{}", e.message());
+    assert!(
+        e.message().contains("leaf 0") && e.message().contains("sharded"),
+        "{}",
+        e.message()
+    );
     let m = panic_message(|| {
         sharded.call(&p);
     });
@@ -214,32 +236,53 @@ fn every_sharding_rule_equals_eager() {
     use rune::prelude::Slice;
     type F = fn(&(Tensor, Tensor)) -> Tensor;
     let progs: Vec<(&str, F)> = vec![
-        ("elementwise with a replicated operand", |(x, r)| (x * r).sin() + 1.0),
+        ("elementwise with a replicated operand", |(x, r)| {
+            (x * r).sin() + 1.0
+        }),
         ("reduce over every axis", |(x, r)| (x * r).sum_all()),
-        ("reduce over axis 0", |(x, r)| (x.exp() + r).max(&[0], false)),
+        ("reduce over axis 0", |(x, r)| {
+            (x.exp() + r).max(&[0], false)
+        }),
         ("reduce over axis 1", |(x, r)| (x - r).sum(&[1], true) * 2.0),
         ("softmax along 1", |(x, _)| x.softmax(1)),
         ("log_softmax along 0", |(x, _)| x.log_softmax(0)),
         ("reshape to 1-D", |(x, _)| x.reshape(&[24]).cumsum(0)),
-        ("reshape splitting axis 1", |(x, _)| x.reshape(&[4, 3, 2]).sum(&[2], false)),
+        ("reshape splitting axis 1", |(x, _)| {
+            x.reshape(&[4, 3, 2]).sum(&[2], false)
+        }),
         ("transpose", |(x, r)| (x + r).transpose().tanh()),
         ("slice rows", |(x, _)| x.slice(&[Slice::from(1..3)]) * 3.0),
-        ("slice columns", |(x, _)| x.slice(&[Slice::from(..), Slice::from(0..6).step(2)])),
+        ("slice columns", |(x, _)| {
+            x.slice(&[Slice::from(..), Slice::from(0..6).step(2)])
+        }),
         ("flip", |(x, _)| x.flip(&[0, 1]) - x),
-        ("pad", |(x, _)| x.pad(&[(1, 0), (0, 2)], 0.5).sum(&[1], false)),
+        ("pad", |(x, _)| {
+            x.pad(&[(1, 0), (0, 2)], 0.5).sum(&[1], false)
+        }),
         ("cumsum along 0 and 1", |(x, _)| x.cumsum(0) + x.cumsum(1)),
-        ("argmax", |(x, _)| x.argmax(1, false).cast(DType::F64) + x.argmax(0, true).cast(DType::F64).sum_all()),
-        ("take_along_axis", |(x, _)| x.take_along_axis(&x.argmax(1, true), 1)),
-        ("concat", |(x, r)| Tensor::concatenate(&[x.clone(), r.clone()], 1).exp()),
+        ("argmax", |(x, _)| {
+            x.argmax(1, false).cast(DType::F64) + x.argmax(0, true).cast(DType::F64).sum_all()
+        }),
+        ("take_along_axis", |(x, _)| {
+            x.take_along_axis(&x.argmax(1, true), 1)
+        }),
+        ("concat", |(x, r)| {
+            Tensor::concatenate(&[x.clone(), r.clone()], 1).exp()
+        }),
         ("x @ x^T", |(x, _)| x.matmul(&x.transpose())),
         ("x^T @ x", |(x, _)| x.transpose().matmul(x)),
-        ("batched", |(x, r)| x.reshape(&[2, 2, 6]).matmul(&r.reshape(&[2, 6, 2]))),
+        ("batched", |(x, r)| {
+            x.reshape(&[2, 2, 6]).matmul(&r.reshape(&[2, 6, 2]))
+        }),
     ];
     let x = data(&[4, 6], 11);
     let r = data(&[4, 6], 12);
     for (name, f) in progs {
         let eager = f(&(x.clone(), r.clone()));
-        for devices in [&["CPU:1", "CPU:2"][..], &["CPU:1", "CPU:2", "CPU:3", "CPU:4"][..]] {
+        for devices in [
+            &["CPU:1", "CPU:2"][..],
+            &["CPU:1", "CPU:2", "CPU:3", "CPU:4"][..],
+        ] {
             let axes: &[usize] = if devices.len() == 4 { &[0] } else { &[0, 1] };
             for &axis in axes {
                 for r_axis in [None, Some(axis)] {
@@ -247,7 +290,10 @@ fn every_sharding_rule_equals_eager() {
                     let got = pf.call(&(x.clone(), r.clone()));
                     assert_eq!(got.shape(), eager.shape(), "{name}");
                     assert_eq!(got.dtype(), eager.dtype(), "{name}");
-                    let (g, e) = (got.cast(DType::F64).to_vec::<f64>(), eager.cast(DType::F64).to_vec::<f64>());
+                    let (g, e) = (
+                        got.cast(DType::F64).to_vec::<f64>(),
+                        eager.cast(DType::F64).to_vec::<f64>(),
+                    );
                     for (a, b) in g.iter().zip(&e) {
                         assert!(
                             (a - b).abs() <= 1e-12 * (1.0 + b.abs()),
@@ -280,7 +326,10 @@ fn inputs_constants_scalars_and_integer_reductions_pass_through_pmap() {
     let x = data(&[4, 2], 3);
     let s = t64(&[3.0], &[]);
     let k = Tensor::from_slice(&[5i32, -2, 9, 4, 1, 7, 0, 3], &[4, 2]);
-    let pf = rune::pmap_with(f, opts(&["CPU:1", "CPU:2"], Some(vec![Some(0), None, Some(0)])));
+    let pf = rune::pmap_with(
+        f,
+        opts(&["CPU:1", "CPU:2"], Some(vec![Some(0), None, Some(0)])),
+    );
     let got = pf.call(&(x.clone(), s.clone(), k.clone()));
     let want = f(&(x, s, k));
     assert_eq!(got.0.to_vec::<f64>(), want.0.to_vec::<f64>());
@@ -289,7 +338,10 @@ fn inputs_constants_scalars_and_integer_reductions_pass_through_pmap() {
     assert_eq!(got.3.to_vec::<i32>(), vec![9, 7]);
     assert_eq!(got.4.to_vec::<i32>(), want.4.to_vec::<i32>());
     assert_eq!(got.5.dtype(), DType::Bool);
-    assert_eq!(got.5.cast(DType::I32).to_vec::<i32>(), want.5.cast(DType::I32).to_vec::<i32>());
+    assert_eq!(
+        got.5.cast(DType::I32).to_vec::<i32>(),
+        want.5.cast(DType::I32).to_vec::<i32>()
+    );
 }
 
 /// A data-parallel SGD step of a 3-layer MLP: the whole forward and
@@ -309,7 +361,10 @@ fn a_data_parallel_sgd_step_is_two_stages_around_the_all_reduces() {
             },
             ws,
         );
-        ws.iter().zip(&g).map(|(w, g)| w - g * 0.1).collect::<Vec<_>>()
+        ws.iter()
+            .zip(&g)
+            .map(|(w, g)| w - g * 0.1)
+            .collect::<Vec<_>>()
     };
     let p = (
         vec![data(&[4, 6], 1), data(&[6, 6], 2), data(&[6, 3], 3)],

@@ -42,13 +42,24 @@ fn cpu_n_devices_hold_outputs_until_read_and_count_every_transfer() {
     assert_eq!(st.resident_bytes, 128 + 2 * 4);
     assert_eq!(y.shape(), &[8, 4]);
     assert_eq!(y.dtype(), DType::F32);
-    assert_eq!(rune::jit_stats().bytes_from_device, 0, "metadata moves nothing");
+    assert_eq!(
+        rune::jit_stats().bytes_from_device,
+        0,
+        "metadata moves nothing"
+    );
     assert_eq!(s.to_vec::<f32>(), vec![80.0]);
-    assert_eq!(rune::jit_stats().bytes_from_device, 4, "one replica of the sum");
+    assert_eq!(
+        rune::jit_stats().bytes_from_device,
+        4,
+        "one replica of the sum"
+    );
     assert_eq!(rune::jit_stats().resident_bytes, 128);
 
     // y fed back unread, split along 0 as this program reads it: no transfer.
-    let g = rune::pmap_with(|(y, w): &(Tensor, Tensor)| y * w, opts(&devs, vec![Some(0), None], false));
+    let g = rune::pmap_with(
+        |(y, w): &(Tensor, Tensor)| y * w,
+        opts(&devs, vec![Some(0), None], false),
+    );
     let z = g.call(&(y.clone(), w.clone()));
     let st = rune::jit_stats();
     assert_eq!(st.bytes_to_device, 160 + 2 * 16, "only w's replicas move");
@@ -68,11 +79,18 @@ fn cpu_n_devices_hold_outputs_until_read_and_count_every_transfer() {
     assert_eq!(rune::jit_stats().resident_bytes, 0);
 
     // donate: the unread input is consumed once the call is done.
-    let d = rune::pmap_with(|(y, w): &(Tensor, Tensor)| y * w, opts(&devs, vec![Some(0), None], true));
+    let d = rune::pmap_with(
+        |(y, w): &(Tensor, Tensor)| y * w,
+        opts(&devs, vec![Some(0), None], true),
+    );
     let (y2, _) = pf.call(&(x.clone(), w.clone()));
     let held = rune::jit_stats().resident_bytes;
     let z2 = d.call(&(y2.clone(), w.clone()));
-    assert_eq!(rune::jit_stats().resident_bytes, held, "y2's 128 B released, z2's 128 B held");
+    assert_eq!(
+        rune::jit_stats().resident_bytes,
+        held,
+        "y2's 128 B released, z2's 128 B held"
+    );
     let m = panic_message(|| {
         y2.to_vec::<f32>();
     });
@@ -88,16 +106,27 @@ fn cpu_n_devices_hold_outputs_until_read_and_count_every_transfer() {
     );
     let (y3, _) = pf.call(&(x.clone(), w.clone()));
     let want = (&(&x * &w) + &(&(&x * &w) * &w)).to_vec::<f32>();
-    assert_eq!(two.call(&(y3.clone(), y3.clone(), w.clone())).to_vec::<f32>(), want);
+    assert_eq!(
+        two.call(&(y3.clone(), y3.clone(), w.clone()))
+            .to_vec::<f32>(),
+        want
+    );
     assert!(panic_message(|| drop(y3.to_vec::<f32>())).contains("donate"));
     // A view of an unread output is not the output: read and sent again.
     let (y4, _) = pf.call(&(x.clone(), w.clone()));
     let flat = rune::pmap_with(|v: &Tensor| v * 2.0, opts(&devs, vec![Some(0)], false));
     let before = rune::jit_stats();
     let v = flat.call(&y4.reshape(&[32]));
-    assert_eq!(v.to_vec::<f32>(), (&(&x * &w) * 2.0).reshape(&[32]).to_vec::<f32>());
+    assert_eq!(
+        v.to_vec::<f32>(),
+        (&(&x * &w) * 2.0).reshape(&[32]).to_vec::<f32>()
+    );
     let after = rune::jit_stats();
-    assert_eq!(after.bytes_to_device - before.bytes_to_device, 128, "the view is uploaded");
+    assert_eq!(
+        after.bytes_to_device - before.bytes_to_device,
+        128,
+        "the view is uploaded"
+    );
     // Host tensors are not consumed.
     let z3 = d.call(&(x.clone(), w.clone()));
     assert_eq!(x.to_vec::<f32>(), vec![1.0; 32]);
@@ -113,7 +142,11 @@ fn cpu_n_devices_hold_outputs_until_read_and_count_every_transfer() {
     assert_eq!(s0.to_vec::<f32>(), vec![80.0]);
     assert_eq!(y0.to_vec::<f32>(), (&x * &w).to_vec::<f32>());
     let st = rune::jit_stats();
-    assert_eq!((st.bytes_to_device, st.bytes_from_device), (0, 0), "the host device moves nothing");
+    assert_eq!(
+        (st.bytes_to_device, st.bytes_from_device),
+        (0, 0),
+        "the host device moves nothing"
+    );
 
     // Each `CPU:n` device runs on a worker thread of its own, named for it.
     #[cfg(target_os = "linux")]
@@ -126,7 +159,10 @@ fn cpu_n_devices_hold_outputs_until_read_and_count_every_transfer() {
         for d in ["tolk-CPU:1", "tolk-CPU:2"] {
             assert!(names.iter().any(|t| t == d), "{d} among {names:?}");
         }
-        assert!(!names.iter().any(|t| t == "tolk-CPU:0"), "CPU:0 is the calling thread");
+        assert!(
+            !names.iter().any(|t| t == "tolk-CPU:0"),
+            "CPU:0 is the calling thread"
+        );
     }
 }
 
@@ -147,19 +183,38 @@ fn a_data_parallel_training_trajectory_equals_one_device_and_moves_only_the_batc
             params,
         );
         let upd = |p: &Tensor, g: &Tensor| p - g * 0.1;
-        (loss, (upd(&params.0, &g.0), upd(&params.1, &g.1), upd(&params.2, &g.2), upd(&params.3, &g.3)))
+        (
+            loss,
+            (
+                upd(&params.0, &g.0),
+                upd(&params.1, &g.1),
+                upd(&params.2, &g.2),
+                upd(&params.3, &g.3),
+            ),
+        )
     };
     let init = |seed: u64, shape: &[usize]| {
         let n: usize = shape.iter().product();
-        let v: Vec<f64> = (0..n).map(|i| (((i as u64 + 1) * (seed * 2654435761 + 7)) % 1000) as f64 / 1000.0 - 0.5).collect();
+        let v: Vec<f64> = (0..n)
+            .map(|i| (((i as u64 + 1) * (seed * 2654435761 + 7)) % 1000) as f64 / 1000.0 - 0.5)
+            .collect();
         Tensor::from_slice(&v, shape)
     };
-    let params: P = (init(1, &[3, 16]), init(2, &[16]), init(3, &[16, 2]), init(4, &[2]));
+    let params: P = (
+        init(1, &[3, 16]),
+        init(2, &[16]),
+        init(3, &[16, 2]),
+        init(4, &[2]),
+    );
     let batch = |k: u64| (init(10 + k, &[8, 3]), init(50 + k, &[8, 2]));
     let one = rune::jit(step);
     let dp = rune::pmap_with(
         step,
-        opts(&["CPU:1", "CPU:2"], vec![None, None, None, None, Some(0), Some(0)], false),
+        opts(
+            &["CPU:1", "CPU:2"],
+            vec![None, None, None, None, Some(0), Some(0)],
+            false,
+        ),
     );
     let (mut p1, mut p2) = (params.clone(), params);
     for k in 0..20 {
@@ -175,7 +230,10 @@ fn a_data_parallel_training_trajectory_equals_one_device_and_moves_only_the_batc
             assert!(moved > batch_bytes, "the first step uploads the parameters");
         }
         let (a, b) = (l1.to_vec::<f64>()[0], l2.to_vec::<f64>()[0]);
-        assert!((a - b).abs() <= 1e-12 * (1.0 + a.abs()), "step {k}: loss {a} vs {b}");
+        assert!(
+            (a - b).abs() <= 1e-12 * (1.0 + a.abs()),
+            "step {k}: loss {a} vs {b}"
+        );
         p1 = n1;
         p2 = n2;
     }
@@ -193,7 +251,13 @@ fn a_data_parallel_training_trajectory_equals_one_device_and_moves_only_the_batc
 fn jit_on_a_cpu_n_device_keeps_its_outputs_resident() {
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let f = |(s, x): &(Tensor, Tensor)| s * 0.5 + x.exp();
-    let dev = rune::jit_with(f, rune::JitOpts { device: "CPU:3".into(), donate: true });
+    let dev = rune::jit_with(
+        f,
+        rune::JitOpts {
+            device: "CPU:3".into(),
+            donate: true,
+        },
+    );
     let host = rune::jit(f);
     let x = Tensor::from_slice(&[0.0f32, 1.0, 2.0, 3.0], &[4]);
     let mut s_dev = Tensor::zeros(&[4], DType::F32);
@@ -202,12 +266,20 @@ fn jit_on_a_cpu_n_device_keeps_its_outputs_resident() {
     for k in 0..5 {
         let next = dev.call(&(s_dev.clone(), x.clone()));
         let st = rune::jit_stats();
-        assert_eq!(st.bytes_to_device, 16 * (k + 1) + 16, "call {k}: x every call, the state once");
+        assert_eq!(
+            st.bytes_to_device,
+            16 * (k + 1) + 16,
+            "call {k}: x every call, the state once"
+        );
         assert_eq!(st.bytes_from_device, 0, "nothing read yet");
         s_host = host.call(&(s_host.clone(), x.clone()));
         s_dev = next;
     }
-    assert_eq!(rune::jit_stats().resident_bytes, 16, "the last state; donated ones released");
+    assert_eq!(
+        rune::jit_stats().resident_bytes,
+        16,
+        "the last state; donated ones released"
+    );
     assert_eq!(s_dev.to_vec::<f32>(), s_host.to_vec::<f32>());
     assert_eq!(rune::jit_stats().bytes_from_device, 16);
     assert_eq!(dev.trace_count(), 1);

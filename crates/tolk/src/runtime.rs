@@ -25,12 +25,12 @@
 //! before the product starts.
 
 use crate::compile::{KernelFn, Loaded};
-use std::sync::Arc;
 use crate::graph::{Graph, Var};
 use crate::schedule::Step;
 use nx::{Prim, Tensor};
 use std::cell::RefCell;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// Below this many elements a kernel runs on the calling thread (as nx's
 /// eager kernels do).
@@ -642,18 +642,20 @@ mod tests {
         g.inputs = vec![x];
         // v1 is read through an eager view (a reshape) at the last step.
         g.eqns.push(Eqn {
-            prim: nx::Prim::Reshape { shape: vec![16, 16] },
+            prim: nx::Prim::Reshape {
+                shape: vec![16, 16],
+            },
             inputs: vec![v1],
             out: view,
         });
         g.outputs = vec![out];
         let steps = vec![
-            kernel(v1, &[x]),            // 0
-            kernel(v2, &[v1]),           // 1
-            Step::Library { eqn: 0 },    // 2: view = reshape(v1)
-            kernel(v3, &[v2]),           // 3: v2 dies here
-            kernel(v4, &[v3]),           // 4: v3 dies here; may reuse v2's slab (grown)
-            kernel(out, &[v4, view]),    // 5: v1 (through its view) and v4 die
+            kernel(v1, &[x]),         // 0
+            kernel(v2, &[v1]),        // 1
+            Step::Library { eqn: 0 }, // 2: view = reshape(v1)
+            kernel(v3, &[v2]),        // 3: v2 dies here
+            kernel(v4, &[v3]),        // 4: v3 dies here; may reuse v2's slab (grown)
+            kernel(out, &[v4, view]), // 5: v1 (through its view) and v4 die
         ];
         let plan = Plan {
             frees: vec![Vec::new(); steps.len()],
@@ -674,7 +676,11 @@ mod tests {
                 }
             }
         }
-        assert_eq!(a.slab_bytes.len(), 3, "four values, at most three alive at once");
+        assert_eq!(
+            a.slab_bytes.len(),
+            3,
+            "four values, at most three alive at once"
+        );
     }
 
     /// A large value live across most of the program gets a fresh buffer
@@ -704,8 +710,14 @@ mod tests {
             steps,
         };
         let a = ArenaLayout::new(&g, &plan);
-        assert_eq!(a.slab_of[big], None, "256 KiB live across the program: fresh");
+        assert_eq!(
+            a.slab_of[big], None,
+            "256 KiB live across the program: fresh"
+        );
         assert!(a.slab_of[small].is_some(), "64 bytes stay in the arena");
-        assert!(a.slab_of[chain].is_some(), "short-lived values stay in the arena");
+        assert!(
+            a.slab_of[chain].is_some(),
+            "short-lived values stay in the arena"
+        );
     }
 }

@@ -49,7 +49,11 @@ enum Step {
     /// Local equations (global equation index, the keys of its inputs, the
     /// key of its output, the local primitive).
     Stage(Vec<(Vec<Key>, Key, Prim)>),
-    Convert { from: Key, to: Key, how: Convert },
+    Convert {
+        from: Key,
+        to: Key,
+        how: Convert,
+    },
 }
 
 /// A compiled stage: its program (one instance per device) and which
@@ -121,7 +125,8 @@ impl Builder<'_> {
 
     fn flush(&mut self) {
         if !self.current.is_empty() {
-            self.steps.push(Step::Stage(std::mem::take(&mut self.current)));
+            self.steps
+                .push(Step::Stage(std::mem::take(&mut self.current)));
         }
     }
 
@@ -258,7 +263,12 @@ impl Builder<'_> {
             Prim::Broadcast { shape } => {
                 let b = a + shape.len() - g.aval(e.inputs[0]).shape.len();
                 let local = local_shape(shape, Sharding::Split(b), n);
-                self.emit(ins, e.out, Sharding::Split(b), Prim::Broadcast { shape: local });
+                self.emit(
+                    ins,
+                    e.out,
+                    Sharding::Split(b),
+                    Prim::Broadcast { shape: local },
+                );
             }
             Prim::Permute { perm } => {
                 let b = perm.iter().position(|&p| p == a).unwrap();
@@ -273,7 +283,12 @@ impl Builder<'_> {
                 match kept {
                     Some(b) => {
                         let local = local_shape(shape, Sharding::Split(b), n);
-                        self.emit(ins, e.out, Sharding::Split(b), Prim::Reshape { shape: local });
+                        self.emit(
+                            ins,
+                            e.out,
+                            Sharding::Split(b),
+                            Prim::Reshape { shape: local },
+                        );
                     }
                     None => self.replicated(e),
                 }
@@ -409,7 +424,10 @@ pub fn shard(g: &Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardedPr
         let mut later: std::collections::HashSet<Var> = Default::default();
         for &i in &todo {
             let e = &g.eqns[i];
-            if e.inputs.iter().any(|v| later.contains(v) || b.only_partial(*v)) {
+            if e.inputs
+                .iter()
+                .any(|v| later.contains(v) || b.only_partial(*v))
+            {
                 waiting.push(i);
                 later.insert(e.out);
             } else {
@@ -463,7 +481,12 @@ pub fn shard(g: &Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardedPr
     for (s, step) in steps.into_iter().enumerate() {
         match step {
             Step::Convert { from, to, how } => plan.push(PlanStep::Convert { from, to, how }),
-            Step::Stage(eqns) => plan.push(PlanStep::Stage(Arc::new(stage(g, n, eqns, &used_after[s])?))),
+            Step::Stage(eqns) => plan.push(PlanStep::Stage(Arc::new(stage(
+                g,
+                n,
+                eqns,
+                &used_after[s],
+            )?))),
         }
     }
     Ok(ShardedProgram {
@@ -522,7 +545,8 @@ fn stage(
     exports.sort_by_key(|k| var[k]);
     local.outputs = exports.iter().map(|k| var[k]).collect();
     let program = crate::compile(&local, false)?.program;
-    let mut programs: Vec<Mutex<crate::Program>> = (1..n).map(|_| Mutex::new(program.instance())).collect();
+    let mut programs: Vec<Mutex<crate::Program>> =
+        (1..n).map(|_| Mutex::new(program.instance())).collect();
     programs.insert(0, Mutex::new(program));
     Ok(Stage {
         programs,
@@ -602,7 +626,8 @@ impl ShardedProgram {
                     let _rest = alone.then(nx::raw::pool_rest);
                     let mut pending = Vec::with_capacity(n);
                     for (d, dev) in devices.iter().enumerate() {
-                        let ins: Vec<Tensor> = s.imports.iter().map(|k| vals[k][d].clone()).collect();
+                        let ins: Vec<Tensor> =
+                            s.imports.iter().map(|k| vals[k][d].clone()).collect();
                         pending.push(match dev {
                             Some(name) => Err(run_on_worker(name, s.clone(), d, ins, alone)),
                             None => Ok(ins),
@@ -646,7 +671,11 @@ impl ShardedProgram {
             moved.from_device += out.read_bytes(&host);
             leaves[*leaf].assign(&out.gather());
         }
-        let outs = self.outputs.iter().map(|k| Output::of(*k, &vals[k])).collect();
+        let outs = self
+            .outputs
+            .iter()
+            .map(|k| Output::of(*k, &vals[k]))
+            .collect();
         (outs, moved)
     }
 }
@@ -813,7 +842,10 @@ impl ShardedProgram {
         let mut parts = Vec::new();
         for s in &self.steps {
             parts.push(match s {
-                PlanStep::Stage(st) => format!("stage of {} kernels", st.programs[0].lock().unwrap().num_kernels()),
+                PlanStep::Stage(st) => format!(
+                    "stage of {} kernels",
+                    st.programs[0].lock().unwrap().num_kernels()
+                ),
                 PlanStep::Convert { how, .. } => match how {
                     Convert::AllReduce(op) => format!("all-reduce ({op:?})"),
                     Convert::AllGather(a) => format!("all-gather (axis {a})"),

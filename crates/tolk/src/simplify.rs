@@ -92,7 +92,11 @@ impl PartialEq for CseKey {
     fn eq(&self, other: &CseKey) -> bool {
         let same_prim = match (&self.0, &other.0) {
             (
-                Prim::Full { shape, dtype, value },
+                Prim::Full {
+                    shape,
+                    dtype,
+                    value,
+                },
                 Prim::Full {
                     shape: s2,
                     dtype: d2,
