@@ -210,7 +210,7 @@ pub struct Storage {
     version: AtomicU64,
     /// Where the bytes are until first accessed (see [`Pending`]); `lazy`
     /// says whether there is anything here, so that an ordinary read costs
-    /// one relaxed load.
+    /// one atomic load.
     pending: Mutex<Option<Arc<dyn Pending>>>,
     lazy: AtomicBool,
 }

@@ -15,42 +15,12 @@
 mod splitmix;
 use splitmix::SplitMix;
 
+#[path = "common/w4.rs"]
+mod w4;
+use w4::{w4_inputs, w4_step};
+
 use rune::prelude::*;
 use std::time::Instant;
-
-#[derive(Ptree, Clone)]
-struct Layer {
-    w: Tensor,
-    b: Tensor,
-}
-
-fn w4_inputs() -> (Vec<Layer>, Tensor, Tensor) {
-    let mut rng = SplitMix(0);
-    let params = [784, 512, 512, 10]
-        .windows(2)
-        .map(|s| Layer {
-            w: rng.normal_tensor(&[s[0], s[1]], (2.0 / s[0] as f32).sqrt()),
-            b: Tensor::zeros(&[s[1]], DType::F32),
-        })
-        .collect();
-    let x = rng.normal_tensor(&[128, 784], 1.0);
-    let labels: Vec<i32> = (0..128).map(|_| (rng.next_u64() % 10) as i32).collect();
-    (params, x, Tensor::from_vec(labels, &[128, 1]))
-}
-
-fn w4_step((p, x, y): &(Vec<Layer>, Tensor, Tensor)) -> (Tensor, Vec<Layer>) {
-    let loss = |p: &Vec<Layer>| {
-        let mut h = x.clone();
-        for l in &p[..p.len() - 1] {
-            h = (h.matmul(&l.w) + &l.b).relu();
-        }
-        let last = &p[p.len() - 1];
-        let logits = h.matmul(&last.w) + &last.b;
-        -logits.log_softmax(-1).take_along_axis(y, 1).mean_all()
-    };
-    let (l, g) = rune::value_and_grad(loss, p);
-    (l, p.map2_leaves(&g, &mut |w, g| w - g * 0.01))
-}
 
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());

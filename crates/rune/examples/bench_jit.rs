@@ -50,6 +50,10 @@ use std::time::{Duration, Instant};
 mod splitmix;
 use splitmix::SplitMix;
 
+#[path = "common/w4.rs"]
+mod w4;
+use w4::{mlp_params, w4_inputs, w4_step, Layer};
+
 fn json_str(s: &str) -> String {
     let mut o = String::from("\"");
     for c in s.chars() {
@@ -132,23 +136,6 @@ fn check<T: Ptree>(id: &str, what: &str, jitted: &T, eager: &T, rtol: f64) {
     );
 }
 
-#[derive(Ptree, Clone)]
-struct Layer {
-    w: Tensor,
-    b: Tensor,
-}
-
-/// He-initialized weights and zero biases of an MLP with these layer sizes.
-fn mlp_params(rng: &mut SplitMix, sizes: &[usize]) -> Vec<Layer> {
-    sizes
-        .windows(2)
-        .map(|s| Layer {
-            w: rng.normal_tensor(&[s[0], s[1]], (2.0 / s[0] as f32).sqrt()),
-            b: Tensor::zeros(&[s[1]], DType::F32),
-        })
-        .collect()
-}
-
 fn uniform_tensor(rng: &mut SplitMix, n: usize) -> Tensor {
     let v: Vec<f32> = (0..n)
         .map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
@@ -211,31 +198,6 @@ fn w7() {
 }
 
 // ---------------------------------------------------------------- W4 (and W8, MEM)
-
-type W4In = (Vec<Layer>, Tensor, Tensor);
-
-fn w4_inputs() -> W4In {
-    let mut rng = SplitMix(0);
-    let params = mlp_params(&mut rng, &[784, 512, 512, 10]);
-    let x = rng.normal_tensor(&[128, 784], 1.0);
-    let labels: Vec<i32> = (0..128).map(|_| (rng.next_u64() % 10) as i32).collect();
-    (params, x, Tensor::from_vec(labels, &[128, 1]))
-}
-
-fn w4_loss(p: &Vec<Layer>, x: &Tensor, y: &Tensor) -> Tensor {
-    let mut h = x.clone();
-    for l in &p[..p.len() - 1] {
-        h = (h.matmul(&l.w) + &l.b).relu();
-    }
-    let last = &p[p.len() - 1];
-    let logits = h.matmul(&last.w) + &last.b;
-    -logits.log_softmax(-1).take_along_axis(y, 1).mean_all()
-}
-
-fn w4_step((p, x, y): &W4In) -> (Tensor, Vec<Layer>) {
-    let (l, g) = rune::value_and_grad(|p: &Vec<Layer>| w4_loss(p, x, y), p);
-    (l, p.map2_leaves(&g, &mut |w, g| w - g * 0.01))
-}
 
 fn w4() {
     let inp = w4_inputs();

@@ -20,45 +20,13 @@ use rune::{nx, tolk, PmapOpts};
 
 #[path = "common/splitmix.rs"]
 mod splitmix;
-use splitmix::SplitMix;
 
-type Params = Vec<(Tensor, Tensor)>;
-
-fn w4_loss(p: &Params, x: &Tensor, y: &Tensor) -> Tensor {
-    let mut h = x.clone();
-    for (w, b) in &p[..p.len() - 1] {
-        h = (h.matmul(w) + b).relu();
-    }
-    let (w, b) = &p[p.len() - 1];
-    let logits = h.matmul(w) + b;
-    -logits.log_softmax(-1).take_along_axis(y, 1).mean_all()
-}
-
-fn w4_step((p, x, y): &(Params, Tensor, Tensor)) -> (Tensor, Params) {
-    let (l, g) = rune::value_and_grad(|p: &Params| w4_loss(p, x, y), p);
-    let next = p
-        .iter()
-        .zip(&g)
-        .map(|((w, b), (gw, gb))| (w - gw * 0.01, b - gb * 0.01))
-        .collect();
-    (l, next)
-}
+#[path = "common/w4.rs"]
+mod w4;
+use w4::{w4_inputs, w4_step};
 
 fn main() {
-    let mut rng = SplitMix(0);
-    let sizes = [784, 512, 512, 10];
-    let params: Params = sizes
-        .windows(2)
-        .map(|s| {
-            (
-                rng.normal_tensor(&[s[0], s[1]], (2.0 / s[0] as f32).sqrt()),
-                Tensor::zeros(&[s[1]], DType::F32),
-            )
-        })
-        .collect();
-    let x = rng.normal_tensor(&[128, 784], 1.0);
-    let labels: Vec<i32> = (0..128).map(|_| (rng.next_u64() % 10) as i32).collect();
-    let y = Tensor::from_vec(labels, &[128, 1]);
+    let (params, x, y) = w4_inputs();
 
     // jit on the host device: the parameters fed back each step.
     let one = rune::jit(w4_step);
@@ -78,7 +46,7 @@ fn main() {
         ),
     );
     // pmap over two host devices: batch split, parameters replicated.
-    let n_leaves = params.len() * 2;
+    let n_leaves = params.leaves().len();
     let mut axes = vec![None; n_leaves];
     axes.extend([Some(0), Some(0)]);
     let dp = rune::pmap_with(

@@ -70,11 +70,13 @@ pub fn reset_jit_stats() {
 /// One compiled signature.
 struct Entry<Q> {
     signature: Vec<(DType, Vec<usize>)>,
-    /// Which leaves alias which is part of the signature: when the program
-    /// assigns to inputs, or when it was traced with aliased leaves (they
-    /// were staged as one input, so the program reads only the first of
-    /// them: a later call with distinct tensors there must trace again).
+    /// The program assigns to inputs (overlapping views are then an error).
     writes: bool,
+    /// Which leaves alias which is part of the signature: when the program
+    /// writes, or when it was traced with aliased leaves (they were staged
+    /// as one input, so the program reads only the first of them: a later
+    /// call with distinct tensors there must trace again).
+    keyed_by_aliases: bool,
     aliases: Vec<usize>,
     program: tolk::Program,
     /// The traced output: its structure (and ignored fields) for the results.
@@ -115,7 +117,7 @@ pub fn jit_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: JitOpts) -> Jit<
     if let Err(e) = device_backend(&opts.device) {
         panic!("jit: {e}");
     }
-    let host = opts.device == "CPU" || opts.device == "CPU:0";
+    let host = is_host(&opts.device);
     Jit {
         f,
         name: std::any::type_name::<F>(),
@@ -155,6 +157,12 @@ pub(crate) fn device_backend(device: &str) -> Result<&'static str, String> {
              with an instance suffix to address several (\"CPU:1\", \"CPU:2\", ...)"
         )),
     }
+}
+
+/// Whether `device` is the host itself (`"CPU"`, `"CPU:0"`: zero-copy, the
+/// calling thread) rather than a device with memory of its own.
+pub(crate) fn is_host(device: &str) -> bool {
+    device == "CPU" || device == "CPU:0"
 }
 
 /// `RUNE_JIT_DEBUG`'s level (0 when unset).
@@ -273,9 +281,8 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
         let hit = {
             let entries = self.entries.borrow();
             entries.iter().position(|e| {
-                let traced_aliased = e.aliases.iter().enumerate().any(|(j, &i)| i != j);
                 same_signature(&e.signature, &leaves)
-                    && (!(e.writes || traced_aliased)
+                    && (!e.keyed_by_aliases
                         || aliases.get_or_insert_with(|| Aliases::of(&leaves)).first == e.aliases)
             })
         };
@@ -317,6 +324,8 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                         .map(|t| (t.dtype(), t.shape().to_vec()))
                         .collect(),
                     writes,
+                    keyed_by_aliases: writes
+                        || aliases.first.iter().enumerate().any(|(j, &i)| i != j),
                     aliases: aliases.first,
                     program: compiled.program,
                     template,

@@ -18,7 +18,9 @@
 //! (`crate::resident`): fed back unread in the same layout they move
 //! nothing, and `donate` consumes them once the call is done.
 
-use crate::jit::{catch_jit, count_transfers, debug_level, device_backend, same_signature, stage};
+use crate::jit::{
+    catch_jit, count_transfers, debug_level, device_backend, is_host, same_signature, stage,
+};
 use crate::resident::Resident;
 use crate::stage::JitError;
 use nx::{DType, Ptree, Tensor};
@@ -64,6 +66,8 @@ pub(crate) struct Placed<Q> {
     /// What logs call it: "pmap" or "jit".
     pub what: &'static str,
     pub devices: Vec<String>,
+    /// Per device: whether it is the host (see [`crate::jit::is_host`]).
+    host: Vec<bool>,
     pub axes: Axes,
     pub donate: bool,
     /// Per leaf signature: the sharded program and the traced output.
@@ -163,6 +167,7 @@ impl<Q: Ptree> Placed<Q> {
     pub fn new(what: &'static str, devices: Vec<String>, axes: Axes, donate: bool) -> Placed<Q> {
         Placed {
             what,
+            host: devices.iter().map(|d| is_host(d)).collect(),
             devices,
             axes,
             donate,
@@ -217,12 +222,13 @@ impl<Q: Ptree> Placed<Q> {
         };
         let entries = self.entries.borrow();
         let (_, program, template) = &entries[index];
+        let host = &self.host;
         let devices: Vec<Option<&str>> = self
             .devices
             .iter()
-            .map(|d| (d != "CPU" && d != "CPU:0").then_some(d.as_str()))
+            .zip(host)
+            .map(|(d, &h)| (!h).then_some(d.as_str()))
             .collect();
-        let host: Vec<bool> = devices.iter().map(|d| d.is_none()).collect();
         // An unread output of an earlier call on these devices, in the
         // layout this program reads the leaf in, is used where it is.
         let inputs: Vec<Input> = leaves
@@ -241,7 +247,7 @@ impl<Q: Ptree> Placed<Q> {
             outs.iter().map(|o| o.gather()).collect()
         } else {
             outs.into_iter()
-                .map(|o| Resident::output(&self.devices, o, &host))
+                .map(|o| Resident::output(&self.devices, o, host))
                 .collect()
         };
         if self.donate {

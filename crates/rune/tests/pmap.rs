@@ -383,3 +383,22 @@ fn a_data_parallel_sgd_step_is_two_stages_around_the_all_reduces() {
         }
     }
 }
+
+/// A value split across the devices written into a replicated leaf is a
+/// JitError too (it would gather on every call), found by sharding
+/// propagation; reduced first, it is honoured.
+#[test]
+fn a_split_value_written_into_a_replicated_leaf_is_refused() {
+    let f = |(state, x): &(Tensor, Tensor)| {
+        state.assign(&(x * 2.0));
+        x.sum_all()
+    };
+    let pf = rune::pmap_with(f, opts(&["CPU:1", "CPU:2"], Some(vec![None, Some(0)])));
+    let p = (data(&[4, 3], 1), data(&[4, 3], 2));
+    let e = pf.try_call(&p).expect_err("a split value written back");
+    assert!(
+        e.message().contains("leaf 0") && e.message().contains("split across the devices"),
+        "{}",
+        e.message()
+    );
+}

@@ -45,16 +45,15 @@ pub enum Convert {
     Scatter(usize),
 }
 
-enum Step {
-    /// Local equations (global equation index, the keys of its inputs, the
-    /// key of its output, the local primitive).
-    Stage(Vec<(Vec<Key>, Key, Prim)>),
-    Convert {
-        from: Key,
-        to: Key,
-        how: Convert,
-    },
+/// A step of the plan: a stage (while planning, its local equations: the
+/// keys of the inputs, the key of the output, the local primitive; once
+/// compiled, a [`Stage`]) or a collective between stages.
+enum Step<S> {
+    Stage(S),
+    Convert { from: Key, to: Key, how: Convert },
 }
+
+type LocalEqns = Vec<(Vec<Key>, Key, Prim)>;
 
 /// A compiled stage: its program (one instance per device) and which
 /// values it reads and writes.
@@ -64,17 +63,12 @@ struct Stage {
     exports: Vec<Key>,
 }
 
-enum PlanStep {
-    Stage(Arc<Stage>),
-    Convert { from: Key, to: Key, how: Convert },
-}
-
 /// A program sharded across `n` devices (see the module docs).
 pub struct ShardedProgram {
     n: usize,
     inputs: Vec<Key>,
     consts: Vec<(Var, Tensor)>,
-    steps: Vec<PlanStep>,
+    steps: Vec<Step<Arc<Stage>>>,
     /// Per global output: the key holding it.
     outputs: Vec<Key>,
     /// `(input leaf, key)`: replicated values written back into leaves.
@@ -100,8 +94,8 @@ struct Builder<'g> {
     have: HashMap<Var, Vec<Sharding>>,
     /// Where each equation's output was defined (for local re-broadcasts).
     def: HashMap<Var, usize>,
-    steps: Vec<Step>,
-    current: Vec<(Vec<Key>, Key, Prim)>,
+    steps: Vec<Step<LocalEqns>>,
+    current: LocalEqns,
 }
 
 impl Builder<'_> {
@@ -480,13 +474,10 @@ pub fn shard(g: &Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardedPr
     let mut plan = Vec::with_capacity(steps.len());
     for (s, step) in steps.into_iter().enumerate() {
         match step {
-            Step::Convert { from, to, how } => plan.push(PlanStep::Convert { from, to, how }),
-            Step::Stage(eqns) => plan.push(PlanStep::Stage(Arc::new(stage(
-                g,
-                n,
-                eqns,
-                &used_after[s],
-            )?))),
+            Step::Convert { from, to, how } => plan.push(Step::Convert { from, to, how }),
+            Step::Stage(eqns) => {
+                plan.push(Step::Stage(Arc::new(stage(g, n, eqns, &used_after[s])?)))
+            }
         }
     }
     Ok(ShardedProgram {
@@ -504,7 +495,7 @@ pub fn shard(g: &Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardedPr
 fn stage(
     g: &Graph,
     n: usize,
-    eqns: Vec<(Vec<Key>, Key, Prim)>,
+    eqns: LocalEqns,
     used_after: &std::collections::HashSet<Key>,
 ) -> Result<Stage, ShardError> {
     let mut local = Graph::default();
@@ -614,7 +605,7 @@ impl ShardedProgram {
         }
         for step in &self.steps {
             match step {
-                PlanStep::Stage(s) => {
+                Step::Stage(s) => {
                     let mut outs: Vec<Vec<Tensor>> = vec![Vec::with_capacity(n); s.exports.len()];
                     // Every worker device starts its part, then the host
                     // devices run theirs here, then the workers' results
@@ -653,7 +644,7 @@ impl ShardedProgram {
                         vals.insert(*k, ts);
                     }
                 }
-                PlanStep::Convert { from, to, how } => {
+                Step::Convert { from, to, how } => {
                     let ts = &vals[from];
                     let out = match how {
                         Convert::AllReduce(op) => vec![all_reduce(ts, *op); n],
@@ -842,11 +833,11 @@ impl ShardedProgram {
         let mut parts = Vec::new();
         for s in &self.steps {
             parts.push(match s {
-                PlanStep::Stage(st) => format!(
+                Step::Stage(st) => format!(
                     "stage of {} kernels",
                     st.programs[0].lock().unwrap().num_kernels()
                 ),
-                PlanStep::Convert { how, .. } => match how {
+                Step::Convert { how, .. } => match how {
                     Convert::AllReduce(op) => format!("all-reduce ({op:?})"),
                     Convert::AllGather(a) => format!("all-gather (axis {a})"),
                     Convert::Scatter(a) => format!("slice (axis {a})"),
