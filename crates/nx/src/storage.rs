@@ -43,6 +43,13 @@ pub fn reset_peak_bytes() {
     PEAK_BYTES.store(live_bytes(), Ordering::Relaxed);
 }
 
+/// Bytes of freed buffers kept for reuse: the shared cache's and the
+/// calling thread's own (other threads' own few are not counted).
+pub fn cached_bytes() -> usize {
+    let local = LOCAL.try_with(|l| l.borrow().bytes).unwrap_or(0);
+    local + CACHE.lock().unwrap().cached_bytes
+}
+
 /// Drops every cached free buffer of the shared cache and of the calling
 /// thread's own (returns the memory to the system). Other threads keep
 /// their few own buffers (at most `LOCAL_MAX_BYTES` each) until they reuse

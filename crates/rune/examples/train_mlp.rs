@@ -27,69 +27,15 @@ use rune::prelude::*;
 #[path = "common/splitmix.rs"]
 mod splitmix;
 use splitmix::SplitMix;
+#[path = "common/spirals.rs"]
+mod spirals;
+use spirals::{accuracy, loss, spirals, Mlp, CLASSES, HELD_OUT, HIDDEN};
 
-const CLASSES: usize = 3;
-const POINTS_PER_CLASS: usize = 1500;
-const HELD_OUT: usize = 900;
-const TURNS: f64 = 2.0; // how many times each arm winds around the origin
-const NOISE: f64 = 0.03; // standard deviation of the jitter added to each point
-const HIDDEN: usize = 64;
 const BATCH: usize = 128;
 const EPOCHS: usize = 200;
 const LEARNING_RATE: f64 = 1e-2;
 const SEED: u64 = 42;
 const MIN_ACCURACY: f64 = 0.95;
-
-/// A 2-HIDDEN-HIDDEN-3 perceptron with tanh activations.
-#[derive(Ptree, Clone)]
-struct Mlp {
-    w1: Tensor,
-    b1: Tensor,
-    w2: Tensor,
-    b2: Tensor,
-    w3: Tensor,
-    b3: Tensor,
-}
-
-impl Mlp {
-    /// Glorot-style initialization from nx's implicit RNG; zero biases.
-    fn init(sizes: [usize; 4]) -> Mlp {
-        let dense = |fan_in: usize, fan_out: usize| {
-            let w = Tensor::randn(&[fan_in, fan_out], DType::F32) * (1.0 / fan_in as f64).sqrt();
-            (w, Tensor::zeros(&[fan_out], DType::F32))
-        };
-        let (w1, b1) = dense(sizes[0], sizes[1]);
-        let (w2, b2) = dense(sizes[1], sizes[2]);
-        let (w3, b3) = dense(sizes[2], sizes[3]);
-        Mlp {
-            w1,
-            b1,
-            w2,
-            b2,
-            w3,
-            b3,
-        }
-    }
-
-    /// Logits `[batch, CLASSES]` for points `[batch, 2]`.
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let h = (x.matmul(&self.w1) + &self.b1).tanh();
-        let h = (h.matmul(&self.w2) + &self.b2).tanh();
-        h.matmul(&self.w3) + &self.b3
-    }
-}
-
-/// Mean cross-entropy of the logits of `x` against the `I32` labels `y`.
-fn loss(p: &Mlp, x: &Tensor, y: &Tensor) -> Tensor {
-    let log_probs = p.forward(x).log_softmax(-1);
-    -log_probs.take_along_axis(&y.unsqueeze(1), 1).mean_all()
-}
-
-/// Fraction of the points of `x` whose most likely class is their label.
-fn accuracy(p: &Mlp, x: &Tensor, y: &Tensor) -> f64 {
-    let predicted = p.forward(x).argmax(-1, false);
-    predicted.equal(y).cast(DType::F32).mean_all().item::<f32>() as f64
-}
 
 /// What the training step updates: the parameters and Adam's moments.
 #[derive(Ptree, Clone)]
@@ -122,27 +68,6 @@ fn train_step((s, xb, yb, lr): &(State, Tensor, Tensor, Tensor)) -> (Tensor, Sta
 /// `lr * sqrt(1 - b2^t) / (1 - b1^t)`.
 fn adam_lr(lr: f64, t: i32) -> f64 {
     lr * (1.0 - BETA2.powi(t)).sqrt() / (1.0 - BETA1.powi(t))
-}
-
-/// `CLASSES` spiral arms, `POINTS_PER_CLASS` points each, shuffled:
-/// points `[n, 2]` (F32) and labels `[n]` (I32).
-fn spirals(rng: &mut SplitMix) -> (Tensor, Tensor) {
-    let n = POINTS_PER_CLASS;
-    let mut xs = Vec::new();
-    let mut ys = Vec::new();
-    for class in 0..CLASSES {
-        // radius uniform in [0.1, 1]; the angle winds TURNS times along the arm,
-        // and the arms start 2*pi/CLASSES apart
-        let r = Tensor::rand(&[n], DType::F32) * 0.9 + 0.1;
-        let theta = &r * (2.0 * PI * TURNS) + 2.0 * PI * class as f64 / CLASSES as f64;
-        let px = &r * theta.cos() + Tensor::randn(&[n], DType::F32) * NOISE;
-        let py = &r * theta.sin() + Tensor::randn(&[n], DType::F32) * NOISE;
-        xs.push(Tensor::stack(&[px, py], 1));
-        ys.push(Tensor::full(&[n], class as f64, DType::I32));
-    }
-    let (x, y) = (Tensor::concatenate(&xs, 0), Tensor::concatenate(&ys, 0));
-    let perm = Tensor::from_vec(rng.permutation(CLASSES * n), &[CLASSES * n]);
-    (x.take(&perm, 0), y.take(&perm, 0))
 }
 
 /// Where the loss curve goes: the first argument, else `target/` (found

@@ -93,7 +93,15 @@ pub use stage::JitError;
 pub use tolk;
 pub use vmap::{vmap, vmap_with, VmapOpts};
 
-/// `use rune::prelude::*;` brings tensors, dtypes and parameter trees into scope.
+/// `use rune::prelude::*;` brings tensors, dtypes, parameter trees and the
+/// transformations (with their option structs) into scope.
 pub mod prelude {
+    pub use crate::{
+        check_grads, check_grads_with, cond, custom_jvp, custom_vjp, detach, grad, hessian, hvp,
+        jacfwd, jacrev, jit, jit_stats, jit_with, jvp, jvp_aux, make_graph, no_grad, pmap,
+        pmap_with, remat, reset_jit_stats, scan, value_and_grad, value_and_grad_aux, vjp, vjp_fun,
+        vmap, vmap_with, while_loop, with_debug, with_debug_to, CheckGradsOpts, JitError, JitOpts,
+        JitStats, PmapOpts, VmapOpts,
+    };
     pub use nx::{DType, Ptree, Slice, Tensor, Tree};
 }

@@ -21,7 +21,7 @@
 use crate::jit::{
     catch_jit, count_transfers, debug_level, device_backend, is_host, same_signature, stage,
 };
-use crate::resident::Resident;
+use crate::resident::{reclaim_over_budget, Resident};
 use crate::stage::JitError;
 use nx::{DType, Ptree, Tensor};
 use std::cell::{Cell, RefCell};
@@ -241,6 +241,17 @@ impl<Q: Ptree> Placed<Q> {
                 },
             )
             .collect();
+        let incoming = inputs
+            .iter()
+            .zip(&leaves)
+            .filter(|(i, _)| matches!(i, Input::Global(_)))
+            .map(|(_, t)| (t.numel() * t.dtype().size_in_bytes()) as u64)
+            .sum();
+        let reclaimed = if host.iter().all(|&h| h) {
+            None
+        } else {
+            reclaim_over_budget(incoming)
+        };
         let (outs, moved) = program.run_on(&inputs, &leaves, &devices);
         count_transfers(moved.to_device, moved.from_device);
         let outs: Vec<Tensor> = if host.iter().all(|&h| h) {
@@ -268,6 +279,13 @@ impl<Q: Ptree> Placed<Q> {
                 moved.to_device,
                 moved.from_device
             );
+            if let Some(bytes) = reclaimed {
+                eprintln!(
+                    "{} {name}: reclaimed {bytes} B of freed device buffers before the call \
+                     (past RUNE_JIT_RESIDENT_BUDGET)",
+                    self.what
+                );
+            }
         }
         Ok(template.with_leaves(&outs))
     }

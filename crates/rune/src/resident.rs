@@ -9,14 +9,49 @@
 //! unread to a call on the same devices in the same layout, its device
 //! values seed the program's input with no transfer. `resident_bytes` is
 //! what the devices hold for unread outputs: it falls when they are read,
-//! dropped (the device values go with the last handle: nothing
-//! unreferenced is kept, so `RUNE_JIT_RESIDENT_BUDGET` never has to
-//! reclaim) or donated.
+//! dropped (the device values go with the last handle) or donated.
+//!
+//! The budget: an unreferenced device value is released at once (Rust
+//! frees with the last handle, where the seed's runtime waits for a
+//! collection), but its buffer stays in the allocator's cache for reuse.
+//! Before a call allocates on the devices, if what they hold for unread
+//! outputs plus those cached buffers plus the call's inputs would pass
+//! `RUNE_JIT_RESIDENT_BUDGET` bytes (default 4 GiB), the cached buffers are
+//! returned to the system first ([`reclaim_over_budget`]).
 
 use crate::jit::{count_transfers, RESIDENT_BYTES};
 use nx::Tensor;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+
+/// What the devices may hold before unreferenced buffers are reclaimed.
+const DEFAULT_BUDGET: u64 = 4 << 30;
+
+/// `RUNE_JIT_RESIDENT_BUDGET` in bytes, read at each call on devices (so a
+/// process may change it); panics on a value that is not a number of bytes.
+fn budget() -> u64 {
+    match std::env::var("RUNE_JIT_RESIDENT_BUDGET") {
+        Err(_) => DEFAULT_BUDGET,
+        Ok(s) => s.trim().parse().unwrap_or_else(|_| {
+            panic!(
+                "RUNE_JIT_RESIDENT_BUDGET must be a number of bytes (like 4294967296), got {s:?}"
+            )
+        }),
+    }
+}
+
+/// Called before a call on devices allocates for `incoming` bytes of
+/// inputs: past the budget, the freed buffers kept for reuse are returned
+/// to the system. Returns the bytes reclaimed, if it reclaimed.
+pub(crate) fn reclaim_over_budget(incoming: u64) -> Option<usize> {
+    let cached = nx::storage::cached_bytes();
+    let held = RESIDENT_BYTES.load(Ordering::Relaxed) + cached as u64;
+    if cached == 0 || held + incoming <= budget() {
+        return None;
+    }
+    nx::storage::clear_cache();
+    Some(cached)
+}
 
 /// The device values behind an unread output.
 pub(crate) struct Resident {
