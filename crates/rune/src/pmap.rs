@@ -209,15 +209,24 @@ impl<Q: Ptree> Placed<Q> {
                     return Err(sharded_writeback(leaf));
                 }
                 self.traces.set(self.traces.get() + 1);
-                let program =
-                    tolk::shard::shard(&graph, self.devices.len(), &axes).map_err(JitError::new)?;
+                // jit's compilations persist across processes, pmap's never
+                // (the seed's rule).
+                let persist = self.what == "jit";
+                let program = tolk::shard::shard(&graph, self.devices.len(), &axes, persist)
+                    .map_err(JitError::new)?;
+                let disk = program.origin() == tolk::Origin::Disk;
                 let sig = leaves
                     .iter()
                     .map(|t| (t.dtype(), t.shape().to_vec()))
                     .collect();
                 let mut entries = self.entries.borrow_mut();
                 entries.push((sig, program, template));
-                (entries.len() - 1, "miss, compiled")
+                let how = if disk {
+                    "miss memory, hit disk"
+                } else {
+                    "miss, compiled"
+                };
+                (entries.len() - 1, how)
             }
         };
         let entries = self.entries.borrow();

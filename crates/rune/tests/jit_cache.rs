@@ -57,6 +57,8 @@ fn child() {
     match std::env::var(CHILD_ENV).as_deref() {
         Ok("workload") => {}
         Ok("no-compiler") => return no_compiler_child(),
+        Ok("device") => return device_child(),
+        Ok("pmap") => return pmap_child(),
         _ => return,
     }
     let f = rune::jit(workload);
@@ -69,6 +71,38 @@ fn child() {
     // (libtest prints "test child ... " before these on the same line.)
     println!("RESULT {}", bits_line(&[l, g]));
     println!("EAGER {}", bits_line(&[le, ge]));
+}
+
+/// The workload jitted on the host device `CPU:1` (a device with memory of
+/// its own), called twice.
+fn device_child() {
+    let f = rune::jit_with(
+        workload,
+        JitOpts {
+            device: "CPU:1".into(),
+            donate: false,
+        },
+    );
+    let p = inputs();
+    let (l, g) = f.call(&p);
+    let (l2, g2) = f.call(&p);
+    assert_eq!(bits_line(&[l.clone(), g.clone()]), bits_line(&[l2, g2]));
+    let (le, ge) = workload(&p);
+    println!("RESULT {}", bits_line(&[l, g]));
+    println!("EAGER {}", bits_line(&[le, ge]));
+}
+
+/// An elementwise function under pmap on two devices.
+fn pmap_child() {
+    let f = rune::pmap(|x: &Tensor| (x.exp() * 2.0).tanh(), &["CPU:1", "CPU:2"]);
+    let x = inputs().0;
+    let y = f.call(&x);
+    assert_eq!(
+        bits_line(&[y]),
+        bits_line(&[(x.exp() * 2.0).tanh()]),
+        "elementwise work is bit-exact"
+    );
+    println!("PMAP-OK");
 }
 
 /// With `CC` pointing at no compiler: a `JitError` saying how to install one.
@@ -455,6 +489,68 @@ fn a_missing_c_compiler_is_a_jit_error_saying_how_to_install_one() {
     assert!(
         m.contains("install") && m.contains("CC"),
         "says how to install one: {m}"
+    );
+    let _ = std::fs::remove_dir_all(&xdg);
+}
+
+/// jit on a device other than the host's zero-copy one persists like jit on
+/// the CPU: the second process loads the program from disk.
+#[test]
+fn jit_on_a_host_device_persists_across_processes() {
+    let xdg = fresh_dir("device");
+    let run = |_: usize| {
+        let out = child_command(&xdg, &[])
+            .env(CHILD_ENV, "device")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        let result = stdout
+            .lines()
+            .find_map(|l| l.find("RESULT ").map(|i| l[i + 7..].to_string()))
+            .expect("a RESULT line");
+        let lines: Vec<String> = stderr
+            .lines()
+            .filter(|l| l.starts_with("jit "))
+            .map(String::from)
+            .collect();
+        assert_eq!(lines.len(), 2, "two calls, two log lines:\n{stderr}");
+        assert!(lines[1].contains("hit memory"), "{}", lines[1]);
+        (result, lines[0].clone())
+    };
+    let (first, log1) = run(1);
+    assert!(log1.contains("miss, compiled"), "{log1}");
+    assert!(
+        !entries(&xdg).0.is_empty(),
+        "the first process wrote an entry"
+    );
+    let (second, log2) = run(2);
+    assert!(log2.contains("miss memory, hit disk"), "{log2}");
+    assert_eq!(first, second, "identical results from the disk cache");
+    let (l, g) = workload(&inputs());
+    assert_near_eager(&first, &bits_line(&[l, g]));
+    let _ = std::fs::remove_dir_all(&xdg);
+}
+
+/// "pmap compilations are never persisted."
+#[test]
+fn pmap_compilations_are_never_persisted() {
+    let xdg = fresh_dir("pmap");
+    let out = child_command(&xdg, &[])
+        .env(CHILD_ENV, "pmap")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("PMAP-OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (so, meta, _) = entries(&xdg);
+    assert!(
+        so.is_empty() && meta.is_empty(),
+        "pmap wrote {so:?} {meta:?}"
     );
     let _ = std::fs::remove_dir_all(&xdg);
 }

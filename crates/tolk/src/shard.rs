@@ -73,6 +73,8 @@ pub struct ShardedProgram {
     outputs: Vec<Key>,
     /// `(input leaf, key)`: replicated values written back into leaves.
     writebacks: Vec<(usize, Key)>,
+    /// `Disk` when every stage was loaded from the disk cache.
+    origin: crate::Origin,
 }
 
 /// Why a graph cannot be sharded as asked (a message for the user).
@@ -380,8 +382,14 @@ impl Builder<'_> {
 /// Shards `g` across `n` devices, input leaf `i` split along `in_axes[i]`
 /// (or replicated). Every output is gathered to the host; a writeback must
 /// be replicated (a split value written into a leaf is an error: it would
-/// gather on every call).
-pub fn shard(g: &Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardedProgram, ShardError> {
+/// gather on every call). `persist`: the stages go through the disk cache
+/// (jit on a device does; the seed never persists pmap compilations).
+pub fn shard(
+    g: &Graph,
+    n: usize,
+    in_axes: &[Option<usize>],
+    persist: bool,
+) -> Result<ShardedProgram, ShardError> {
     // Dead code and duplicates go first: a dead reduction over the split
     // axis would otherwise cost an all-reduce.
     let simplified = crate::simplify::simplify(g);
@@ -472,11 +480,16 @@ pub fn shard(g: &Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardedPr
         }
     }
     let mut plan = Vec::with_capacity(steps.len());
+    let mut all_from_disk = true;
     for (s, step) in steps.into_iter().enumerate() {
         match step {
             Step::Convert { from, to, how } => plan.push(Step::Convert { from, to, how }),
             Step::Stage(eqns) => {
-                plan.push(Step::Stage(Arc::new(stage(g, n, eqns, &used_after[s])?)))
+                let (st, origin) = stage(g, n, eqns, &used_after[s], persist)?;
+                if origin == crate::Origin::Compiled {
+                    all_from_disk = false;
+                }
+                plan.push(Step::Stage(Arc::new(st)))
             }
         }
     }
@@ -487,6 +500,11 @@ pub fn shard(g: &Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardedPr
         steps: plan,
         outputs,
         writebacks,
+        origin: if all_from_disk {
+            crate::Origin::Disk
+        } else {
+            crate::Origin::Compiled
+        },
     })
 }
 
@@ -497,7 +515,8 @@ fn stage(
     n: usize,
     eqns: LocalEqns,
     used_after: &std::collections::HashSet<Key>,
-) -> Result<Stage, ShardError> {
+    persist: bool,
+) -> Result<(Stage, crate::Origin), ShardError> {
     let mut local = Graph::default();
     let mut var: HashMap<Key, Var> = HashMap::new();
     let mut imports = Vec::new();
@@ -535,18 +554,28 @@ fn stage(
         .collect();
     exports.sort_by_key(|k| var[k]);
     local.outputs = exports.iter().map(|k| var[k]).collect();
-    let program = crate::compile(&local, false)?.program;
+    let compiled = crate::compile(&local, persist)?;
+    let program = compiled.program;
     let mut programs: Vec<Mutex<crate::Program>> =
         (1..n).map(|_| Mutex::new(program.instance())).collect();
     programs.insert(0, Mutex::new(program));
-    Ok(Stage {
-        programs,
-        imports,
-        exports,
-    })
+    Ok((
+        Stage {
+            programs,
+            imports,
+            exports,
+        },
+        compiled.origin,
+    ))
 }
 
 impl ShardedProgram {
+    /// Where the stages' programs came from: `Disk` if every one was loaded
+    /// from the disk cache.
+    pub fn origin(&self) -> crate::Origin {
+        self.origin
+    }
+
     /// Runs the plan on `leaves` (global tensors): splits the sharded ones,
     /// runs each stage once per device, performs the collectives, and
     /// returns the outputs gathered (split outputs concatenated along their
