@@ -58,6 +58,10 @@ WHAT_LIMITS = (
 BEGIN, END = "<!-- jit -->", "<!-- /jit -->"
 ANCHORS = os.path.join(ROOT, "..", "shared", "bench", "anchors")
 N4M = 4 * 1024 * 1024
+# W4's matrix products per step (forward and backward; see the report) and
+# this machine's peak f32 FMA rate on both cores (anchors RESULTS.md, W11).
+W4_FLOPS = 2 * 128 * (784 * 512 + 512 * 512 + 512 * 10) + 2 * 128 * (784 * 512 + 2 * 512 * 512 + 2 * 512 * 10)
+PEAK_FLOPS = 233e9
 LR = 0.01
 
 
@@ -396,6 +400,25 @@ def main():
     row("W10 jacfwd of sin(x)·sum(x), x f32[500]", "ms", "W10", "jacfwd", "jit(jacfwd", 0.6)
     row("W10 jacrev of the same", "ms", "W10", "jacrev", "jit(jacrev", 0.6)
     row("C1 grad of the 100-op chain on [64]", "us", "C1", "grad of the 100-op chain on [64]", "jit(grad", 0.5)
+
+    # W4's floor: its products at the machine's peak FMA rate.
+    w4j, w4x = get(ours, "W4", "ours", "value_and_grad + SGD (jit)"), get(jxs, "W4", "jax.jit")
+    if w4j and w4x:
+        floor_ms = W4_FLOPS / PEAK_FLOPS * 1e3
+        lines.append("")
+        lines.append(
+            f"W4's floor: its six matrix products are {W4_FLOPS / 1e6:.1f} MFLOP per step (forward "
+            f"2·128·(784·512 + 512·512 + 512·10), backward the weight gradients of all three layers and "
+            f"the input gradients of the upper two); at this machine's measured peak f32 FMA rate "
+            f"({PEAK_FLOPS / 1e9:.0f} GFLOP/s on both cores: anchors W11, 12 zmm FMA chains per thread) that is "
+            f"**{floor_ms:.2f} ms**. Here jax.jit's best is {w4x['min']:.2f} ms "
+            f"({W4_FLOPS / (w4x['min'] * 1e-3) / 1e9:.0f} GFLOP/s), ours {w4j['min']:.2f} ms "
+            f"({W4_FLOPS / (w4j['min'] * 1e-3) / 1e9:.0f} GFLOP/s, {floor_ms / w4j['min']:.2f} of peak); "
+            f"0.8× of jax.jit is {0.8 * w4x['min']:.2f} ms, "
+            + ("below the floor: out of reach in this run at any GEMM efficiency."
+               if 0.8 * w4x["min"] < floor_ms else "above the floor: reachable in this run.")
+            + " With jax.jit at its fast mode's 2.0 ms (the issue's figure), 0.8× is 1.60 ms, which needs "
+            f"{W4_FLOPS / 1.6e-3 / 1e9:.0f} GFLOP/s: {W4_FLOPS / 1.6e-3 / PEAK_FLOPS:.0%} of the peak.")
 
     # W1 against the triad floor: the faster of the 1- and 2-thread triads
     # (on a loaded machine the 2-thread run can be the slower one).
