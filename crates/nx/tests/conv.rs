@@ -78,8 +78,8 @@ fn conv_reads_views_of_its_operands() {
     let xv = values(1, 3 * 2 * 6 * 5);
     let wv = values(2, 4 * 2 * 3 * 4);
     let x = t(&xv, &xs).swapaxes(0, 1); // [2, 3, 6, 5], strided
-    // Flipped (a negative stride) and sliced: its (channel, spatial) axes
-    // do not merge into one stride, so the kernel copies it.
+                                        // Flipped (a negative stride) and sliced: its (channel, spatial) axes
+                                        // do not merge into one stride, so the kernel copies it.
     let w2 = t(&wv, &[4, 2, 3, 4]).flip(&[2]).narrow(3, 1, 3);
     assert_eq!(w2.shape(), &ws);
     assert!(!w2.is_contiguous());
@@ -102,7 +102,12 @@ fn conv_reads_views_of_its_operands() {
     assert_eq!(y.shape(), &shape[..]);
     close(&y.to_vec::<f64>(), &want, 1e-12, "views");
     let y = x.narrow(1, 0, 2).conv(&w2.contiguous(), opts);
-    close(&y.to_vec::<f64>(), &want, 1e-12, "views (contiguous kernel)");
+    close(
+        &y.to_vec::<f64>(),
+        &want,
+        1e-12,
+        "views (contiguous kernel)",
+    );
 }
 
 #[test]
@@ -191,7 +196,12 @@ fn half_precision_convs_round_an_f32_result() {
         let y = x.conv(&w, c.opts.clone());
         assert_eq!(y.dtype(), dt);
         close(&y.cast(DType::F64).to_vec::<f64>(), &want_r, tol, "half");
-        close(&y.cast(DType::F64).to_vec::<f64>(), &want, 10.0 * tol, "half");
+        close(
+            &y.cast(DType::F64).to_vec::<f64>(),
+            &want,
+            10.0 * tol,
+            "half",
+        );
     }
 }
 
@@ -203,15 +213,51 @@ fn transpose_cases() -> Vec<(Vec<usize>, Vec<usize>, ConvOpts)> {
         ..Default::default()
     };
     vec![
-        (vec![2, 3, 4], vec![3, 2, 3], o(vec![2], Padding::Valid, vec![])),
-        (vec![2, 3, 4], vec![3, 2, 3], o(vec![2], Padding::Same, vec![])),
-        (vec![1, 2, 5], vec![2, 3, 2], o(vec![3], Padding::Same, vec![])),
-        (vec![1, 2, 5], vec![2, 3, 2], o(vec![3], Padding::Valid, vec![])),
-        (vec![1, 2, 4], vec![2, 1, 3], o(vec![1], Padding::Same, vec![2])),
-        (vec![1, 2, 3], vec![2, 2, 3], o(vec![2], Padding::Explicit(vec![(1, 2)]), vec![])),
-        (vec![2, 2, 3, 4], vec![2, 3, 3, 3], o(vec![2, 2], Padding::Same, vec![])),
-        (vec![1, 3, 3, 2], vec![3, 2, 3, 2], o(vec![2, 1], Padding::Valid, vec![1, 2])),
-        (vec![1, 1, 2, 3, 2], vec![1, 2, 2, 2, 3], o(vec![2, 1, 2], Padding::Same, vec![])),
+        (
+            vec![2, 3, 4],
+            vec![3, 2, 3],
+            o(vec![2], Padding::Valid, vec![]),
+        ),
+        (
+            vec![2, 3, 4],
+            vec![3, 2, 3],
+            o(vec![2], Padding::Same, vec![]),
+        ),
+        (
+            vec![1, 2, 5],
+            vec![2, 3, 2],
+            o(vec![3], Padding::Same, vec![]),
+        ),
+        (
+            vec![1, 2, 5],
+            vec![2, 3, 2],
+            o(vec![3], Padding::Valid, vec![]),
+        ),
+        (
+            vec![1, 2, 4],
+            vec![2, 1, 3],
+            o(vec![1], Padding::Same, vec![2]),
+        ),
+        (
+            vec![1, 2, 3],
+            vec![2, 2, 3],
+            o(vec![2], Padding::Explicit(vec![(1, 2)]), vec![]),
+        ),
+        (
+            vec![2, 2, 3, 4],
+            vec![2, 3, 3, 3],
+            o(vec![2, 2], Padding::Same, vec![]),
+        ),
+        (
+            vec![1, 3, 3, 2],
+            vec![3, 2, 3, 2],
+            o(vec![2, 1], Padding::Valid, vec![1, 2]),
+        ),
+        (
+            vec![1, 1, 2, 3, 2],
+            vec![1, 2, 2, 2, 3],
+            o(vec![2, 1, 2], Padding::Same, vec![]),
+        ),
     ]
 }
 
@@ -257,7 +303,8 @@ fn conv_transpose_is_conv_with_a_flipped_transposed_kernel() {
         for i in 0..2 {
             for a in 0..3 {
                 for b in 0..2 {
-                    wt[((i * 3 + o) * 3 + (2 - a)) * 2 + (1 - b)] = wv[((o * 2 + i) * 3 + a) * 2 + b];
+                    wt[((i * 3 + o) * 3 + (2 - a)) * 2 + (1 - b)] =
+                        wv[((o * 2 + i) * 3 + a) * 2 + b];
                 }
             }
         }
@@ -327,7 +374,11 @@ fn errors_name_the_op_what_it_expected_and_what_it_got() {
                     },
                 ))
             }),
-            &["conv:", "feature_group_count 2 must divide", "output channels (3)"],
+            &[
+                "conv:",
+                "feature_group_count 2 must divide",
+                "output channels (3)",
+            ],
         ),
         (
             Box::new(move || {
@@ -339,7 +390,11 @@ fn errors_name_the_op_what_it_expected_and_what_it_got() {
                     },
                 ))
             }),
-            &["conv:", "feature_group_count 2 must divide", "input channels (3)"],
+            &[
+                "conv:",
+                "feature_group_count 2 must divide",
+                "input channels (3)",
+            ],
         ),
         (
             Box::new(move || {
@@ -351,7 +406,12 @@ fn errors_name_the_op_what_it_expected_and_what_it_got() {
                     },
                 ))
             }),
-            &["conv:", "strides", "one entry per spatial axis (2)", "got 1"],
+            &[
+                "conv:",
+                "strides",
+                "one entry per spatial axis (2)",
+                "got 1",
+            ],
         ),
         (
             Box::new(move || {
@@ -375,11 +435,21 @@ fn errors_name_the_op_what_it_expected_and_what_it_got() {
                     },
                 ))
             }),
-            &["conv:", "Padding::Explicit", "per spatial axis (2)", "got 1"],
+            &[
+                "conv:",
+                "Padding::Explicit",
+                "per spatial axis (2)",
+                "got 1",
+            ],
         ),
         (
             Box::new(move || drop(z(&[1, 1, 4, 5]).conv(&z(&[1, 1, 5, 3]), d()))),
-            &["conv:", "kernel (size 5, dilated 5)", "larger than the padded input", "axis 0"],
+            &[
+                "conv:",
+                "kernel (size 5, dilated 5)",
+                "larger than the padded input",
+                "axis 0",
+            ],
         ),
         (
             Box::new(move || {
@@ -409,19 +479,25 @@ fn errors_name_the_op_what_it_expected_and_what_it_got() {
         ),
         (
             Box::new(move || {
-                drop(Tensor::zeros(&[1, 1, 4], DType::I32).conv(&Tensor::zeros(&[1, 1, 3], DType::I32), d()))
+                drop(
+                    Tensor::zeros(&[1, 1, 4], DType::I32)
+                        .conv(&Tensor::zeros(&[1, 1, 3], DType::I32), d()),
+                )
             }),
             &["conv:", "float", "i32"],
         ),
         (
-            Box::new(move || {
-                drop(z(&[1, 1, 4]).conv(&Tensor::zeros(&[1, 1, 3], DType::F64), d()))
-            }),
+            Box::new(move || drop(z(&[1, 1, 4]).conv(&Tensor::zeros(&[1, 1, 3], DType::F64), d()))),
             &["conv:", "dtype mismatch", "f32", "f64"],
         ),
         (
             Box::new(move || drop(z(&[1, 3, 4]).conv_transpose(&z(&[2, 3, 3]), d()))),
-            &["conv_transpose:", "kernel's output channels", "[1, 3, 4]", "[2, 3, 3]"],
+            &[
+                "conv_transpose:",
+                "kernel's output channels",
+                "[1, 3, 4]",
+                "[2, 3, 3]",
+            ],
         ),
         (
             Box::new(move || {

@@ -355,7 +355,12 @@ pub fn cases() -> Vec<Case> {
                 ..d()
             },
         ),
-        case("2d kernel as large as the input", &[1, 2, 3, 5], &[2, 2, 3, 5], d()),
+        case(
+            "2d kernel as large as the input",
+            &[1, 2, 3, 5],
+            &[2, 2, 3, 5],
+            d(),
+        ),
         case(
             "3d same, strides (1, 2, 1)",
             &[1, 2, 4, 5, 3],
