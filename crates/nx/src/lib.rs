@@ -35,8 +35,11 @@ pub use dtype::{DType, Element};
 pub use half;
 pub use layout::Layout;
 pub use nx_derive::Ptree;
-pub use ops::Slice;
-pub use prim::{drop_axes, ArgOp, Aval, BinaryOp, CmpOp, CumOp, Prim, ReduceOp, UnaryOp};
+pub use ops::{ConvOpts, Padding, Slice};
+pub use prim::{
+    conv_out_size, dilate_size, drop_axes, ArgOp, Aval, BinaryOp, CmpOp, CumOp, Prim, ReduceOp,
+    UnaryOp,
+};
 #[doc(hidden)]
 pub use ptree::__private as __ptree;
 pub use ptree::{Ptree, Tree};

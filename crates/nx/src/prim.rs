@@ -220,6 +220,19 @@ pub enum Prim {
     /// `[..., 2]` whose last axis holds a pair; out is the hashed counter
     /// pairs, same shape. No derivative (integers).
     Threefry2x32,
+    /// XLA's `conv_general_dilated` in the layouts input `[N, C, spatial...]`,
+    /// kernel `[O, C / feature_group_count, spatial...]`, output `[N, O,
+    /// spatial...]` (1 to 3 spatial dims; one entry per spatial dim in each
+    /// vector). `padding` is applied to the lhs-dilated input, `(lo, hi)` per
+    /// spatial dim; a negative entry crops (the transposes of a convolution
+    /// need that, as in XLA). Floats only.
+    Conv {
+        strides: Vec<usize>,
+        padding: Vec<(isize, isize)>,
+        lhs_dilation: Vec<usize>,
+        rhs_dilation: Vec<usize>,
+        feature_group_count: usize,
+    },
 }
 
 impl Prim {
@@ -250,6 +263,7 @@ impl Prim {
             Prim::DotGeneral { .. } => "dot_general".into(),
             Prim::Assign => "assign".into(),
             Prim::Threefry2x32 => "threefry2x32".into(),
+            Prim::Conv { .. } => "conv".into(),
         }
     }
 
@@ -320,7 +334,56 @@ impl Prim {
                 );
                 Aval::new(&shape, ins[0].dtype)
             }
+            Prim::Conv {
+                strides,
+                padding,
+                lhs_dilation,
+                rhs_dilation,
+                ..
+            } => {
+                let (x, w) = (&ins[0].shape, &ins[1].shape);
+                let mut shape = vec![x[0], w[0]];
+                for d in 0..strides.len() {
+                    shape.push(conv_out_size(
+                        x[2 + d],
+                        w[2 + d],
+                        strides[d],
+                        padding[d],
+                        lhs_dilation[d],
+                        rhs_dilation[d],
+                    ));
+                }
+                Aval::new(&shape, ins[0].dtype)
+            }
         }
+    }
+}
+
+/// `(n - 1) * d + 1` (0 for `n == 0`): the size of `n` elements `d` apart.
+pub fn dilate_size(n: usize, d: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        (n - 1) * d + 1
+    }
+}
+
+/// One spatial output size of a convolution (XLA's rule; 0 when the dilated
+/// kernel does not fit the padded, dilated input).
+pub fn conv_out_size(
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    pad: (isize, isize),
+    lhs_dilation: usize,
+    rhs_dilation: usize,
+) -> usize {
+    let padded = dilate_size(input, lhs_dilation) as isize + pad.0 + pad.1;
+    let k = dilate_size(kernel, rhs_dilation) as isize;
+    if padded < k {
+        0
+    } else {
+        ((padded - k) / stride as isize) as usize + 1
     }
 }
 

@@ -221,6 +221,10 @@ impl BatchTrace {
                 lhs_contract,
                 rhs_contract,
             ),
+            Prim::Conv {
+                feature_group_count,
+                ..
+            } => self.conv(prim, *feature_group_count, xs, batched),
             Prim::Assign => {
                 if !batched[0] {
                     panic!(
@@ -230,6 +234,79 @@ impl BatchTrace {
                 }
                 apply(Prim::Assign, &lifted())
             }
+        }
+    }
+
+    /// A convolution with batched operands, as one convolution (JAX's
+    /// rule): a batched input folds the batch into the images, a batched
+    /// kernel into the output channels (after each group's own, so that
+    /// the groups stay aligned), both into the feature groups.
+    fn conv(&self, prim: &Prim, g: usize, xs: &[Tensor], batched: &[bool]) -> Tensor {
+        let b = self.size;
+        let (x, w) = (&xs[0], &xs[1]);
+        let cat = |a: &[usize], rest: &[usize]| -> Vec<usize> {
+            let mut v = a.to_vec();
+            v.extend_from_slice(rest);
+            v
+        };
+        let axes = |a: &[isize], from: usize, to: usize| -> Vec<isize> {
+            let mut v = a.to_vec();
+            v.extend(from as isize..to as isize);
+            v
+        };
+        match (batched[0], batched[1]) {
+            (true, false) => {
+                // [B, N, C, s...] -> [B * N, C, s...]
+                let s = x.shape();
+                let y = bind(prim.clone(), &[&x.reshape(&cat(&[b * s[1]], &s[2..])), w]);
+                y.reshape(&cat(&[b, s[1]], &y.shape()[1..]))
+            }
+            (false, true) => {
+                // [B, G, Og, I, k...] -> [G, B, Og, I, k...] -> [G * B * Og, I, k...]
+                let s = w.shape();
+                let (o, r) = (s[1], s.len() + 1);
+                let wf = w
+                    .reshape(&cat(&[b, g, o / g], &s[2..]))
+                    .permute(&axes(&[1, 0, 2], 3, r))
+                    .reshape(&cat(&[g * b * (o / g)], &s[2..]));
+                let y = bind(prim.clone(), &[x, &wf]);
+                // [N, G, B, Og, q...] -> [B, N, G, Og, q...] -> [B, N, O, q...]
+                let ys = y.shape().to_vec();
+                let q = &ys[2..];
+                y.reshape(&cat(&[ys[0], g, b, o / g], q))
+                    .permute(&axes(&[2, 0, 1, 3], 4, 4 + q.len()))
+                    .reshape(&cat(&[b, ys[0], o], q))
+            }
+            (true, true) => {
+                // [B, N, C, s...] -> [N, B * C, s...]; [B, O, I, k...] -> [B * O, I, k...];
+                // groups B * G.
+                let (s, ws) = (x.shape(), w.shape());
+                let xf = x.swapaxes(0, 1).reshape(&cat(&[s[1], b * s[2]], &s[3..]));
+                let wf = w.reshape(&cat(&[b * ws[1]], &ws[2..]));
+                let Prim::Conv {
+                    strides,
+                    padding,
+                    lhs_dilation,
+                    rhs_dilation,
+                    ..
+                } = prim
+                else {
+                    unreachable!()
+                };
+                let y = crate::rules::bind_conv(
+                    &xf,
+                    &wf,
+                    strides.clone(),
+                    padding.clone(),
+                    lhs_dilation.clone(),
+                    rhs_dilation.clone(),
+                    b * g,
+                );
+                // [N, B * O, q...] -> [N, B, O, q...] -> [B, N, O, q...]
+                let ys = y.shape().to_vec();
+                y.reshape(&cat(&[ys[0], b, ws[1]], &ys[2..])).swapaxes(0, 1)
+            }
+            (false, false) => unreachable!("a batching rule runs with a batched operand"),
         }
     }
 

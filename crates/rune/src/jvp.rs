@@ -237,7 +237,8 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             let upd = ts[2].clone().unwrap_or_else(|| xs[2].zeros_like());
             Some(bind(prim.clone(), &[&base, &xs[1], &upd]))
         }
-        Prim::DotGeneral { .. } => {
+        // Bilinear, as a product.
+        Prim::DotGeneral { .. } | Prim::Conv { .. } => {
             let a = ts[0].as_ref().map(|t| bind(prim.clone(), &[t, &xs[1]]));
             let b = ts[1].as_ref().map(|t| bind(prim.clone(), &[&xs[0], t]));
             add_opt(a, b)

@@ -381,3 +381,162 @@ pub(crate) fn dot_transpose_lhs(
         )
     }
 }
+
+/// The parameters of a `Prim::Conv`, borrowed.
+struct ConvParams<'a> {
+    strides: &'a [usize],
+    padding: &'a [(isize, isize)],
+    ld: &'a [usize],
+    rd: &'a [usize],
+    groups: usize,
+}
+
+fn conv_params(prim: &Prim) -> ConvParams<'_> {
+    match prim {
+        Prim::Conv {
+            strides,
+            padding,
+            lhs_dilation,
+            rhs_dilation,
+            feature_group_count,
+        } => ConvParams {
+            strides,
+            padding,
+            ld: lhs_dilation,
+            rd: rhs_dilation,
+            groups: *feature_group_count,
+        },
+        p => unreachable!("not a convolution: {}", p.name()),
+    }
+}
+
+/// Binds `Prim::Conv` (inputs in nx's layout; no validation: the shapes
+/// are derived from a valid convolution).
+pub(crate) fn bind_conv(
+    x: &Tensor,
+    w: &Tensor,
+    strides: Vec<usize>,
+    padding: Vec<(isize, isize)>,
+    lhs_dilation: Vec<usize>,
+    rhs_dilation: Vec<usize>,
+    feature_group_count: usize,
+) -> Tensor {
+    let prim = Prim::Conv {
+        strides,
+        padding,
+        lhs_dilation,
+        rhs_dilation,
+        feature_group_count,
+    };
+    bind(prim, &[x, w])
+}
+
+/// `(n - 1) * d + 1` (0 for `n == 0`) as a signed size.
+fn dil(n: usize, d: usize) -> isize {
+    nx::dilate_size(n, d) as isize
+}
+
+/// The input cotangent of `conv(x, w)` (`prim`) for the output cotangent
+/// `ct`: JAX's `_conv_general_dilated_transpose_lhs` in nx's fixed layout.
+/// A convolution of `ct` with the kernel flipped spatially and its channel
+/// axes swapped (each group's output channels become input channels),
+/// window strides = the forward lhs dilation, lhs dilation = the forward
+/// strides, and JAX's `_conv_general_vjp_lhs_padding`.
+pub(crate) fn conv_transpose_lhs(
+    ct: &Tensor,
+    w: &Tensor,
+    x_shape: &[usize],
+    prim: &Prim,
+) -> Tensor {
+    let p = conv_params(prim);
+    let nsp = p.strides.len();
+    let ws = w.shape();
+    let (o, ig, g) = (ws[0], ws[1], p.groups);
+    let spatial: Vec<isize> = (2..2 + nsp as isize).collect();
+    // [O, Ig, k...] -> [C = G * Ig, O / G, k...]: group g's block [Og, Ig]
+    // becomes [Ig, Og] at rows g * Ig.
+    let wt = if g == 1 {
+        w.swapaxes(0, 1)
+    } else {
+        let mut split = vec![g, o / g, ig];
+        split.extend_from_slice(&ws[2..]);
+        let mut perm: Vec<isize> = vec![0, 2, 1];
+        perm.extend(3..3 + nsp as isize);
+        let mut merged = vec![g * ig, o / g];
+        merged.extend_from_slice(&ws[2..]);
+        w.reshape(&split).permute(&perm).reshape(&merged)
+    }
+    .flip(&spatial);
+    let cs = ct.shape();
+    let padding = (0..nsp)
+        .map(|d| {
+            let lhs_d = dil(x_shape[2 + d], p.ld[d]);
+            let rhs_d = dil(ws[2 + d], p.rd[d]);
+            let out_d = dil(cs[2 + d], p.strides[d]);
+            let before = rhs_d - p.padding[d].0 - 1;
+            (before, lhs_d + rhs_d - 1 - out_d - before)
+        })
+        .collect();
+    bind_conv(
+        ct,
+        &wt,
+        p.ld.to_vec(),
+        padding,
+        p.strides.to_vec(),
+        p.rd.to_vec(),
+        g,
+    )
+}
+
+/// The kernel cotangent of `conv(x, w)` (`prim`) for the output cotangent
+/// `ct`: JAX's `_conv_general_dilated_transpose_rhs` in nx's fixed layout.
+/// A convolution whose batch is the input's channels and whose contraction
+/// runs over the images: input `x` as `[C, N, s...]`, kernel `ct` as `[O,
+/// N, q...]`, window strides = the forward rhs dilation, rhs dilation = the
+/// forward strides, JAX's `_conv_general_vjp_rhs_padding`; the result
+/// `[I, O, k...]` is transposed back. JAX's batch groups (for grouped
+/// forward convolutions) become feature groups here: the input's channel
+/// groups move next to the images, `[Ig, G * N, s...]`.
+pub(crate) fn conv_transpose_rhs(
+    ct: &Tensor,
+    x: &Tensor,
+    w_shape: &[usize],
+    prim: &Prim,
+) -> Tensor {
+    let p = conv_params(prim);
+    let nsp = p.strides.len();
+    let (xs, cs) = (x.shape(), ct.shape());
+    let (n, c, g) = (xs[0], xs[1], p.groups);
+    let xt = if g == 1 {
+        x.swapaxes(0, 1)
+    } else {
+        // [N, G, Ig, s...] -> [Ig, G, N, s...] -> [Ig, G * N, s...]
+        let mut split = vec![n, g, c / g];
+        split.extend_from_slice(&xs[2..]);
+        let mut perm: Vec<isize> = vec![2, 1, 0];
+        perm.extend(3..3 + nsp as isize);
+        let mut merged = vec![c / g, g * n];
+        merged.extend_from_slice(&xs[2..]);
+        x.reshape(&split).permute(&perm).reshape(&merged)
+    };
+    let ctt = ct.swapaxes(0, 1);
+    let padding = (0..nsp)
+        .map(|d| {
+            let lhs_d = dil(xs[2 + d], p.ld[d]);
+            let rhs_d = dil(w_shape[2 + d], p.rd[d]);
+            let out_d = dil(cs[2 + d], p.strides[d]);
+            let lo = p.padding[d].0;
+            (lo, (out_d - lhs_d) + (rhs_d - lo - 1))
+        })
+        .collect();
+    bind_conv(
+        &xt,
+        &ctt,
+        p.rd.to_vec(),
+        padding,
+        p.ld.to_vec(),
+        p.strides.to_vec(),
+        g,
+    )
+    .swapaxes(0, 1)
+}

@@ -14,8 +14,9 @@
 use crate::gradient_control::is_inactive;
 use crate::jvp::Tag;
 use crate::rules::{
-    binary_partials, cumprod_vjp, dot_transpose_lhs, extremum_weights, inverse_perm, prod_others,
-    reverse_cumsum, sum_to_shape, unary_partial, unreduce, unslice, Partial,
+    binary_partials, conv_transpose_lhs, conv_transpose_rhs, cumprod_vjp, dot_transpose_lhs,
+    extremum_weights, inverse_perm, prod_others, reverse_cumsum, sum_to_shape, unary_partial,
+    unreduce, unslice, Partial,
 };
 use nx::trace::Tracer;
 use nx::{bind, Aval, CumOp, Prim, ReduceOp, Tensor, Trace};
@@ -431,6 +432,21 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
                     .as_ref()
                     .map(|x| dot_transpose_lhs(ct, y_ndim, x.get(op), &rb, &lb, &rc, &lc, true));
                 vec![dx, dy]
+            })
+        }
+        Prim::Conv { .. } => {
+            let (x_shape, w_shape) = (shape0.clone(), xs[1].shape().to_vec());
+            // Each cotangent needs the other operand only.
+            let w = needs[0].then(|| Saved::new(xs[1].clone()));
+            let x = needs[1].then(|| Saved::new(xs[0].clone()));
+            Box::new(move |ct, op| {
+                let dx = w
+                    .as_ref()
+                    .map(|w| conv_transpose_lhs(ct, w.get(op), &x_shape, op));
+                let dw = x
+                    .as_ref()
+                    .map(|x| conv_transpose_rhs(ct, x.get(op), &w_shape, op));
+                vec![dx, dw]
             })
         }
         Prim::Assign => unreachable!("assign of differentiated values is refused above"),

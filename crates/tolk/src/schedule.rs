@@ -229,6 +229,7 @@ fn kind(prim: &Prim) -> Kind {
         | Prim::Gather { .. }
         | Prim::ScatterAdd { .. }
         | Prim::DotGeneral { .. }
+        | Prim::Conv { .. }
         | Prim::Threefry2x32 => Kind::Library,
         Prim::Assign => unreachable!("assign is staged as a writeback, never an equation"),
     }

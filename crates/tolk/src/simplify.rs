@@ -154,6 +154,12 @@ impl std::hash::Hash for CseKey {
             | Prim::Concat { axis }
             | Prim::Gather { axis }
             | Prim::ScatterAdd { axis } => axis.hash(h),
+            Prim::Conv {
+                strides, padding, ..
+            } => {
+                strides.hash(h);
+                padding.hash(h);
+            }
             _ => {}
         }
     }

@@ -43,7 +43,7 @@ const PAR_FLOPS: usize = 64 * 64 * 64;
 /// The output pointer of a product, shared by the threads that write
 /// disjoint blocks of it (see the SAFETY comment in `dot_gemm`).
 #[derive(Clone, Copy)]
-struct OutPtr<T>(*mut T);
+pub(crate) struct OutPtr<T>(pub(crate) *mut T);
 // SAFETY: only used to hand disjoint output blocks to the pool's parts,
 // which all finish before the buffer is read or freed.
 unsafe impl<T> Send for OutPtr<T> {}
@@ -52,7 +52,7 @@ unsafe impl<T> Sync for OutPtr<T> {}
 impl<T> OutPtr<T> {
     /// The pointer (a method, so that closures capture the `Sync` wrapper
     /// rather than its field).
-    fn get(self) -> *mut T {
+    pub(crate) fn get(self) -> *mut T {
         self.0
     }
 }
@@ -65,7 +65,7 @@ impl<T> OutPtr<T> {
 /// then pays page faults and TLB shootdowns, measured at a quarter of the
 /// time of a 200x200 Hessian. Raising the mmap and trim thresholds once (to
 /// 64 MiB and 256 MiB) lets freed buffers be reused from the heap.
-fn keep_gemm_buffers_mapped() {
+pub(crate) fn keep_gemm_buffers_mapped() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         static ONCE: std::sync::Once = std::sync::Once::new();
@@ -97,7 +97,7 @@ fn keep_gemm_buffers_mapped() {
 /// CPU backend runs every computation with both bits set; nx sets them only
 /// around the `gemm` kernels, so products treat subnormal inputs as zero and
 /// round subnormal results to zero, while elementwise operations keep them.
-struct FlushSubnormals {
+pub(crate) struct FlushSubnormals {
     #[cfg(target_arch = "x86_64")]
     saved: u32,
 }
@@ -107,7 +107,7 @@ impl FlushSubnormals {
     #[cfg(target_arch = "x86_64")]
     const BITS: u32 = 0x8040;
 
-    fn new() -> FlushSubnormals {
+    pub(crate) fn new() -> FlushSubnormals {
         #[cfg(target_arch = "x86_64")]
         {
             let mut saved: u32 = 0;

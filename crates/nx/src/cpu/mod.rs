@@ -2,6 +2,7 @@
 //! match. Inputs are concrete; outputs are fresh contiguous tensors, except
 //! for the view primitives (see `movement`) and `Assign`.
 
+mod conv;
 pub(crate) mod dot;
 mod elementwise;
 mod fill;
@@ -63,5 +64,22 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
         ),
         Prim::Assign => movement::assign(inputs[0], v(1)),
         Prim::Threefry2x32 => threefry::threefry2x32(v(0), v(1)),
+        Prim::Conv {
+            strides,
+            padding,
+            lhs_dilation,
+            rhs_dilation,
+            feature_group_count,
+        } => conv::conv(
+            v(0),
+            v(1),
+            &conv::ConvParams {
+                strides: &strides,
+                padding: &padding,
+                lhs_dilation: &lhs_dilation,
+                rhs_dilation: &rhs_dilation,
+                feature_group_count,
+            },
+        ),
     }
 }

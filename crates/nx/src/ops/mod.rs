@@ -4,6 +4,7 @@
 //! data directly. Grouped by kind, one file each.
 
 mod arith;
+mod conv;
 mod creation;
 mod elementwise;
 mod index;
@@ -11,6 +12,7 @@ mod linalg;
 mod movement;
 mod reduce;
 
+pub use conv::{ConvOpts, Padding};
 pub use movement::Slice;
 
 use crate::prim::Prim;

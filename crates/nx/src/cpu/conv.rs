@@ -1,0 +1,431 @@
+//! `Prim::Conv`: XLA's `conv_general_dilated` in the layouts input
+//! `[N, C, spatial...]`, kernel `[O, C / G, spatial...]`, output
+//! `[N, O, spatial...]`, as im2col + GEMM.
+//!
+//! The output of group `g` is the product `W_g [O/G, R] @ col [R, cols]`,
+//! where `R = C/G * prod(kernel)` (rows: input channel of the group, then
+//! kernel offset) and the columns are output positions `(image, spatial...)`
+//! flattened over the whole batch. The columns are cut into blocks (about
+//! [`BLOCK_COLS`] each, at least one per thread when the work is large),
+//! run across nx's pool; each block's im2col matrix is built in a
+//! thread-local scratch that is reused from call to call (chunks of at most
+//! [`COL_ELEMS`] elements: a tall `R` is summed chunk by chunk into the
+//! output, as the kernel gradient's convolution has it) and multiplied with
+//! a one-threaded `gemm` call, the way `dot.rs` calls it. A block inside one
+//! image is written straight into the output (row stride = that image's
+//! output positions); a block spanning images (small outputs, such as a
+//! kernel gradient's) goes through a second scratch of `[O/G, cols]`, then
+//! is copied out. Nothing is allocated per call beyond the output and, when
+//! the kernel is a view whose `(channel, spatial...)` axes do not merge into
+//! one stride, a contiguous copy of it.
+//!
+//! im2col handles padding (negative entries crop), lhs dilation (a position
+//! between dilated input elements reads zero) and rhs dilation; along the
+//! last spatial axis, without lhs dilation, each row is a zero head, a
+//! strided (or contiguous) copy and a zero tail.
+//!
+//! f32 and f64 go to `gemm`; f16 and bf16 are converted to f32, convolved
+//! and rounded back.
+
+use super::dot::{keep_gemm_buffers_mapped, FlushSubnormals, OutPtr};
+use super::elementwise::cast;
+use super::pool;
+use crate::dtype::{DType, Element};
+use crate::prim::dilate_size;
+use crate::shape::numel;
+use crate::storage::Storage;
+use crate::tensor::{Tensor, Value};
+use std::cell::RefCell;
+
+/// Elements of one block's im2col chunk (4 MiB of f32).
+const COL_ELEMS: usize = 1 << 20;
+
+/// Columns (output positions) of one block.
+const BLOCK_COLS: usize = 1024;
+
+/// Convolutions with fewer multiply-adds than this run on the calling thread.
+const PAR_MACS: usize = 1 << 21;
+
+/// The parameters of one `Prim::Conv`.
+pub(crate) struct ConvParams<'a> {
+    pub strides: &'a [usize],
+    pub padding: &'a [(isize, isize)],
+    pub lhs_dilation: &'a [usize],
+    pub rhs_dilation: &'a [usize],
+    pub feature_group_count: usize,
+}
+
+/// A float type `gemm` multiplies, with this thread's reusable scratch.
+trait ConvElem: Element {
+    /// Runs `f` on this thread's scratch, grown to at least `len` elements.
+    fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
+}
+
+macro_rules! conv_elem {
+    ($t:ty, $name:ident) => {
+        thread_local! {
+            static $name: RefCell<Vec<$t>> = const { RefCell::new(Vec::new()) };
+        }
+        impl ConvElem for $t {
+            fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R {
+                $name.with(|s| {
+                    let mut s = s.borrow_mut();
+                    if s.len() < len {
+                        s.resize(len, 0.0);
+                    }
+                    f(&mut s[..len])
+                })
+            }
+        }
+    };
+}
+conv_elem!(f32, SCRATCH_F32);
+conv_elem!(f64, SCRATCH_F64);
+
+/// The sizes and index arithmetic of one convolution.
+struct Geometry {
+    /// Spatial dims.
+    nsp: usize,
+    o: usize,
+    cg: usize,
+    og: usize,
+    /// Output spatial sizes and their product.
+    out_sp: Vec<usize>,
+    /// Kernel spatial sizes and their product.
+    k_sp: Vec<usize>,
+    kprod: usize,
+    /// Rows of one group's im2col matrix: `cg * kprod`.
+    r: usize,
+    /// Sizes of the lhs-dilated input.
+    in_dil: Vec<isize>,
+    strides: Vec<isize>,
+    lo: Vec<isize>,
+    ld: Vec<isize>,
+    rd: Vec<isize>,
+    /// The input's strides (all dims) and offset, in elements.
+    xs: Vec<isize>,
+    xoff: isize,
+}
+
+impl Geometry {
+    /// Fills `dst` (length `pb - pa`) with the im2col row of input channel
+    /// `c` and kernel offset `k` for image `n`, output positions `pa..pb`
+    /// (flattened, row-major).
+    fn fill_row<T: Element>(
+        &self,
+        x: &[T],
+        n: usize,
+        c: usize,
+        k: &[usize],
+        pa: usize,
+        pb: usize,
+        dst: &mut [T],
+    ) {
+        let zero = T::from_f64(0.0);
+        let last = self.nsp - 1;
+        let ol = self.out_sp[last];
+        let base = self.xoff + n as isize * self.xs[0] + c as isize * self.xs[1];
+        // Last axis: input position `q * s + kk` (dilated coordinates).
+        let (s, ld, nin, xsl) = (
+            self.strides[last],
+            self.ld[last],
+            self.in_dil[last],
+            self.xs[2 + last],
+        );
+        let kk = k[last] as isize * self.rd[last] - self.lo[last];
+        let mut p = pa;
+        let mut di = 0;
+        while p < pb {
+            let q0 = p % ol;
+            let run = (pb - p).min(ol - q0);
+            let out = &mut dst[di..di + run];
+            // The outer spatial axes: one input row, or none (all zeros).
+            let mut rem = p / ol;
+            let mut off = Some(base);
+            for d in (0..last).rev() {
+                let q = (rem % self.out_sp[d]) as isize;
+                rem /= self.out_sp[d];
+                let i = q * self.strides[d] + k[d] as isize * self.rd[d] - self.lo[d];
+                if i < 0 || i >= self.in_dil[d] || i % self.ld[d] != 0 {
+                    off = None;
+                    break;
+                }
+                off = off.map(|o| o + (i / self.ld[d]) * self.xs[2 + d]);
+            }
+            match off {
+                None => out.fill(zero),
+                Some(off) if ld == 1 => {
+                    // Valid q: 0 <= q * s + kk < nin.
+                    let qlo = if kk >= 0 { 0 } else { (-kk + s - 1) / s };
+                    let qhi = if nin - 1 - kk < 0 {
+                        0
+                    } else {
+                        (nin - 1 - kk) / s + 1
+                    };
+                    let run_i = run as isize;
+                    let a = (qlo - q0 as isize).clamp(0, run_i) as usize;
+                    let b = (qhi - q0 as isize).clamp(a as isize, run_i) as usize;
+                    out[..a].fill(zero);
+                    out[b..].fill(zero);
+                    if b > a {
+                        let start = off + ((q0 + a) as isize * s + kk) * xsl;
+                        let step = s * xsl;
+                        if step == 1 {
+                            let start = start as usize;
+                            out[a..b].copy_from_slice(&x[start..start + (b - a)]);
+                        } else {
+                            for (j, o) in out[a..b].iter_mut().enumerate() {
+                                *o = x[(start + j as isize * step) as usize];
+                            }
+                        }
+                    }
+                }
+                Some(off) => {
+                    for (j, o) in out.iter_mut().enumerate() {
+                        let i = (q0 + j) as isize * s + kk;
+                        *o = if i < 0 || i >= nin || i % ld != 0 {
+                            zero
+                        } else {
+                            x[(off + (i / ld) * xsl) as usize]
+                        };
+                    }
+                }
+            }
+            p += run;
+            di += run;
+        }
+    }
+}
+
+fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor {
+    keep_gemm_buffers_mapped();
+    let (xsh, wsh) = (&x.layout.shape, &w.layout.shape);
+    let nsp = xsh.len() - 2;
+    let (n, c, o) = (xsh[0], xsh[1], wsh[0]);
+    let groups = prm.feature_group_count;
+    let (cg, og) = (c / groups, o / groups);
+    let k_sp: Vec<usize> = wsh[2..].to_vec();
+    let out_sp: Vec<usize> = (0..nsp)
+        .map(|d| {
+            crate::prim::conv_out_size(
+                xsh[2 + d],
+                k_sp[d],
+                prm.strides[d],
+                prm.padding[d],
+                prm.lhs_dilation[d],
+                prm.rhs_dilation[d],
+            )
+        })
+        .collect();
+    let mut out_shape = vec![n, o];
+    out_shape.extend_from_slice(&out_sp);
+    let p = numel(&out_sp);
+    let kprod = numel(&k_sp);
+    let geo = Geometry {
+        nsp,
+        o,
+        cg,
+        og,
+
+        kprod,
+        r: cg * kprod,
+        in_dil: (0..nsp)
+            .map(|d| dilate_size(xsh[2 + d], prm.lhs_dilation[d]) as isize)
+            .collect(),
+        strides: prm.strides.iter().map(|&s| s as isize).collect(),
+        lo: prm.padding.iter().map(|p| p.0).collect(),
+        ld: prm.lhs_dilation.iter().map(|&d| d as isize).collect(),
+        rd: prm.rhs_dilation.iter().map(|&d| d as isize).collect(),
+        xs: x.layout.strides.clone(),
+        xoff: x.layout.offset as isize,
+        out_sp,
+        k_sp,
+    };
+    let total = n * o * p;
+    let mut storage = Storage::new(T::DTYPE, total);
+    {
+        let out = &mut storage.as_mut_slice::<T>()[..total];
+        if geo.r == 0 || total == 0 {
+            out.fill(T::from_f64(0.0));
+            return Tensor::from_storage(T::DTYPE, &out_shape, storage);
+        }
+        // The kernel as an `[O, R]` matrix: its `(channel, spatial...)` axes
+        // must merge into one column stride, else a contiguous copy.
+        let mut merged: Option<isize> = Some(1);
+        let mut inner: Option<isize> = None;
+        for a in 1..wsh.len() {
+            if wsh[a] == 1 {
+                continue;
+            }
+            if let Some(ps) = inner {
+                if ps != w.layout.strides[a] * wsh[a] as isize {
+                    merged = None;
+                }
+            }
+            inner = Some(w.layout.strides[a]);
+        }
+        if let (Some(_), Some(s)) = (merged, inner) {
+            merged = Some(s);
+        }
+        let wcopy: Option<Vec<T>> = merged.is_none().then(|| {
+            Tensor::from_value(w.dtype, w.layout.clone(), w.storage.clone()).to_vec::<T>()
+        });
+        let xg = x.storage.read::<T>();
+        let wg = w.storage.read::<T>();
+        let (wdata, woff, wrs, wcs): (&[T], isize, isize, isize) = match &wcopy {
+            Some(v) => (v, 0, geo.r as isize, 1),
+            None => (
+                &wg,
+                w.layout.offset as isize,
+                w.layout.strides[0],
+                merged.unwrap(),
+            ),
+        };
+        let xdata: &[T] = &xg;
+        let cols = n * p;
+        let macs = total * geo.r;
+        let threads = pool::threads();
+        let mut nb = cols.div_ceil(BLOCK_COLS);
+        if macs >= PAR_MACS {
+            nb = nb.max(threads.min(cols));
+        }
+        let bc_max = cols.div_ceil(nb);
+        let rc = (COL_ELEMS / bc_max).clamp(1, geo.r);
+        let base = OutPtr(out.as_mut_ptr());
+        let geo = &geo;
+        let run_block = |b: usize| {
+            let (j0, j1) = (cols * b / nb, cols * (b + 1) / nb);
+            let bc = j1 - j0;
+            if bc == 0 {
+                return;
+            }
+            let direct = j0 / p == (j1 - 1) / p;
+            let rows = rc.min(geo.r);
+            let extra = if direct { 0 } else { geo.og * bc };
+            T::with_scratch(rows * bc + extra, |scratch| {
+                let (col, dbuf) = scratch.split_at_mut(rows * bc);
+                let mut kidx = vec![0usize; geo.nsp];
+                for g in 0..groups {
+                    let mut r0 = 0;
+                    while r0 < geo.r {
+                        let r1 = (r0 + rc).min(geo.r);
+                        for r in r0..r1 {
+                            let (ci, mut kf) = (r / geo.kprod, r % geo.kprod);
+                            for d in (0..geo.nsp).rev() {
+                                kidx[d] = kf % geo.k_sp[d];
+                                kf /= geo.k_sp[d];
+                            }
+                            let row = &mut col[(r - r0) * bc..(r - r0 + 1) * bc];
+                            // The block's columns, one image at a time.
+                            let mut j = j0;
+                            while j < j1 {
+                                let (img, pa) = (j / p, j % p);
+                                let pb = p.min(pa + (j1 - j));
+                                let dst = &mut row[j - j0..j - j0 + (pb - pa)];
+                                geo.fill_row(xdata, img, g * geo.cg + ci, &kidx, pa, pb, dst);
+                                j += pb - pa;
+                            }
+                        }
+                        let (dst, drs) = if direct {
+                            let (img, pa) = (j0 / p, j0 % p);
+                            let at = img * geo.o * p + g * geo.og * p + pa;
+                            (base.get().wrapping_add(at), p as isize)
+                        } else {
+                            (dbuf.as_mut_ptr(), bc as isize)
+                        };
+                        let flush = FlushSubnormals::new();
+                        // SAFETY: `gemm` writes `og x bc` elements at `dst +
+                        // i * drs + j` (i < og, j < bc): when `direct`, these
+                        // are output rows `g * og + i` of image `img`,
+                        // positions `pa..pa + bc` (the block lies inside that
+                        // image's `p` positions), inside the `total`-element
+                        // output, and blocks (run concurrently) cover
+                        // disjoint columns, so no element is written by two
+                        // threads; else `dst` is this thread's `og * bc`
+                        // scratch. It reads the lhs at `woff + (g * og + i)
+                        // * wrs + (r0 + l) * wcs` for l < r1 - r0: element
+                        // `[g * og + i, r0 + l]` of the kernel seen as
+                        // `[O, R]`, which the merged strides (or the
+                        // contiguous copy) map into `wdata`; and the rhs at
+                        // `col + l * bc + j`, inside the `rows * bc` chunk
+                        // just filled. `read_dst` only after the first chunk
+                        // of rows, which wrote every element of `dst`.
+                        unsafe {
+                            gemm::gemm(
+                                geo.og,
+                                bc,
+                                r1 - r0,
+                                dst,
+                                1,
+                                drs,
+                                r0 > 0,
+                                wdata
+                                    .as_ptr()
+                                    .offset(woff + (g * geo.og) as isize * wrs + r0 as isize * wcs),
+                                wcs,
+                                wrs,
+                                col.as_ptr(),
+                                1,
+                                bc as isize,
+                                T::from_f64(1.0),
+                                T::from_f64(1.0),
+                                false,
+                                false,
+                                false,
+                                gemm::Parallelism::None,
+                            );
+                        }
+                        drop(flush);
+                        r0 = r1;
+                    }
+                    if !direct {
+                        // Copy the block's `[og, bc]` result to its images.
+                        let mut j = j0;
+                        while j < j1 {
+                            let (img, pa) = (j / p, j % p);
+                            let len = (p - pa).min(j1 - j);
+                            for i in 0..geo.og {
+                                let src = &dbuf[i * bc + (j - j0)..i * bc + (j - j0) + len];
+                                let at = img * geo.o * p + (g * geo.og + i) * p + pa;
+                                // SAFETY: `at..at + len` is inside the output
+                                // (row `g * og + i` of image `img`, positions
+                                // `pa..pa + len <= p`); these are this block's
+                                // columns, which no other block writes, and
+                                // `src` is this thread's scratch, disjoint
+                                // from the output.
+                                unsafe {
+                                    std::ptr::copy_nonoverlapping(
+                                        src.as_ptr(),
+                                        base.get().add(at),
+                                        len,
+                                    );
+                                }
+                            }
+                            j += len;
+                        }
+                    }
+                }
+            })
+        };
+        if nb == 1 {
+            run_block(0);
+        } else {
+            pool::for_each(nb, &run_block);
+        }
+    }
+    Tensor::from_storage(T::DTYPE, &out_shape, storage)
+}
+
+/// `Prim::Conv` on concrete floats (see the module doc).
+pub(crate) fn conv(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor {
+    match x.dtype {
+        DType::F32 => conv_gemm::<f32>(x, w, prm),
+        DType::F64 => conv_gemm::<f64>(x, w, prm),
+        DType::F16 | DType::BF16 => {
+            let (x32, w32) = (cast(x, DType::F32), cast(w, DType::F32));
+            let out = conv_gemm::<f32>(x32.value(), w32.value(), prm);
+            cast(out.value(), x.dtype)
+        }
+        d => panic!("conv: expects a float tensor, got {d}"),
+    }
+}
