@@ -35,8 +35,10 @@ pub use dtype::{DType, Element};
 pub use half;
 pub use layout::Layout;
 pub use nx_derive::Ptree;
-pub use ops::Slice;
-pub use prim::{drop_axes, ArgOp, Aval, BinaryOp, CmpOp, CumOp, Prim, ReduceOp, UnaryOp};
+pub use ops::{Padding, Slice};
+pub use prim::{
+    drop_axes, window_out_shape, ArgOp, Aval, BinaryOp, CmpOp, CumOp, Prim, ReduceOp, UnaryOp,
+};
 #[doc(hidden)]
 pub use ptree::__private as __ptree;
 pub use ptree::{Ptree, Tree};

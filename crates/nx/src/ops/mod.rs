@@ -9,9 +9,13 @@ mod elementwise;
 mod index;
 mod linalg;
 mod movement;
+mod padding;
 mod reduce;
+mod sort;
+mod window;
 
 pub use movement::Slice;
+pub use padding::Padding;
 
 use crate::prim::Prim;
 use crate::tensor::Tensor;
