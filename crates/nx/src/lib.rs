@@ -37,8 +37,8 @@ pub use layout::Layout;
 pub use nx_derive::Ptree;
 pub use ops::{ConvOpts, Padding, Slice};
 pub use prim::{
-    conv_out_size, dilate_size, drop_axes, ArgOp, Aval, BinaryOp, CmpOp, CumOp, Prim, ReduceOp,
-    UnaryOp,
+    conv_out_size, dilate_size, drop_axes, window_out_shape, ArgOp, Aval, BinaryOp, CmpOp, CumOp,
+    Prim, ReduceOp, UnaryOp,
 };
 #[doc(hidden)]
 pub use ptree::__private as __ptree;

@@ -233,6 +233,46 @@ pub enum Prim {
         rhs_dilation: Vec<usize>,
         feature_group_count: usize,
     },
+    /// XLA's `reduce_window` with `op` `Sum` or `Max` over every axis:
+    /// `window`, `strides` (>= 1) and `padding` (`(lo, hi)` pairs) have one
+    /// entry per axis; padding counts as 0 (sum) or the lowest value (max:
+    /// -inf, an integer's minimum). Out size per axis:
+    /// `(n + lo + hi - window) / stride + 1` (the padded size is at least
+    /// the window).
+    ReduceWindow {
+        op: ReduceOp,
+        window: Vec<usize>,
+        strides: Vec<usize>,
+        padding: Vec<(usize, usize)>,
+    },
+    /// The index (`I32`) of the first maximum of each window of
+    /// `ReduceWindow { op: Max, .. }` with the same parameters, padding
+    /// elements counted as the lowest value in row-major window order (JAX's
+    /// `select_and_scatter_add` choice). The index is row-major over the
+    /// input's axes `flat_from..` (those before have window 1, stride 1 and
+    /// no padding); a padding element that wins gives the index one past
+    /// the end (`prod(shape[flat_from..])`). No derivative (integers).
+    WindowArgmax {
+        window: Vec<usize>,
+        strides: Vec<usize>,
+        padding: Vec<(usize, usize)>,
+        flat_from: usize,
+    },
+    /// The permutation (`I32`) that stably sorts along `axis`: ascending
+    /// with NaN last, or descending with NaN first; -0.0 equals 0.0; equal
+    /// keys keep their order in both directions. Same shape as the input.
+    /// No derivative (integers).
+    Argsort {
+        axis: usize,
+        descending: bool,
+    },
+    /// The first `k` entries of the descending `Argsort` along the last
+    /// axis (`I32`; the largest first, NaN largest, ties to the lower
+    /// index): out is the input's shape with `k` on the last axis. No
+    /// derivative (integers).
+    TopK {
+        k: usize,
+    },
 }
 
 impl Prim {
@@ -264,6 +304,10 @@ impl Prim {
             Prim::Assign => "assign".into(),
             Prim::Threefry2x32 => "threefry2x32".into(),
             Prim::Conv { .. } => "conv".into(),
+            Prim::ReduceWindow { op, .. } => format!("reduce_window_{op:?}").to_lowercase(),
+            Prim::WindowArgmax { .. } => "window_argmax".into(),
+            Prim::Argsort { .. } => "argsort".into(),
+            Prim::TopK { .. } => "top_k".into(),
         }
     }
 
@@ -314,6 +358,30 @@ impl Prim {
                 Aval::new(&shape, ins[0].dtype)
             }
             Prim::Gather { .. } => Aval::new(&ins[1].shape, ins[0].dtype),
+            Prim::ReduceWindow {
+                window,
+                strides,
+                padding,
+                ..
+            } => Aval::new(
+                &window_out_shape(&ins[0].shape, window, strides, padding),
+                ins[0].dtype,
+            ),
+            Prim::WindowArgmax {
+                window,
+                strides,
+                padding,
+                ..
+            } => Aval::new(
+                &window_out_shape(&ins[0].shape, window, strides, padding),
+                DType::I32,
+            ),
+            Prim::Argsort { .. } => Aval::new(&ins[0].shape, DType::I32),
+            Prim::TopK { k } => {
+                let mut shape = ins[0].shape.clone();
+                *shape.last_mut().expect("top_k: rank >= 1") = *k;
+                Aval::new(&shape, DType::I32)
+            }
             Prim::DotGeneral {
                 lhs_batch,
                 rhs_batch,
@@ -385,6 +453,20 @@ pub fn conv_out_size(
     } else {
         ((padded - k) / stride as isize) as usize + 1
     }
+}
+
+/// The output shape of a window reduction: per axis,
+/// `(n + lo + hi - window) / stride + 1` (the padded size is at least the
+/// window; the public operations check it).
+pub fn window_out_shape(
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    padding: &[(usize, usize)],
+) -> Vec<usize> {
+    (0..shape.len())
+        .map(|d| (shape[d] + padding[d].0 + padding[d].1 - window[d]) / strides[d] + 1)
+        .collect()
 }
 
 /// `shape` without the listed axes.

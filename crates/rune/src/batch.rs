@@ -208,6 +208,43 @@ impl BatchTrace {
             Prim::Concat { axis } => apply(Prim::Concat { axis: axis + 1 }, &lifted()),
             Prim::Gather { axis } => apply(Prim::Gather { axis: axis + 1 }, &lifted()),
             Prim::ScatterAdd { axis } => apply(Prim::ScatterAdd { axis: axis + 1 }, &lifted()),
+            Prim::ReduceWindow {
+                op,
+                window,
+                strides,
+                padding,
+            } => apply(
+                Prim::ReduceWindow {
+                    op: *op,
+                    window: prepend(1, window),
+                    strides: prepend(1, strides),
+                    padding: prepend((0, 0), padding),
+                },
+                &xs[..1],
+            ),
+            Prim::WindowArgmax {
+                window,
+                strides,
+                padding,
+                flat_from,
+            } => apply(
+                Prim::WindowArgmax {
+                    window: prepend(1, window),
+                    strides: prepend(1, strides),
+                    padding: prepend((0, 0), padding),
+                    flat_from: flat_from + 1,
+                },
+                &xs[..1],
+            ),
+            Prim::Argsort { axis, descending } => apply(
+                Prim::Argsort {
+                    axis: axis + 1,
+                    descending: *descending,
+                },
+                &xs[..1],
+            ),
+            // The last axis stays last.
+            Prim::TopK { .. } => apply(prim.clone(), &xs[..1]),
             Prim::DotGeneral {
                 lhs_batch,
                 rhs_batch,

@@ -8,6 +8,7 @@
 use crate::gradient_control::is_inactive;
 use crate::rules::{
     binary_partials, cumprod_jvp, extremum_weights, prod_others, reduce_sum, unary_partial,
+    WindowSpec,
 };
 use nx::trace::Tracer;
 use nx::{bind, Aval, CumOp, Prim, ReduceOp, Tensor, Trace};
@@ -172,7 +173,30 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             add_opt(a, b)
         }
         Prim::Compare(_) | Prim::ArgReduce { .. } | Prim::StopGradient => None,
-        Prim::Threefry2x32 => None, // integer output
+        // Integer outputs.
+        Prim::Threefry2x32
+        | Prim::WindowArgmax { .. }
+        | Prim::Argsort { .. }
+        | Prim::TopK { .. } => None,
+        Prim::ReduceWindow {
+            op,
+            window,
+            strides,
+            padding,
+        } => {
+            let t = ts[0].as_ref()?;
+            match op {
+                ReduceOp::Sum => linear(&ts[0]),
+                _ => {
+                    let spec = WindowSpec {
+                        window: window.clone(),
+                        strides: strides.clone(),
+                        padding: padding.clone(),
+                    };
+                    Some(spec.select(t, &spec.argmax(&xs[0])))
+                }
+            }
+        }
         Prim::Where => {
             if ts[1].is_none() && ts[2].is_none() {
                 return None;

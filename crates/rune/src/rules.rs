@@ -540,3 +540,199 @@ pub(crate) fn conv_transpose_rhs(
     )
     .swapaxes(0, 1)
 }
+/// Window geometry shared by the window rules: `ReduceWindow`'s parameters.
+pub(crate) struct WindowSpec {
+    pub window: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub padding: Vec<(usize, usize)>,
+}
+
+impl WindowSpec {
+    /// The leading axes with window 1, stride 1 and no padding: the flat
+    /// argmax indices count over the axes after them.
+    pub(crate) fn flat_from(&self) -> usize {
+        (0..self.window.len())
+            .take_while(|&d| {
+                self.window[d] == 1 && self.strides[d] == 1 && self.padding[d] == (0, 0)
+            })
+            .count()
+    }
+
+    fn padded(&self) -> bool {
+        self.padding.iter().any(|&p| p != (0, 0))
+    }
+
+    /// The first maximum of each window of `x` (see `Prim::WindowArgmax`).
+    pub(crate) fn argmax(&self, x: &Tensor) -> Tensor {
+        bind(
+            Prim::WindowArgmax {
+                window: self.window.clone(),
+                strides: self.strides.clone(),
+                padding: self.padding.clone(),
+                flat_from: self.flat_from(),
+            },
+            &[x],
+        )
+    }
+
+    /// `t` (the input's shape) at the window maxima `idx` (from `argmax`):
+    /// the tangent of a max window reduction.
+    pub(crate) fn select(&self, t: &Tensor, idx: &Tensor) -> Tensor {
+        let ff = self.flat_from();
+        let (shape, out) = (t.shape().to_vec(), idx.shape().to_vec());
+        let mut flat: Vec<usize> = shape[..ff].to_vec();
+        flat.push(shape[ff..].iter().product());
+        let mut t = t.reshape(&flat);
+        if self.padded() {
+            // The index one past the end reads a zero (a padding element).
+            let mut hi = vec![0; ff + 1];
+            hi[ff] = 1;
+            t = bind(
+                Prim::Pad {
+                    lo: vec![0; ff + 1],
+                    hi,
+                    value: 0.0,
+                },
+                &[&t],
+            );
+        }
+        let mut iflat: Vec<usize> = out[..ff].to_vec();
+        iflat.push(out[ff..].iter().product());
+        bind(Prim::Gather { axis: ff }, &[&t, &idx.reshape(&iflat)]).reshape(&out)
+    }
+
+    /// The transpose of `select`: `ct` (the output's shape) added at the
+    /// window maxima `idx` into zeros of `shape` (JAX's
+    /// `select_and_scatter_add`).
+    pub(crate) fn scatter(&self, ct: &Tensor, idx: &Tensor, shape: &[usize]) -> Tensor {
+        let ff = self.flat_from();
+        let out = idx.shape().to_vec();
+        let span: usize = shape[ff..].iter().product();
+        let extra = self.padded() as usize;
+        let mut flat: Vec<usize> = shape[..ff].to_vec();
+        flat.push(span + extra);
+        let mut iflat: Vec<usize> = out[..ff].to_vec();
+        iflat.push(out[ff..].iter().product());
+        let zeros = Tensor::zeros(&flat, ct.dtype());
+        let mut g = bind(
+            Prim::ScatterAdd { axis: ff },
+            &[&zeros, &idx.reshape(&iflat), &ct.reshape(&iflat)],
+        );
+        if extra > 0 {
+            let mut end = flat.clone();
+            end[ff] = span;
+            g = bind(
+                Prim::Slice {
+                    start: vec![0; ff + 1],
+                    end,
+                    step: vec![1; ff + 1],
+                },
+                &[&g],
+            );
+        }
+        g.reshape(shape)
+    }
+
+    /// The transpose of the window sum (input `shape`) applied to `ct`:
+    /// each input element receives the sum of the cotangents of the windows
+    /// covering it. A broadcast when windows tile the input (stride =
+    /// window, no padding); otherwise `ct` dilated by the strides, padded
+    /// by `window - 1 - lo` before (negative: cut) to `n + window - 1`, and
+    /// summed over windows of the same size with stride 1. Linear in `ct`
+    /// and made of differentiable primitives.
+    pub(crate) fn sum_transpose(&self, ct: &Tensor, shape: &[usize]) -> Tensor {
+        let nd = shape.len();
+        let (w, s) = (&self.window, &self.strides);
+        let o = ct.shape().to_vec();
+        if !self.padded() && w == s {
+            // [.., o, ..] -> [.., o, 1, ..] -> [.., o, w, ..] -> [.., o * w, ..],
+            // then zeros past the last window.
+            let mut split = Vec::with_capacity(2 * nd);
+            let mut wide = Vec::with_capacity(2 * nd);
+            for d in 0..nd {
+                split.extend([o[d], 1]);
+                wide.extend([o[d], w[d]]);
+            }
+            let merged: Vec<usize> = (0..nd).map(|d| o[d] * w[d]).collect();
+            let g = ct.reshape(&split).broadcast_to(&wide).reshape(&merged);
+            if merged == shape {
+                return g;
+            }
+            let hi: Vec<usize> = (0..nd).map(|d| shape[d] - merged[d]).collect();
+            return bind(
+                Prim::Pad {
+                    lo: vec![0; nd],
+                    hi,
+                    value: 0.0,
+                },
+                &[&g],
+            );
+        }
+        let mut g = ct.clone();
+        if s.iter().any(|&s| s > 1) {
+            // Dilate: a stride's worth of zeros after each element, then
+            // the trailing ones cut.
+            let mut split = Vec::with_capacity(2 * nd);
+            let mut hi = Vec::with_capacity(2 * nd);
+            for d in 0..nd {
+                split.extend([o[d], 1]);
+                hi.extend([0, s[d] - 1]);
+            }
+            let padded = bind(
+                Prim::Pad {
+                    lo: vec![0; 2 * nd],
+                    hi,
+                    value: 0.0,
+                },
+                &[&g.reshape(&split)],
+            );
+            let merged: Vec<usize> = (0..nd).map(|d| o[d] * s[d]).collect();
+            let end: Vec<usize> = (0..nd).map(|d| (o[d] - 1) * s[d] + 1).collect();
+            g = bind(
+                Prim::Slice {
+                    start: vec![0; nd],
+                    end,
+                    step: vec![1; nd],
+                },
+                &[&padded.reshape(&merged)],
+            );
+        }
+        // Pad (or cut) to n + w - 1 per axis, offset w - 1 - lo.
+        let lo: Vec<isize> = (0..nd)
+            .map(|d| w[d] as isize - 1 - self.padding[d].0 as isize)
+            .collect();
+        let hi: Vec<isize> = (0..nd)
+            .map(|d| (shape[d] + w[d] - 1) as isize - lo[d] - ((o[d] - 1) * s[d] + 1) as isize)
+            .collect();
+        if lo.iter().chain(&hi).any(|&p| p > 0) {
+            g = bind(
+                Prim::Pad {
+                    lo: lo.iter().map(|&p| p.max(0) as usize).collect(),
+                    hi: hi.iter().map(|&p| p.max(0) as usize).collect(),
+                    value: 0.0,
+                },
+                &[&g],
+            );
+        }
+        if lo.iter().chain(&hi).any(|&p| p < 0) {
+            let len = g.shape().to_vec();
+            g = bind(
+                Prim::Slice {
+                    start: lo.iter().map(|&p| (-p).max(0) as usize).collect(),
+                    end: (0..nd).map(|d| len[d] - (-hi[d]).max(0) as usize).collect(),
+                    step: vec![1; nd],
+                },
+                &[&g],
+            );
+        }
+        bind(
+            Prim::ReduceWindow {
+                op: ReduceOp::Sum,
+                window: w.clone(),
+                strides: vec![1; nd],
+                padding: vec![(0, 0); nd],
+            },
+            &[&g],
+        )
+    }
+}

@@ -16,7 +16,7 @@ use crate::jvp::Tag;
 use crate::rules::{
     binary_partials, conv_transpose_lhs, conv_transpose_rhs, cumprod_vjp, dot_transpose_lhs,
     extremum_weights, inverse_perm, prod_others, reverse_cumsum, sum_to_shape, unary_partial,
-    unreduce, unslice, Partial,
+    unreduce, unslice, Partial, WindowSpec,
 };
 use nx::trace::Tracer;
 use nx::{bind, Aval, CumOp, Prim, ReduceOp, Tensor, Trace};
@@ -289,7 +289,30 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         | Prim::Compare(_)
         | Prim::ArgReduce { .. }
         | Prim::StopGradient => return None,
-        Prim::Threefry2x32 => return None, // integer output
+        // Integer outputs.
+        Prim::Threefry2x32
+        | Prim::WindowArgmax { .. }
+        | Prim::Argsort { .. }
+        | Prim::TopK { .. } => return None,
+        Prim::ReduceWindow {
+            op,
+            window,
+            strides,
+            padding,
+        } => {
+            let spec = WindowSpec {
+                window: window.clone(),
+                strides: strides.clone(),
+                padding: padding.clone(),
+            };
+            match op {
+                ReduceOp::Sum => Box::new(move |ct, _| vec![Some(spec.sum_transpose(ct, &shape0))]),
+                _ => {
+                    let idx = Saved::new(spec.argmax(&xs[0]));
+                    Box::new(move |ct, op| vec![Some(spec.scatter(ct, idx.get(op), &shape0))])
+                }
+            }
+        }
         Prim::Unary(op) => {
             let p = unary_partial(*op, &xs[0], out);
             if matches!(p, Partial::Zero) {

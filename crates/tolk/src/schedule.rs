@@ -230,7 +230,11 @@ fn kind(prim: &Prim) -> Kind {
         | Prim::ScatterAdd { .. }
         | Prim::DotGeneral { .. }
         | Prim::Conv { .. }
-        | Prim::Threefry2x32 => Kind::Library,
+        | Prim::Threefry2x32
+        | Prim::ReduceWindow { .. }
+        | Prim::WindowArgmax { .. }
+        | Prim::Argsort { .. }
+        | Prim::TopK { .. } => Kind::Library,
         Prim::Assign => unreachable!("assign is staged as a writeback, never an equation"),
     }
 }

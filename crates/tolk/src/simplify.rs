@@ -160,6 +160,27 @@ impl std::hash::Hash for CseKey {
                 strides.hash(h);
                 padding.hash(h);
             }
+            Prim::ReduceWindow {
+                window,
+                strides,
+                padding,
+                ..
+            }
+            | Prim::WindowArgmax {
+                window,
+                strides,
+                padding,
+                ..
+            } => {
+                window.hash(h);
+                strides.hash(h);
+                padding.hash(h);
+            }
+            Prim::Argsort { axis, descending } => {
+                axis.hash(h);
+                descending.hash(h);
+            }
+            Prim::TopK { k } => k.hash(h),
             _ => {}
         }
     }

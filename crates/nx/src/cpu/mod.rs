@@ -11,8 +11,10 @@ mod math;
 mod movement;
 pub(crate) mod pool;
 mod reduce;
+mod sort;
 pub(crate) mod strided;
 mod threefry;
+mod window;
 
 use crate::prim::Prim;
 use crate::tensor::Tensor;
@@ -81,5 +83,19 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
                 feature_group_count,
             },
         ),
+        Prim::ReduceWindow {
+            op,
+            window,
+            strides,
+            padding,
+        } => window::reduce_window(op, v(0), &window, &strides, &padding),
+        Prim::WindowArgmax {
+            window,
+            strides,
+            padding,
+            flat_from,
+        } => window::window_argmax(v(0), &window, &strides, &padding, flat_from),
+        Prim::Argsort { axis, descending } => sort::argsort(v(0), axis, descending),
+        Prim::TopK { k } => sort::top_k(v(0), k),
     }
 }

@@ -5,29 +5,11 @@
 //! Both validate, resolve the padding to explicit pairs and bind one
 //! `Prim::Conv`.
 
+use super::padding::Padding;
 use super::{check_same_dtype, require_float};
 use crate::prim::{dilate_size, Prim};
 use crate::tensor::Tensor;
 use crate::trace::bind;
-
-/// How a convolution pads its input.
-///
-/// ```
-/// use nx::Padding;
-/// let p = Padding::Explicit(vec![(1, 0), (2, 2)]);
-/// assert!(matches!(p, Padding::Explicit(_)));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Padding {
-    /// No padding: only windows that fit in the input.
-    Valid,
-    /// JAX's `SAME`: the output has `ceil(in / stride)` positions; the
-    /// total padding `max((out - 1) * stride + dilated_kernel - in, 0)` is
-    /// split in two, the odd element at the end.
-    Same,
-    /// `(before, after)` per spatial axis.
-    Explicit(Vec<(usize, usize)>),
-}
 
 /// The options of [`Tensor::conv`] and [`Tensor::conv_transpose`]; empty
 /// vectors mean 1 on every spatial axis.

@@ -10,10 +10,14 @@ mod elementwise;
 mod index;
 mod linalg;
 mod movement;
+mod padding;
 mod reduce;
+mod sort;
+mod window;
 
-pub use conv::{ConvOpts, Padding};
+pub use conv::ConvOpts;
 pub use movement::Slice;
+pub use padding::Padding;
 
 use crate::prim::Prim;
 use crate::tensor::Tensor;

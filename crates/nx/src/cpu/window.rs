@@ -1,0 +1,340 @@
+//! Window reductions (`Prim::ReduceWindow`, sum and max) and the first
+//! maximum of each window (`Prim::WindowArgmax`, for max's derivatives).
+//!
+//! The input is made contiguous (a copy when it is a strided view). Leading
+//! axes with window 1, stride 1 and no padding are *planes*, reduced
+//! independently; within a plane the output is walked row by row (a row =
+//! the last axis), each row computed from the input rows its windows cover:
+//! for every window offset over the other axes (in row-major order) whose
+//! input row is in bounds, then every offset along the last axis. A window
+//! visits its elements in row-major window order, which `WindowArgmax`
+//! relies on (the first maximum wins). Rows are split across the pool.
+
+use super::elementwise::PAR_MIN;
+use super::movement::copy;
+use super::pool;
+use crate::dtype::{DType, Element};
+use crate::prim::{window_out_shape, ReduceOp};
+use crate::storage::Storage;
+use crate::tensor::{Tensor, Value};
+
+/// The geometry of one window reduction, planes split off.
+struct Geom {
+    /// Input sizes of the axes after the planes (at least one).
+    ins: Vec<usize>,
+    /// Output sizes of those axes.
+    outs: Vec<usize>,
+    window: Vec<usize>,
+    strides: Vec<usize>,
+    lo: Vec<usize>,
+    /// Input and output elements per plane.
+    plane_in: usize,
+    plane_out: usize,
+}
+
+impl Geom {
+    fn new(shape: &[usize], window: &[usize], strides: &[usize], pad: &[(usize, usize)]) -> Geom {
+        let out = window_out_shape(shape, window, strides, pad);
+        let trivial = |d: usize| window[d] == 1 && strides[d] == 1 && pad[d] == (0, 0);
+        // At least the last axis stays, so a row always exists.
+        let lead = (0..shape.len().saturating_sub(1))
+            .take_while(|&d| trivial(d))
+            .count();
+        let ins = shape[lead..].to_vec();
+        let outs = out[lead..].to_vec();
+        Geom {
+            plane_in: ins.iter().product(),
+            plane_out: outs.iter().product(),
+            ins,
+            outs,
+            window: window[lead..].to_vec(),
+            strides: strides[lead..].to_vec(),
+            lo: pad[lead..].iter().map(|p| p.0).collect(),
+        }
+    }
+
+    /// Output rows (all planes), and their length.
+    fn rows(&self, planes: usize) -> (usize, usize) {
+        let len = *self.outs.last().unwrap();
+        (planes * self.plane_out / len.max(1), len)
+    }
+
+    /// Calls `row(base)` for every window offset over the axes before the
+    /// last, in row-major order, of output row `r` within its plane: `base`
+    /// is the input row's offset within the plane, or None when that row
+    /// lies in the padding.
+    fn for_window_rows(&self, r: usize, mut row: impl FnMut(Option<usize>)) {
+        let k = self.ins.len() - 1;
+        // Output coordinates of the row (axes 0..k).
+        let mut o = vec![0usize; k];
+        let mut rest = r;
+        for d in (0..k).rev() {
+            o[d] = rest % self.outs[d];
+            rest /= self.outs[d];
+        }
+        let mut w = vec![0usize; k];
+        let count: usize = self.window[..k].iter().product();
+        for _ in 0..count {
+            let mut base = Some(0usize);
+            for d in 0..k {
+                let i = (o[d] * self.strides[d] + w[d]) as isize - self.lo[d] as isize;
+                if i < 0 || i as usize >= self.ins[d] {
+                    base = None;
+                    break;
+                }
+                base = base.map(|b| b * self.ins[d] + i as usize);
+            }
+            row(base.map(|b| b * self.ins[k]));
+            // Next offset, row-major.
+            for d in (0..k).rev() {
+                w[d] += 1;
+                if w[d] < self.window[d] {
+                    break;
+                }
+                w[d] = 0;
+            }
+        }
+    }
+
+    /// The in-bounds window offsets `wx` along the last axis for output
+    /// column `ox`, as a range, and the input column of offset 0.
+    #[inline(always)]
+    fn last_range(&self, ox: usize) -> (usize, usize, isize) {
+        let k = self.ins.len() - 1;
+        let start = (ox * self.strides[k]) as isize - self.lo[k] as isize;
+        let w0 = (-start).max(0) as usize;
+        let w1 = (self.ins[k] as isize - start).clamp(0, self.window[k] as isize) as usize;
+        (w0, w1.max(w0), start)
+    }
+}
+
+/// The input as a contiguous slice source (a copy when it is a view).
+fn contiguous(x: &Value) -> Tensor {
+    if x.layout.is_contiguous() {
+        Tensor::from_value(x.dtype, x.layout.clone(), x.storage.clone())
+    } else {
+        copy(x)
+    }
+}
+
+/// Splits `out` (rows of `len`) across the pool, about PAR_MIN elements of
+/// work per task, calling `body(first_row, chunk)`.
+fn split_rows<U: Send>(
+    out: &mut [U],
+    len: usize,
+    work: usize,
+    body: &(dyn Fn(usize, &mut [U]) + Sync),
+) {
+    if out.is_empty() || len == 0 {
+        return;
+    }
+    let rows = out.len() / len;
+    let per_row = (work / rows.max(1)).max(1);
+    if work < PAR_MIN || rows < 2 {
+        return body(0, out);
+    }
+    let rows_per = PAR_MIN
+        .div_ceil(per_row)
+        .clamp(1, rows.div_ceil(pool::threads() * 4).max(1));
+    pool::chunks_mut(out, rows_per * len, &|c, o| body(c * rows_per, o));
+}
+
+fn reduce_typed<T: Element, A: Copy + Send + Sync>(
+    x: &Value,
+    window: &[usize],
+    strides: &[usize],
+    pad: &[(usize, usize)],
+    init: A,
+    load: impl Fn(T) -> A + Sync,
+    comb: impl Fn(A, A) -> A + Sync,
+    store: impl Fn(A) -> T + Sync,
+) -> Tensor {
+    let shape = &x.layout.shape;
+    let out_shape = window_out_shape(shape, window, strides, pad);
+    let total: usize = out_shape.iter().product();
+    let mut out = Storage::new(T::DTYPE, total);
+    if total == 0 {
+        return Tensor::from_storage(T::DTYPE, &out_shape, out);
+    }
+    let g = Geom::new(shape, window, strides, pad);
+    let xc = contiguous(x);
+    let xv = xc.value();
+    let data = xv.storage.read::<T>();
+    let data = &data[xv.layout.offset..];
+    let (_, len) = g.rows(total / g.plane_out.max(1));
+    let rows_per_plane = g.plane_out / len;
+    let k = g.ins.len() - 1;
+    let work = total * window.iter().product::<usize>();
+    let o = &mut out.as_mut_slice::<T>()[..total];
+    split_rows(o, len, work, &|r0, o| {
+        let mut acc = vec![init; len];
+        for (j, orow) in o.chunks_mut(len).enumerate() {
+            let r = r0 + j;
+            let (plane, rr) = (r / rows_per_plane, r % rows_per_plane);
+            let src = &data[plane * g.plane_in..(plane + 1) * g.plane_in];
+            acc.fill(init);
+            g.for_window_rows(rr, |base| {
+                let Some(base) = base else { return };
+                let row = &src[base..base + g.ins[k]];
+                for (ox, a) in acc.iter_mut().enumerate() {
+                    let (w0, w1, start) = g.last_range(ox);
+                    let s = (start + w0 as isize) as usize;
+                    let mut v = *a;
+                    for &e in &row[s..s + (w1 - w0)] {
+                        v = comb(v, load(e));
+                    }
+                    *a = v;
+                }
+            });
+            for (o, &a) in orow.iter_mut().zip(&acc) {
+                *o = store(a);
+            }
+        }
+    });
+    Tensor::from_storage(T::DTYPE, &out_shape, out)
+}
+
+/// NaN-propagating maximum (a NaN operand wins, as `BinaryOp::Max`).
+#[inline(always)]
+fn max_nan<T: PartialOrd + Copy>(a: T, v: T) -> T {
+    #[allow(clippy::eq_op)]
+    if v > a || v != v {
+        v
+    } else {
+        a
+    }
+}
+
+/// `Prim::ReduceWindow`: sum (f16/bf16 and f32 accumulate in f32, f64 in
+/// f64, integers wrap) or max (padding is the lowest value).
+pub(crate) fn reduce_window(
+    op: ReduceOp,
+    x: &Value,
+    window: &[usize],
+    strides: &[usize],
+    pad: &[(usize, usize)],
+) -> Tensor {
+    match op {
+        ReduceOp::Sum => match x.dtype {
+            DType::F64 => {
+                reduce_typed::<f64, f64>(x, window, strides, pad, 0.0, |v| v, |a, b| a + b, |a| a)
+            }
+            DType::F32 | DType::F16 | DType::BF16 => crate::with_dtype!(x.dtype, T => {
+                reduce_typed::<T, f32>(
+                    x,
+                    window,
+                    strides,
+                    pad,
+                    0.0,
+                    |v| v.to_f64() as f32,
+                    |a, b| a + b,
+                    |a| T::from_f64(a as f64),
+                )
+            }),
+            _ => crate::with_dtype!(x.dtype, T => {
+                reduce_typed::<T, i128>(
+                    x,
+                    window,
+                    strides,
+                    pad,
+                    0,
+                    |v| v.to_i128(),
+                    |a, b| a.wrapping_add(b),
+                    |a| T::from_i128(a),
+                )
+            }),
+        },
+        ReduceOp::Max => crate::with_dtype!(x.dtype, T => {
+            let lowest = T::from_f64(f64::NEG_INFINITY);
+            reduce_typed::<T, T>(x, window, strides, pad, lowest, |v| v, max_nan, |a| a)
+        }),
+        op => unreachable!("reduce_window: {op:?} is not a window reduction"),
+    }
+}
+
+fn argmax_typed<T: Element>(
+    x: &Value,
+    window: &[usize],
+    strides: &[usize],
+    pad: &[(usize, usize)],
+    flat_from: usize,
+) -> Tensor {
+    let shape = &x.layout.shape;
+    let out_shape = window_out_shape(shape, window, strides, pad);
+    let total: usize = out_shape.iter().product();
+    let mut out = Storage::new(DType::I32, total);
+    if total == 0 {
+        return Tensor::from_storage(DType::I32, &out_shape, out);
+    }
+    let g = Geom::new(shape, window, strides, pad);
+    let xc = contiguous(x);
+    let xv = xc.value();
+    let data = xv.storage.read::<T>();
+    let data = &data[xv.layout.offset..];
+    let (_, len) = g.rows(total / g.plane_out.max(1));
+    let rows_per_plane = g.plane_out / len;
+    let k = g.ins.len() - 1;
+    // Flat indices count over axes `flat_from..`: the contiguous offset
+    // modulo their size; that size itself marks a padding element.
+    let span: usize = shape[flat_from..].iter().product();
+    let sentinel = span as i64;
+    let lowest = T::from_f64(f64::NEG_INFINITY);
+    let work = total * window.iter().product::<usize>();
+    let o = &mut out.as_mut_slice::<i32>()[..total];
+    split_rows(o, len, work, &|r0, o| {
+        // Best value and index per column; index -1 = nothing visited yet.
+        let mut best = vec![(lowest, -1i64); len];
+        for (j, orow) in o.chunks_mut(len).enumerate() {
+            let r = r0 + j;
+            let (plane, rr) = (r / rows_per_plane, r % rows_per_plane);
+            let src = &data[plane * g.plane_in..(plane + 1) * g.plane_in];
+            let at = plane * g.plane_in;
+            best.fill((lowest, -1));
+            g.for_window_rows(rr, |base| {
+                for (ox, b) in best.iter_mut().enumerate() {
+                    let (w0, w1, start) = g.last_range(ox);
+                    let Some(base) = base else {
+                        // A row of padding: its first element is the
+                        // candidate only if nothing came before.
+                        if b.1 < 0 {
+                            *b = (lowest, sentinel);
+                        }
+                        continue;
+                    };
+                    if w0 > 0 && b.1 < 0 {
+                        *b = (lowest, sentinel);
+                    }
+                    for w in w0..w1 {
+                        let c = (start + w as isize) as usize;
+                        let v = src[base + c];
+                        #[allow(clippy::eq_op)]
+                        let better = b.1 < 0 || v > b.0 || (v != v && b.0 == b.0);
+                        if better {
+                            b.0 = v;
+                            b.1 = ((at + base + c) % span) as i64;
+                        }
+                    }
+                    if w1 < g.window[k] && b.1 < 0 {
+                        *b = (lowest, sentinel);
+                    }
+                }
+            });
+            for (o, b) in orow.iter_mut().zip(&best) {
+                *o = b.1 as i32;
+            }
+        }
+    });
+    Tensor::from_storage(DType::I32, &out_shape, out)
+}
+
+/// `Prim::WindowArgmax`: the first maximum of each max window, as a flat
+/// index over the axes `flat_from..` (one past the end for padding).
+pub(crate) fn window_argmax(
+    x: &Value,
+    window: &[usize],
+    strides: &[usize],
+    pad: &[(usize, usize)],
+    flat_from: usize,
+) -> Tensor {
+    crate::with_dtype!(x.dtype, T => argmax_typed::<T>(x, window, strides, pad, flat_from))
+}
