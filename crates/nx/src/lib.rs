@@ -35,7 +35,7 @@ pub use dtype::{DType, Element};
 pub use half;
 pub use layout::Layout;
 pub use nx_derive::Ptree;
-pub use ops::Slice;
+pub use ops::{einsum, Slice};
 pub use prim::{drop_axes, ArgOp, Aval, BinaryOp, CmpOp, CumOp, Prim, ReduceOp, UnaryOp};
 #[doc(hidden)]
 pub use ptree::__private as __ptree;

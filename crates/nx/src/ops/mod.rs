@@ -5,12 +5,14 @@
 
 mod arith;
 mod creation;
+mod einsum;
 mod elementwise;
 mod index;
 mod linalg;
 mod movement;
 mod reduce;
 
+pub use einsum::einsum;
 pub use movement::Slice;
 
 use crate::prim::Prim;
