@@ -16,6 +16,7 @@
 // Lets `#[derive(Ptree)]` name this crate `::nx` from inside it too.
 extern crate self as nx;
 
+mod checkpoint;
 mod cpu;
 mod display;
 mod dtype;
@@ -30,6 +31,7 @@ pub mod storage;
 mod tensor;
 pub mod trace;
 
+pub use checkpoint::{load, load_tree, save};
 pub use cpu::pool::threads as num_threads;
 pub use dtype::{DType, Element};
 pub use half;
