@@ -325,7 +325,7 @@ fn round_trip_every_dtype() {
         template.layers[0].name = "from the template".into();
         template.step = 5;
         template.head.1 .1 = 7;
-        let back = nx::load(&p.0, &template).unwrap();
+        let back = nx::load::<Model>(&p.0, &template).unwrap();
         assert_same_leaves(&m, &back);
         assert_eq!(back.layers[0].name, "from the template");
         assert_eq!(back.step, 5);
