@@ -5,7 +5,9 @@
 //! in ignored fields). Fields are visited in
 //! declaration order. `#[ptree(ignore)]` on a field keeps it as metadata: it is
 //! cloned by `map_leaves`, taken from `self` by `map2_leaves` and skipped by
-//! `for_each_leaf`, so its type must be `Clone`.
+//! `for_each_leaf` and `visit_paths`, so its type must be `Clone`. Leaf
+//! paths (`visit_paths`, hence `leaf_paths`) name named fields by name and
+//! tuple-struct fields by index.
 //!
 //! The generated code names `nx` as `::nx` when the crate depends on `nx` (or
 //! is `nx`), and as `::rune::nx` when it depends on `rune` alone.
@@ -177,6 +179,17 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
             })
         }
     });
+    let path_fields = fields.iter().filter(|fl| !fl.ignore).map(|fl| {
+        let m = &fl.member;
+        let seg = match m {
+            Member::Named(ident) => {
+                let name = ident.to_string();
+                name.strip_prefix("r#").unwrap_or(&name).to_string()
+            }
+            Member::Unnamed(i) => i.index.to_string(),
+        };
+        quote!(#nx::Ptree::visit_paths(&self.#m, &#nx::__ptree::join(prefix, #seg), out);)
+    });
     let each_fields = fields.iter().filter(|fl| !fl.ignore).map(|fl| {
         let m = &fl.member;
         quote!(#nx::Ptree::for_each_leaf(&self.#m, f);)
@@ -205,6 +218,15 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
             #[allow(unused_variables)]
             fn for_each_leaf(&self, f: &mut dyn ::core::ops::FnMut(&#nx::Tensor)) {
                 #(#each_fields)*
+            }
+
+            #[allow(unused_variables)]
+            fn visit_paths(
+                &self,
+                prefix: &str,
+                out: &mut ::std::vec::Vec<::std::string::String>,
+            ) {
+                #(#path_fields)*
             }
         }
     })

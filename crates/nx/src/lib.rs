@@ -16,6 +16,7 @@
 // Lets `#[derive(Ptree)]` name this crate `::nx` from inside it too.
 extern crate self as nx;
 
+mod checkpoint;
 mod cpu;
 mod display;
 mod dtype;
@@ -30,12 +31,13 @@ pub mod storage;
 mod tensor;
 pub mod trace;
 
+pub use checkpoint::{load, load_tree, save};
 pub use cpu::pool::threads as num_threads;
 pub use dtype::{DType, Element};
 pub use half;
 pub use layout::Layout;
 pub use nx_derive::Ptree;
-pub use ops::{ConvOpts, Padding, Slice};
+pub use ops::{einsum, ConvOpts, Padding, Slice};
 pub use prim::{
     conv_out_size, dilate_size, drop_axes, window_out_shape, ArgOp, Aval, BinaryOp, CmpOp, CumOp,
     Prim, ReduceOp, UnaryOp,

@@ -75,6 +75,61 @@ pub trait Ptree: Sized {
         n
     }
 
+    /// The name of each leaf, in traversal order: its path in the tree,
+    /// segments joined with `.`: struct fields by name, tuple-struct fields,
+    /// tuple, `Vec` and array elements by index, `BTreeMap` and
+    /// [`Tree::Dict`] entries by key; `Option` and `Box` add no segment, and
+    /// a lone tensor's path is `""`. Checkpoints ([`save`](crate::save),
+    /// [`load`](crate::load)) name the tensors so.
+    ///
+    /// Provided: it calls [`visit_paths`](Ptree::visit_paths), which every
+    /// impl in nx and `#[derive(Ptree)]` override; a hand-written impl that
+    /// does not names its leaves by flat index (`"0"`, `"1"`, ...).
+    ///
+    /// ```
+    /// use nx::{Ptree, Tensor};
+    /// use std::collections::BTreeMap;
+    ///
+    /// #[derive(Ptree, Clone)]
+    /// struct Layer { w: Tensor, b: Option<Tensor> }
+    /// #[derive(Ptree, Clone)]
+    /// struct Model { layers: Vec<Layer>, head: (Tensor, Tensor) }
+    ///
+    /// let t = || Tensor::scalar(0.0f32);
+    /// let m = Model {
+    ///     layers: vec![Layer { w: t(), b: Some(t()) }, Layer { w: t(), b: None }],
+    ///     head: (t(), t()),
+    /// };
+    /// assert_eq!(m.leaf_paths(), ["layers.0.w", "layers.0.b", "layers.1.w", "head.0", "head.1"]);
+    /// let d = BTreeMap::from([("m".to_string(), vec![t()])]);
+    /// assert_eq!(d.leaf_paths(), ["m.0"]);
+    /// assert_eq!(t().leaf_paths(), [""]);
+    /// ```
+    fn leaf_paths(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.visit_paths("", &mut out);
+        out
+    }
+
+    /// Appends to `out` the path of each leaf, in traversal order, each
+    /// under `prefix` (the path of `self`; `""` at the root). Segments are
+    /// joined with `.` (see [`leaf_paths`](Ptree::leaf_paths)).
+    ///
+    /// Provided: the default names the leaves by flat index under `prefix`
+    /// (`prefix.0`, `prefix.1`, ...); impls with named parts override it.
+    ///
+    /// ```
+    /// use nx::{Ptree, Tensor};
+    /// let mut out = Vec::new();
+    /// (Tensor::scalar(1.0f32), vec![Tensor::scalar(2.0f32)]).visit_paths("opt", &mut out);
+    /// assert_eq!(out, ["opt.0", "opt.1.0"]);
+    /// ```
+    fn visit_paths(&self, prefix: &str, out: &mut Vec<String>) {
+        for i in 0..self.num_leaves() {
+            out.push(__private::join(prefix, &i.to_string()));
+        }
+    }
+
     /// The same structure with `leaves` (in traversal order) as its leaves.
     ///
     /// Panics if `leaves.len()` is not [`num_leaves`](Ptree::num_leaves).
@@ -142,6 +197,20 @@ pub mod __private {
         push(Seg::Pos(i))
     }
 
+    /// `prefix.seg`, or `seg` when `prefix` is empty (the root): how leaf
+    /// paths are built.
+    pub fn join(prefix: &str, seg: &str) -> String {
+        if prefix.is_empty() {
+            seg.to_string()
+        } else {
+            let mut s = String::with_capacity(prefix.len() + 1 + seg.len());
+            s.push_str(prefix);
+            s.push('.');
+            s.push_str(seg);
+            s
+        }
+    }
+
     pub(super) fn index(i: usize) -> PathGuard {
         push(Seg::Index(i))
     }
@@ -188,7 +257,7 @@ pub mod __private {
     }
 }
 
-use __private::{index, key, location, pos, suspend};
+use __private::{index, join, key, location, pos, suspend};
 
 #[cold]
 fn mismatch(what: std::fmt::Arguments<'_>) -> ! {
@@ -247,6 +316,10 @@ impl Ptree for Tensor {
     fn num_leaves(&self) -> usize {
         1
     }
+
+    fn visit_paths(&self, prefix: &str, out: &mut Vec<String>) {
+        out.push(prefix.to_string());
+    }
 }
 
 impl Ptree for () {
@@ -259,6 +332,8 @@ impl Ptree for () {
     fn num_leaves(&self) -> usize {
         0
     }
+
+    fn visit_paths(&self, _prefix: &str, _out: &mut Vec<String>) {}
 }
 
 macro_rules! tuple_impl {
@@ -281,6 +356,10 @@ macro_rules! tuple_impl {
 
             fn for_each_leaf(&self, f: &mut dyn FnMut(&Tensor)) {
                 $(self.$i.for_each_leaf(f);)+
+            }
+
+            fn visit_paths(&self, prefix: &str, out: &mut Vec<String>) {
+                $(self.$i.visit_paths(&join(prefix, stringify!($i)), out);)+
             }
         }
     };
@@ -321,6 +400,12 @@ impl<T: Ptree> Ptree for Vec<T> {
             x.for_each_leaf(f);
         }
     }
+
+    fn visit_paths(&self, prefix: &str, out: &mut Vec<String>) {
+        for (i, x) in self.iter().enumerate() {
+            x.visit_paths(&join(prefix, &i.to_string()), out);
+        }
+    }
 }
 
 impl<T: Ptree, const N: usize> Ptree for [T; N] {
@@ -338,6 +423,12 @@ impl<T: Ptree, const N: usize> Ptree for [T; N] {
     fn for_each_leaf(&self, f: &mut dyn FnMut(&Tensor)) {
         for x in self {
             x.for_each_leaf(f);
+        }
+    }
+
+    fn visit_paths(&self, prefix: &str, out: &mut Vec<String>) {
+        for (i, x) in self.iter().enumerate() {
+            x.visit_paths(&join(prefix, &i.to_string()), out);
         }
     }
 }
@@ -361,6 +452,12 @@ impl<T: Ptree> Ptree for Option<T> {
             x.for_each_leaf(f);
         }
     }
+
+    fn visit_paths(&self, prefix: &str, out: &mut Vec<String>) {
+        if let Some(x) = self {
+            x.visit_paths(prefix, out);
+        }
+    }
 }
 
 impl<T: Ptree> Ptree for Box<T> {
@@ -374,6 +471,10 @@ impl<T: Ptree> Ptree for Box<T> {
 
     fn for_each_leaf(&self, f: &mut dyn FnMut(&Tensor)) {
         (**self).for_each_leaf(f)
+    }
+
+    fn visit_paths(&self, prefix: &str, out: &mut Vec<String>) {
+        (**self).visit_paths(prefix, out)
     }
 }
 
@@ -398,6 +499,12 @@ impl<T: Ptree> Ptree for BTreeMap<String, T> {
     fn for_each_leaf(&self, f: &mut dyn FnMut(&Tensor)) {
         for v in self.values() {
             v.for_each_leaf(f);
+        }
+    }
+
+    fn visit_paths(&self, prefix: &str, out: &mut Vec<String>) {
+        for (k, v) in self {
+            v.visit_paths(&join(prefix, k), out);
         }
     }
 }
@@ -561,6 +668,18 @@ impl Ptree for Tree {
             Tree::Dict(entries) => {
                 for (_, v) in entries {
                     v.for_each_leaf(f);
+                }
+            }
+        }
+    }
+
+    fn visit_paths(&self, prefix: &str, out: &mut Vec<String>) {
+        match self {
+            Tree::Tensor(_) => out.push(prefix.to_string()),
+            Tree::List(items) => items.visit_paths(prefix, out),
+            Tree::Dict(entries) => {
+                for (k, v) in entries {
+                    v.visit_paths(&join(prefix, k), out);
                 }
             }
         }

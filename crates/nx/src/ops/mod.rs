@@ -6,6 +6,7 @@
 mod arith;
 mod conv;
 mod creation;
+mod einsum;
 mod elementwise;
 mod index;
 mod linalg;
@@ -16,6 +17,7 @@ mod sort;
 mod window;
 
 pub use conv::ConvOpts;
+pub use einsum::einsum;
 pub use movement::Slice;
 pub use padding::Padding;
 
