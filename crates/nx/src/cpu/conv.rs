@@ -21,8 +21,12 @@
 //!
 //! im2col handles padding (negative entries crop), lhs dilation (a position
 //! between dilated input elements reads zero) and rhs dilation; along the
-//! last spatial axis, without lhs dilation, each row is a zero head, a
-//! strided (or contiguous) copy and a zero tail.
+//! last spatial axis, without lhs dilation, each run is a zero head, a
+//! strided (or contiguous) copy and a zero tail. When the kernel has more
+//! offsets than the output has positions (the kernel gradient's
+//! convolution, whose "kernel" is the output cotangent), the matrix is
+//! built transposed, column by column (one window per output position,
+//! read in long runs), and handed to `gemm` with swapped strides.
 //!
 //! f32 and f64 go to `gemm`; f16 and bf16 are converted to f32, convolved
 //! and rounded back.
@@ -37,11 +41,11 @@ use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
 use std::cell::RefCell;
 
-/// Elements of one block's im2col chunk (4 MiB of f32).
-const COL_ELEMS: usize = 1 << 20;
+/// Elements of one block's im2col chunk (1 MiB of f32: it and gemm's packed copy stay in a core's L2).
+const COL_ELEMS: usize = 1 << 18;
 
 /// Columns (output positions) of one block.
-const BLOCK_COLS: usize = 1024;
+const BLOCK_COLS: usize = 256;
 
 /// Convolutions with fewer multiply-adds than this run on the calling thread.
 const PAR_MACS: usize = 1 << 21;
@@ -108,60 +112,81 @@ struct Geometry {
 }
 
 impl Geometry {
-    /// Fills `dst` (length `pb - pa`) with the im2col row of input channel
-    /// `c` and kernel offset `k` for image `n`, output positions `pa..pb`
-    /// (flattened, row-major).
-    fn fill_row<T: Element>(
+    /// Fills `dst` (length `ub - ua`) with `x[n, c, pos(u)]` for the
+    /// flattened indices `u` in `ua..ub` of the index space `ushape`, where
+    /// along spatial axis `d` the position in the padded, lhs-dilated input
+    /// is `u_d * mu_d + v_d * mv_d - lo_d` (zero outside the input or
+    /// between dilated elements). With `u` the output position (`mu` the
+    /// strides) and `v` the kernel offset (`mv` the rhs dilation), this is
+    /// one im2col row; with the roles swapped, one im2col column.
+    ///
+    /// Runs along the last axis are a zero head, a strided copy and a zero
+    /// tail (no division per element); the outer axes are stepped with a
+    /// counter (no division per run).
+    #[allow(clippy::too_many_arguments)]
+    fn fill_run<T: Element>(
         &self,
         x: &[T],
         n: usize,
         c: usize,
-        k: &[usize],
-        pa: usize,
-        pb: usize,
+        ushape: &[usize],
+        mu: &[isize],
+        v: &[usize],
+        mv: &[isize],
+        ua: usize,
+        ub: usize,
         dst: &mut [T],
     ) {
         let zero = T::from_f64(0.0);
         let last = self.nsp - 1;
-        let ol = self.out_sp[last];
+        let ul = ushape[last];
         let base = self.xoff + n as isize * self.xs[0] + c as isize * self.xs[1];
-        // Last axis: input position `q * s + kk` (dilated coordinates).
+        // Last axis: position `q * s + kk`.
         let (s, ld, nin, xsl) = (
-            self.strides[last],
+            mu[last],
             self.ld[last],
             self.in_dil[last],
             self.xs[2 + last],
         );
-        let kk = k[last] as isize * self.rd[last] - self.lo[last];
-        let mut p = pa;
+        let kk = v[last] as isize * mv[last] - self.lo[last];
+        let (qlo, qhi) = if ld == 1 {
+            let qlo = if kk >= 0 { 0 } else { (-kk + s - 1) / s };
+            let qhi = if nin - 1 - kk < 0 {
+                0
+            } else {
+                (nin - 1 - kk) / s + 1
+            };
+            (qlo, qhi)
+        } else {
+            (0, 0)
+        };
+        // The outer axes' index, stepped run by run.
+        let mut outer = [0usize; 3];
+        let mut rem = ua / ul;
+        for d in (0..last).rev() {
+            outer[d] = rem % ushape[d];
+            rem /= ushape[d];
+        }
+        let mut q0 = ua % ul;
+        let mut u = ua;
         let mut di = 0;
-        while p < pb {
-            let q0 = p % ol;
-            let run = (pb - p).min(ol - q0);
+        while u < ub {
+            let run = (ub - u).min(ul - q0);
             let out = &mut dst[di..di + run];
-            // The outer spatial axes: one input row, or none (all zeros).
-            let mut rem = p / ol;
             let mut off = Some(base);
-            for d in (0..last).rev() {
-                let q = (rem % self.out_sp[d]) as isize;
-                rem /= self.out_sp[d];
-                let i = q * self.strides[d] + k[d] as isize * self.rd[d] - self.lo[d];
-                if i < 0 || i >= self.in_dil[d] || i % self.ld[d] != 0 {
+            for d in 0..last {
+                let i = outer[d] as isize * mu[d] + v[d] as isize * mv[d] - self.lo[d];
+                let ldd = self.ld[d];
+                if i < 0 || i >= self.in_dil[d] || (ldd != 1 && i % ldd != 0) {
                     off = None;
                     break;
                 }
-                off = off.map(|o| o + (i / self.ld[d]) * self.xs[2 + d]);
+                let e = if ldd == 1 { i } else { i / ldd };
+                off = off.map(|o| o + e * self.xs[2 + d]);
             }
             match off {
                 None => out.fill(zero),
                 Some(off) if ld == 1 => {
-                    // Valid q: 0 <= q * s + kk < nin.
-                    let qlo = if kk >= 0 { 0 } else { (-kk + s - 1) / s };
-                    let qhi = if nin - 1 - kk < 0 {
-                        0
-                    } else {
-                        (nin - 1 - kk) / s + 1
-                    };
                     let run_i = run as isize;
                     let a = (qlo - q0 as isize).clamp(0, run_i) as usize;
                     let b = (qhi - q0 as isize).clamp(a as isize, run_i) as usize;
@@ -191,8 +216,16 @@ impl Geometry {
                     }
                 }
             }
-            p += run;
+            u += run;
             di += run;
+            q0 = 0;
+            for d in (0..last).rev() {
+                outer[d] += 1;
+                if outer[d] < ushape[d] {
+                    break;
+                }
+                outer[d] = 0;
+            }
         }
     }
 }
@@ -291,6 +324,11 @@ fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor 
         }
         let bc_max = cols.div_ceil(nb);
         let rc = (COL_ELEMS / bc_max).clamp(1, geo.r);
+        // Kernels with more offsets than there are output positions (a
+        // kernel gradient's convolution: its "kernel" is an image) build
+        // the im2col matrix column by column, where the input is read in
+        // long runs.
+        let by_columns = kprod > p;
         let base = OutPtr(out.as_mut_ptr());
         let geo = &geo;
         let run_block = |b: usize| {
@@ -305,27 +343,81 @@ fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor 
             T::with_scratch(rows * bc + extra, |scratch| {
                 let (col, dbuf) = scratch.split_at_mut(rows * bc);
                 let mut kidx = vec![0usize; geo.nsp];
+                let mut qidx = vec![0usize; geo.nsp];
                 for g in 0..groups {
                     let mut r0 = 0;
                     while r0 < geo.r {
                         let r1 = (r0 + rc).min(geo.r);
-                        for r in r0..r1 {
-                            let (ci, mut kf) = (r / geo.kprod, r % geo.kprod);
-                            for d in (0..geo.nsp).rev() {
-                                kidx[d] = kf % geo.k_sp[d];
-                                kf /= geo.k_sp[d];
+                        let nr = r1 - r0;
+                        if by_columns {
+                            // The transposed matrix, `[bc, nr]`: for each
+                            // output position, the window of each channel.
+                            for j in j0..j1 {
+                                let (img, pj) = (j / p, j % p);
+                                let mut f = pj;
+                                for d in (0..geo.nsp).rev() {
+                                    qidx[d] = f % geo.out_sp[d];
+                                    f /= geo.out_sp[d];
+                                }
+                                let colj = &mut col[(j - j0) * nr..(j - j0 + 1) * nr];
+                                let mut r = r0;
+                                while r < r1 {
+                                    let (ci, ka) = (r / geo.kprod, r % geo.kprod);
+                                    let kb = geo.kprod.min(ka + (r1 - r));
+                                    let dst = &mut colj[r - r0..r - r0 + (kb - ka)];
+                                    let c = g * geo.cg + ci;
+                                    geo.fill_run(
+                                        xdata,
+                                        img,
+                                        c,
+                                        &geo.k_sp,
+                                        &geo.rd,
+                                        &qidx,
+                                        &geo.strides,
+                                        ka,
+                                        kb,
+                                        dst,
+                                    );
+                                    r += kb - ka;
+                                }
                             }
-                            let row = &mut col[(r - r0) * bc..(r - r0 + 1) * bc];
-                            // The block's columns, one image at a time.
-                            let mut j = j0;
-                            while j < j1 {
-                                let (img, pa) = (j / p, j % p);
-                                let pb = p.min(pa + (j1 - j));
-                                let dst = &mut row[j - j0..j - j0 + (pb - pa)];
-                                geo.fill_row(xdata, img, g * geo.cg + ci, &kidx, pa, pb, dst);
-                                j += pb - pa;
+                        } else {
+                            for r in r0..r1 {
+                                let (ci, mut kf) = (r / geo.kprod, r % geo.kprod);
+                                for d in (0..geo.nsp).rev() {
+                                    kidx[d] = kf % geo.k_sp[d];
+                                    kf /= geo.k_sp[d];
+                                }
+                                let row = &mut col[(r - r0) * bc..(r - r0 + 1) * bc];
+                                // The block's columns, one image at a time.
+                                let mut j = j0;
+                                while j < j1 {
+                                    let (img, pa) = (j / p, j % p);
+                                    let pb = p.min(pa + (j1 - j));
+                                    let dst = &mut row[j - j0..j - j0 + (pb - pa)];
+                                    let c = g * geo.cg + ci;
+                                    geo.fill_run(
+                                        xdata,
+                                        img,
+                                        c,
+                                        &geo.out_sp,
+                                        &geo.strides,
+                                        &kidx,
+                                        &geo.rd,
+                                        pa,
+                                        pb,
+                                        dst,
+                                    );
+                                    j += pb - pa;
+                                }
                             }
                         }
+                        // Element [l, j] of the chunk: rows step `rs`, columns `cs`.
+                        let (crs, ccs) = if by_columns {
+                            (1, nr as isize)
+                        } else {
+                            (bc as isize, 1)
+                        };
                         let (dst, drs) = if direct {
                             let (img, pa) = (j0 / p, j0 % p);
                             let at = img * geo.o * p + g * geo.og * p + pa;
@@ -347,8 +439,9 @@ fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor 
                         // `[g * og + i, r0 + l]` of the kernel seen as
                         // `[O, R]`, which the merged strides (or the
                         // contiguous copy) map into `wdata`; and the rhs at
-                        // `col + l * bc + j`, inside the `rows * bc` chunk
-                        // just filled. `read_dst` only after the first chunk
+                        // `col + l * crs + j * ccs` (`l * bc + j`, or `j * nr
+                        // + l` when built by columns), inside the `nr * bc <=
+                        // rows * bc` chunk just filled. `read_dst` only after the first chunk
                         // of rows, which wrote every element of `dst`.
                         unsafe {
                             gemm::gemm(
@@ -365,8 +458,8 @@ fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor 
                                 wcs,
                                 wrs,
                                 col.as_ptr(),
-                                1,
-                                bc as isize,
+                                ccs,
+                                crs,
                                 T::from_f64(1.0),
                                 T::from_f64(1.0),
                                 false,
