@@ -6,8 +6,10 @@
 //! as 0.0), integers offset so that the minimum is 0. Descending order
 //! sorts the complemented keys. A row is then sorted with its positions:
 //! short rows by comparison of `(key, position)` pairs (unique, so an
-//! unstable sort is stable), long rows by an LSD radix sort over the key's
-//! bytes (stable; bytes equal in every key are skipped). Keys of up to 32
+//! unstable sort is stable), long rows by an MSD radix sort over the key's
+//! bytes (stable counting scatters, each bucket then sorted by the next
+//! byte, cache-resident after the first levels; bytes equal in every key
+//! are skipped). Keys of up to 32
 //! bits travel packed with the position in one `u64`. `TopK` with a small
 //! `k` scans the row once, keeping the best `k` in order (an element enters
 //! only when strictly better than the current last: ties keep the lower
@@ -63,40 +65,63 @@ fn narrow_keys(d: DType) -> bool {
     )
 }
 
-/// Sorts `items` stably by the byte digits `bytes` (LSD), skipping digits
-/// on which every item agrees; `tmp` is scratch of the same length.
-fn radix<I: Copy + Default>(
-    items: &mut Vec<I>,
-    tmp: &mut Vec<I>,
-    bytes: std::ops::Range<u32>,
-    digit: impl Fn(&I, u32) -> usize,
+/// Sorts `a` stably by the byte digits `byte, byte - 1, .., low` of the
+/// key (`digit(item, b)`), most significant first: a counting scatter into
+/// `tmp` (same length) by the top digit, copied back, then each bucket by
+/// the next digit, so that below the first levels every bucket is
+/// cache-resident. Slices of at most 48 items, and the buckets after the
+/// last digit, are in order by `Ord` (items are unique: the position is
+/// part of them).
+fn msd_radix<I: Copy + Ord>(
+    a: &mut [I],
+    tmp: &mut [I],
+    byte: u32,
+    low: u32,
+    digit: &impl Fn(&I, u32) -> usize,
 ) {
-    let n = items.len();
-    let nb = bytes.len();
-    let mut counts = vec![[0usize; 256]; nb];
-    for it in items.iter() {
-        for (j, b) in bytes.clone().enumerate() {
-            counts[j][digit(it, b)] += 1;
-        }
+    let n = a.len();
+    if n <= 48 {
+        a.sort_unstable();
+        return;
     }
-    tmp.resize(n, I::default());
-    for (j, b) in bytes.enumerate() {
-        let c = &counts[j];
-        if c.iter().any(|&m| m == n) {
-            continue; // every key has this byte
+    let mut counts = [0usize; 256];
+    for it in a.iter() {
+        counts[digit(it, byte)] += 1;
+    }
+    if counts.iter().any(|&c| c == n) {
+        // Every key has this digit.
+        if byte > low {
+            msd_radix(a, tmp, byte - 1, low, digit);
         }
-        let mut at = [0usize; 256];
-        let mut sum = 0;
-        for d in 0..256 {
-            at[d] = sum;
-            sum += c[d];
+        return;
+    }
+    let mut at = [0usize; 256];
+    let mut sum = 0;
+    for d in 0..256 {
+        at[d] = sum;
+        sum += counts[d];
+    }
+    for it in a.iter() {
+        let d = digit(it, byte);
+        tmp[at[d]] = *it;
+        at[d] += 1;
+    }
+    a.copy_from_slice(&tmp[..n]);
+    if byte == low {
+        return; // stable: equal keys keep their positions' order
+    }
+    let mut start = 0;
+    for &c in &counts {
+        if c > 1 {
+            msd_radix(
+                &mut a[start..start + c],
+                &mut tmp[start..start + c],
+                byte - 1,
+                low,
+                digit,
+            );
         }
-        for it in items.iter() {
-            let d = digit(it, b);
-            tmp[at[d]] = *it;
-            at[d] += 1;
-        }
-        std::mem::swap(items, tmp);
+        start += c;
     }
 }
 
@@ -124,7 +149,8 @@ fn argsort_row<T: Element>(row: &[T], descending: bool, s: &mut Scratch, out: &m
         if n <= SMALL {
             s.narrow.sort_unstable();
         } else {
-            radix(&mut s.narrow, &mut s.narrow_tmp, 4..8, |&x, b| {
+            s.narrow_tmp.resize(n, 0);
+            msd_radix(&mut s.narrow, &mut s.narrow_tmp, 7, 4, &|&x, b| {
                 (x >> (8 * b)) as usize & 0xff
             });
         }
@@ -141,7 +167,8 @@ fn argsort_row<T: Element>(row: &[T], descending: bool, s: &mut Scratch, out: &m
         if n <= SMALL {
             s.wide.sort_unstable();
         } else {
-            radix(&mut s.wide, &mut s.wide_tmp, 0..8, |x, b| {
+            s.wide_tmp.resize(n, (0, 0));
+            msd_radix(&mut s.wide, &mut s.wide_tmp, 7, 0, &|x, b| {
                 (x.0 >> (8 * b)) as usize & 0xff
             });
         }

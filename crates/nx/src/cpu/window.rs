@@ -63,16 +63,21 @@ impl Geom {
     /// last, in row-major order, of output row `r` within its plane: `base`
     /// is the input row's offset within the plane, or None when that row
     /// lies in the padding.
-    fn for_window_rows(&self, r: usize, mut row: impl FnMut(Option<usize>)) {
+    fn for_window_rows(
+        &self,
+        r: usize,
+        o: &mut [usize],
+        w: &mut [usize],
+        mut row: impl FnMut(Option<usize>),
+    ) {
         let k = self.ins.len() - 1;
         // Output coordinates of the row (axes 0..k).
-        let mut o = vec![0usize; k];
         let mut rest = r;
         for d in (0..k).rev() {
             o[d] = rest % self.outs[d];
             rest /= self.outs[d];
         }
-        let mut w = vec![0usize; k];
+        w.fill(0);
         let count: usize = self.window[..k].iter().product();
         for _ in 0..count {
             let mut base = Some(0usize);
@@ -168,12 +173,13 @@ fn reduce_typed<T: Element, A: Copy + Send + Sync>(
     let o = &mut out.as_mut_slice::<T>()[..total];
     split_rows(o, len, work, &|r0, o| {
         let mut acc = vec![init; len];
+        let (mut oc, mut wc) = (vec![0; k], vec![0; k]);
         for (j, orow) in o.chunks_mut(len).enumerate() {
             let r = r0 + j;
             let (plane, rr) = (r / rows_per_plane, r % rows_per_plane);
             let src = &data[plane * g.plane_in..(plane + 1) * g.plane_in];
             acc.fill(init);
-            g.for_window_rows(rr, |base| {
+            g.for_window_rows(rr, &mut oc, &mut wc, |base| {
                 let Some(base) = base else { return };
                 let row = &src[base..base + g.ins[k]];
                 for (ox, a) in acc.iter_mut().enumerate() {
@@ -197,8 +203,11 @@ fn reduce_typed<T: Element, A: Copy + Send + Sync>(
 /// NaN-propagating maximum (a NaN operand wins, as `BinaryOp::Max`).
 #[inline(always)]
 fn max_nan<T: PartialOrd + Copy>(a: T, v: T) -> T {
+    // Non-short-circuit operators: a select, not a branch (random data
+    // would mispredict it half the time).
     #[allow(clippy::eq_op)]
-    if v > a || v != v {
+    let take = (v > a) | (v != v);
+    if take {
         v
     } else {
         a
@@ -278,19 +287,22 @@ fn argmax_typed<T: Element>(
     // modulo their size; that size itself marks a padding element.
     let span: usize = shape[flat_from..].iter().product();
     let sentinel = span as i64;
+    // The usual case: a plane is exactly the flattened axes.
+    let whole = span == g.plane_in;
     let lowest = T::from_f64(f64::NEG_INFINITY);
     let work = total * window.iter().product::<usize>();
     let o = &mut out.as_mut_slice::<i32>()[..total];
     split_rows(o, len, work, &|r0, o| {
         // Best value and index per column; index -1 = nothing visited yet.
         let mut best = vec![(lowest, -1i64); len];
+        let (mut oc, mut wc) = (vec![0; k], vec![0; k]);
         for (j, orow) in o.chunks_mut(len).enumerate() {
             let r = r0 + j;
             let (plane, rr) = (r / rows_per_plane, r % rows_per_plane);
             let src = &data[plane * g.plane_in..(plane + 1) * g.plane_in];
             let at = plane * g.plane_in;
             best.fill((lowest, -1));
-            g.for_window_rows(rr, |base| {
+            g.for_window_rows(rr, &mut oc, &mut wc, |base| {
                 for (ox, b) in best.iter_mut().enumerate() {
                     let (w0, w1, start) = g.last_range(ox);
                     let Some(base) = base else {
@@ -308,11 +320,15 @@ fn argmax_typed<T: Element>(
                         let c = (start + w as isize) as usize;
                         let v = src[base + c];
                         #[allow(clippy::eq_op)]
-                        let better = b.1 < 0 || v > b.0 || (v != v && b.0 == b.0);
-                        if better {
-                            b.0 = v;
-                            b.1 = ((at + base + c) % span) as i64;
-                        }
+                        let better = (b.1 < 0) | (v > b.0) | ((v != v) & (b.0 == b.0));
+                        let at = if whole {
+                            (base + c) as i64
+                        } else {
+                            ((at + base + c) % span) as i64
+                        };
+                        // Selects, not branches (see `max_nan`).
+                        b.0 = if better { v } else { b.0 };
+                        b.1 = if better { at } else { b.1 };
                     }
                     if w1 < g.window[k] && b.1 < 0 {
                         *b = (lowest, sentinel);
