@@ -50,16 +50,36 @@ const MIN_ACCURACY: f64 = 0.95;
 
 /// The digits 0-9 in a 5x7 bitmap font, one row per string, `#` = ink.
 const FONT: [[&str; 7]; 10] = [
-    [" ### ", "#   #", "#  ##", "# # #", "##  #", "#   #", " ### "],
-    ["  #  ", " ##  ", "  #  ", "  #  ", "  #  ", "  #  ", " ### "],
-    [" ### ", "#   #", "    #", "   # ", "  #  ", " #   ", "#####"],
-    ["#####", "   # ", "  #  ", "   # ", "    #", "#   #", " ### "],
-    ["   # ", "  ## ", " # # ", "#  # ", "#####", "   # ", "   # "],
-    ["#####", "#    ", "#### ", "    #", "    #", "#   #", " ### "],
-    ["  ## ", " #   ", "#    ", "#### ", "#   #", "#   #", " ### "],
-    ["#####", "    #", "   # ", "  #  ", " #   ", " #   ", " #   "],
-    [" ### ", "#   #", "#   #", " ### ", "#   #", "#   #", " ### "],
-    [" ### ", "#   #", "#   #", " ####", "    #", "   # ", " ##  "],
+    [
+        " ### ", "#   #", "#  ##", "# # #", "##  #", "#   #", " ### ",
+    ],
+    [
+        "  #  ", " ##  ", "  #  ", "  #  ", "  #  ", "  #  ", " ### ",
+    ],
+    [
+        " ### ", "#   #", "    #", "   # ", "  #  ", " #   ", "#####",
+    ],
+    [
+        "#####", "   # ", "  #  ", "   # ", "    #", "#   #", " ### ",
+    ],
+    [
+        "   # ", "  ## ", " # # ", "#  # ", "#####", "   # ", "   # ",
+    ],
+    [
+        "#####", "#    ", "#### ", "    #", "    #", "#   #", " ### ",
+    ],
+    [
+        "  ## ", " #   ", "#    ", "#### ", "#   #", "#   #", " ### ",
+    ],
+    [
+        "#####", "    #", "   # ", "  #  ", " #   ", " #   ", " #   ",
+    ],
+    [
+        " ### ", "#   #", "#   #", " ### ", "#   #", "#   #", " ### ",
+    ],
+    [
+        " ### ", "#   #", "#   #", " ####", "    #", "   # ", " ##  ",
+    ],
 ];
 
 fn ink(digit: usize, row: isize, col: isize) -> bool {
@@ -72,7 +92,8 @@ fn ink(digit: usize, row: isize, col: isize) -> bool {
 /// (independently in x and y), sheared by up to a quarter, placed at a
 /// random offset, with a random contrast and N(0, 0.15) noise.
 fn render(digit: usize, rng: &mut SplitMix) -> Vec<f32> {
-    let mut uniform = |lo: f64, hi: f64| lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    let mut uniform =
+        |lo: f64, hi: f64| lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
     let (sx, sy) = (uniform(1.6, 2.2), uniform(1.6, 2.2));
     let shear = uniform(-0.25, 0.25);
     let (w, h) = (5.0 * sx, 7.0 * sy);
@@ -214,7 +235,9 @@ fn main() {
     let mut rng = SplitMix(SEED);
     let (x_train, y_train) = digits(TRAIN, &mut rng);
     let (x_test, y_test) = digits(HELD_OUT, &mut rng);
-    println!("data: {TRAIN} training and {HELD_OUT} held-out {SIDE}x{SIDE} images of the ten digits");
+    println!(
+        "data: {TRAIN} training and {HELD_OUT} held-out {SIDE}x{SIDE} images of the ten digits"
+    );
 
     let params = Cnn::init(&mut rng);
     println!(
@@ -240,7 +263,11 @@ fn main() {
     };
     println!(
         "training step: {}",
-        if eager { "eager (--eager)" } else { "jit (compiled on the first step)" }
+        if eager {
+            "eager (--eager)"
+        } else {
+            "jit (compiled on the first step)"
+        }
     );
 
     let batches = TRAIN / BATCH;
@@ -263,7 +290,11 @@ fn main() {
             state = next;
             let l = l.item::<f32>() as f64;
             assert!(l.is_finite(), "loss diverged at epoch {epoch}: {l}");
-            running = if running.is_nan() { l } else { 0.95 * running + 0.05 * l };
+            running = if running.is_nan() {
+                l
+            } else {
+                0.95 * running + 0.05 * l
+            };
             bar.set_message(format!("epoch {}/{EPOCHS}  loss {running:.4}", epoch + 1));
             bar.inc(1);
         }
@@ -281,7 +312,11 @@ fn main() {
     let params = &state.params;
     let logits = params.forward(&x_test);
     let predicted = logits.argmax(-1, false);
-    let accuracy = predicted.equal(&y_test).cast(DType::F32).mean_all().item::<f32>() as f64;
+    let accuracy = predicted
+        .equal(&y_test)
+        .cast(DType::F32)
+        .mean_all()
+        .item::<f32>() as f64;
     println!("held-out accuracy {:.2}%", 100.0 * accuracy);
 
     // The checkpoint: saved, loaded back, same predictions (bit for bit).
@@ -290,10 +325,11 @@ fn main() {
     nx::save(params, &ckpt).expect("write the checkpoint");
     let loaded: Cnn = nx::load(&ckpt, params).expect("read the checkpoint");
     let reloaded = loaded.forward(&x_test);
-    let same = reloaded.to_vec::<f32>().iter().map(|v| v.to_bits()).eq(logits
+    let same = reloaded
         .to_vec::<f32>()
         .iter()
-        .map(|v| v.to_bits()));
+        .map(|v| v.to_bits())
+        .eq(logits.to_vec::<f32>().iter().map(|v| v.to_bits()));
     println!(
         "checkpoint: {} ({} tensors: {}); reloaded predictions {}",
         ckpt.display(),
@@ -310,7 +346,11 @@ fn main() {
 
     // Step time of both modes on one minibatch (the jitted step is
     // compiled by now, or compiles during the warmup).
-    let probe = (state.clone(), x_train.narrow(0, 0, BATCH), y_train.narrow(0, 0, BATCH));
+    let probe = (
+        state.clone(),
+        x_train.narrow(0, 0, BATCH),
+        y_train.narrow(0, 0, BATCH),
+    );
     let time_step = |jitted: bool| {
         for _ in 0..5 {
             run_step(&probe, jitted);
@@ -376,19 +416,29 @@ fn samples_png(
             let g = (255.0 * (1.0 - v)) as u8;
             let (py, px) = (oy + (i / SIDE) * ZOOM, ox + (i % SIDE) * ZOOM);
             root.draw(&Rectangle::new(
-                [(px as i32, py as i32), ((px + ZOOM) as i32, (py + ZOOM) as i32)],
+                [
+                    (px as i32, py as i32),
+                    ((px + ZOOM) as i32, (py + ZOOM) as i32),
+                ],
                 RGBColor(g, g, g).filled(),
             ))?;
         }
         let guess = guesses[k] as usize;
-        let color = if guess == labels[k] as usize { RGBColor(0, 150, 60) } else { RGBColor(220, 30, 30) };
+        let color = if guess == labels[k] as usize {
+            RGBColor(0, 150, 60)
+        } else {
+            RGBColor(220, 30, 30)
+        };
         let (gx, gy) = (ox + (SIDE * ZOOM - 5 * GLYPH) / 2, oy + SIDE * ZOOM + 6);
         for r in 0..7 {
             for c in 0..5 {
                 if ink(guess, r, c) {
                     let (px, py) = (gx + c as usize * GLYPH, gy + r as usize * GLYPH);
                     root.draw(&Rectangle::new(
-                        [(px as i32, py as i32), ((px + GLYPH) as i32, (py + GLYPH) as i32)],
+                        [
+                            (px as i32, py as i32),
+                            ((px + GLYPH) as i32, (py + GLYPH) as i32),
+                        ],
                         color.filled(),
                     ))?;
                 }
