@@ -220,6 +220,30 @@ pub enum Prim {
     /// `[..., 2]` whose last axis holds a pair; out is the hashed counter
     /// pairs, same shape. No derivative (integers).
     Threefry2x32,
+    // linear algebra (eager only: jit refuses them; kernels in `cpu/linalg.rs`,
+    // public operations in `nx::linalg`). Matrices are the last two axes,
+    // every leading axis is a batch axis, and operands share their leading
+    // shape.
+    /// The lower Cholesky factor `L` (`L Lᵀ = A`) of `[..., n, n]`, read
+    /// from the lower triangle only; the upper triangle of `L` is zero. A
+    /// matrix that is not positive definite gives all NaN (as JAX).
+    Cholesky,
+    /// Solves `op(A) X = B` (`left`) or `X op(A) = B` with `A` `[..., m, m]`
+    /// triangular (only its `lower` or upper triangle is read; with
+    /// `unit_diagonal` its diagonal is taken as ones), `op(A) = Aᵀ` when
+    /// `transpose`; `B` is `[..., m, k]` (left) or `[..., k, m]` (right).
+    TriangularSolve {
+        lower: bool,
+        left: bool,
+        transpose: bool,
+        unit_diagonal: bool,
+    },
+    /// Solves `A X = B` by LU with partial pivoting: `A` `[..., n, n]`, `B`
+    /// `[..., n, k]`. A singular `A` gives infinities/NaNs (no error).
+    Solve,
+    /// `(sign, log|det A|)` of `[..., n, n]` packed as `[..., 2]` (a
+    /// primitive has one output); singular: `(0, -inf)`.
+    Slogdet,
 }
 
 impl Prim {
@@ -250,6 +274,11 @@ impl Prim {
             Prim::DotGeneral { .. } => "dot_general".into(),
             Prim::Assign => "assign".into(),
             Prim::Threefry2x32 => "threefry2x32".into(),
+            // linear algebra
+            Prim::Cholesky => "cholesky".into(),
+            Prim::TriangularSolve { .. } => "triangular_solve".into(),
+            Prim::Solve => "solve".into(),
+            Prim::Slogdet => "slogdet".into(),
         }
     }
 
@@ -318,6 +347,15 @@ impl Prim {
                         .filter(|a| !rhs_batch.contains(a) && !rhs_contract.contains(a))
                         .map(|a| r[a]),
                 );
+                Aval::new(&shape, ins[0].dtype)
+            }
+            // linear algebra
+            Prim::Cholesky => ins[0].clone(),
+            Prim::TriangularSolve { .. } | Prim::Solve => ins[1].clone(),
+            Prim::Slogdet => {
+                let s = &ins[0].shape;
+                let mut shape = s[..s.len() - 2].to_vec();
+                shape.push(2);
                 Aval::new(&shape, ins[0].dtype)
             }
         }

@@ -230,6 +230,10 @@ impl BatchTrace {
                 }
                 apply(Prim::Assign, &lifted())
             }
+            // linear algebra: matrices are the last two axes, every leading
+            // axis (the batch axis included) is a batch axis of the kernel.
+            Prim::Cholesky | Prim::Slogdet => apply(prim.clone(), &xs[..1]),
+            Prim::TriangularSolve { .. } | Prim::Solve => apply(prim.clone(), &lifted()),
         }
     }
 

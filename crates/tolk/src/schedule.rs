@@ -231,6 +231,11 @@ fn kind(prim: &Prim) -> Kind {
         | Prim::DotGeneral { .. }
         | Prim::Threefry2x32 => Kind::Library,
         Prim::Assign => unreachable!("assign is staged as a writeback, never an equation"),
+        // linear algebra: refused by jit's staging (eager only); library
+        // steps if a graph ever held one.
+        Prim::Cholesky | Prim::TriangularSolve { .. } | Prim::Solve | Prim::Slogdet => {
+            Kind::Library
+        }
     }
 }
 

@@ -6,6 +6,7 @@ pub(crate) mod dot;
 mod elementwise;
 mod fill;
 mod index;
+mod linalg;
 mod math;
 mod movement;
 pub(crate) mod pool;
@@ -63,5 +64,15 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
         ),
         Prim::Assign => movement::assign(inputs[0], v(1)),
         Prim::Threefry2x32 => threefry::threefry2x32(v(0), v(1)),
+        // linear algebra
+        Prim::Cholesky => linalg::cholesky(v(0)),
+        Prim::TriangularSolve {
+            lower,
+            left,
+            transpose,
+            unit_diagonal,
+        } => linalg::triangular_solve(v(0), v(1), lower, left, transpose, unit_diagonal),
+        Prim::Solve => linalg::solve(v(0), v(1)),
+        Prim::Slogdet => linalg::slogdet(v(0)),
     }
 }
