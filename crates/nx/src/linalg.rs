@@ -247,3 +247,52 @@ pub fn det(a: &Tensor) -> Tensor {
     );
     sign * logdet.exp()
 }
+
+/// The QR factorization `a = q r` of each `[..., m, n]` matrix (Householder
+/// reflections; signs as they fall, like LAPACK's): `q` has orthonormal
+/// columns, `[..., m, k]`, `r` is upper triangular `[..., k, n]`, with
+/// `k = min(m, n)`, or `k = m` when `complete`. Derivatives exist for
+/// `m >= n` reduced, or square (as in JAX; otherwise differentiating panics).
+///
+/// ```
+/// use nx::{linalg, Tensor};
+/// let a = Tensor::from_slice(&[3.0f64, 1.0, 4.0, 2.0], &[2, 2]);
+/// let (q, r) = linalg::qr(&a, false);
+/// let back = q.matmul(&r).to_vec::<f64>();
+/// assert!((back[2] - 4.0).abs() < 1e-12 && r.to_vec::<f64>()[2] == 0.0);
+/// ```
+pub fn qr(a: &Tensor, complete: bool) -> (Tensor, Tensor) {
+    float("qr", a);
+    if a.ndim() < 2 {
+        panic!(
+            "linalg::qr: expects a matrix (at least 2 axes), got shape {:?}",
+            a.shape()
+        );
+    }
+    notify_eager_only("linalg::qr");
+    let q = bind(Prim::Qr { complete }, &[a]);
+    let r = q.swapaxes(-1, -2).matmul(a).triu(0);
+    (q, r)
+}
+
+/// The eigenvalues `w` (ascending, `[..., n]`) and eigenvectors `v` (the
+/// columns of `[..., n, n]`, `a v = v diag(w)`) of each symmetric matrix
+/// (symmetrized first, `(a + aᵀ)/2`, as JAX; cyclic Jacobi rotations).
+/// As in JAX, the derivative of the eigenvectors is undefined where two
+/// eigenvalues are equal (it has `1/(w_j - w_i)` factors: infinities or
+/// NaNs there), while the eigenvalues' derivative stays finite.
+///
+/// ```
+/// use nx::{linalg, Tensor};
+/// let a = Tensor::from_slice(&[2.0f64, 1.0, 1.0, 2.0], &[2, 2]);
+/// let (w, _v) = linalg::eigh(&a);
+/// let w = w.to_vec::<f64>();
+/// assert!((w[0] - 1.0).abs() < 1e-12 && (w[1] - 3.0).abs() < 1e-12);
+/// ```
+pub fn eigh(a: &Tensor) -> (Tensor, Tensor) {
+    let n = square("eigh", a);
+    notify_eager_only("linalg::eigh");
+    let sym = (a + &a.swapaxes(-1, -2)) * 0.5;
+    let p = bind(Prim::Eigh, &[&sym]);
+    (p.narrow(-2, n, 1).squeeze(-2), p.narrow(-2, 0, n))
+}

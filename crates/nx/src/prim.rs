@@ -244,6 +244,16 @@ pub enum Prim {
     /// `(sign, log|det A|)` of `[..., n, n]` packed as `[..., 2]` (a
     /// primitive has one output); singular: `(0, -inf)`.
     Slogdet,
+    /// The orthonormal factor `Q` of a Householder QR of `[..., m, n]`:
+    /// `[..., m, min(m, n)]`, or `[..., m, m]` when `complete` (`R` is
+    /// `triu(Qᵀ A)`, computed by `linalg::qr` from it).
+    Qr {
+        complete: bool,
+    },
+    /// Symmetric eigendecomposition of `[..., n, n]` (cyclic Jacobi),
+    /// packed as `[..., n + 1, n]`: eigenvectors as the columns of the
+    /// first `n` rows, eigenvalues ascending in the last row.
+    Eigh,
 }
 
 impl Prim {
@@ -279,6 +289,8 @@ impl Prim {
             Prim::TriangularSolve { .. } => "triangular_solve".into(),
             Prim::Solve => "solve".into(),
             Prim::Slogdet => "slogdet".into(),
+            Prim::Qr { .. } => "qr".into(),
+            Prim::Eigh => "eigh".into(),
         }
     }
 
@@ -356,6 +368,20 @@ impl Prim {
                 let s = &ins[0].shape;
                 let mut shape = s[..s.len() - 2].to_vec();
                 shape.push(2);
+                Aval::new(&shape, ins[0].dtype)
+            }
+            Prim::Qr { complete } => {
+                let s = &ins[0].shape;
+                let (m, n) = (s[s.len() - 2], s[s.len() - 1]);
+                let mut shape = s[..s.len() - 2].to_vec();
+                shape.extend([m, if *complete { m } else { m.min(n) }]);
+                Aval::new(&shape, ins[0].dtype)
+            }
+            Prim::Eigh => {
+                let s = &ins[0].shape;
+                let n = s[s.len() - 1];
+                let mut shape = s[..s.len() - 2].to_vec();
+                shape.extend([n + 1, n]);
                 Aval::new(&shape, ins[0].dtype)
             }
         }

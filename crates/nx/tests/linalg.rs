@@ -537,3 +537,136 @@ fn non_square_non_float_and_mismatched_inputs_panic_naming_the_op() {
         "{m}"
     );
 }
+
+// ------------------------------------------------------------------ qr, eigh
+
+fn check_orthonormal_columns(q: &[f64], m: usize, k: usize, tol: f64, what: &str) {
+    let g = mm(&tr(q, m, k), q, k, m, k);
+    for i in 0..k {
+        for j in 0..k {
+            let want = if i == j { 1.0 } else { 0.0 };
+            assert!(
+                (g[i * k + j] - want).abs() < tol,
+                "{what}: QᵀQ[{i},{j}] = {}",
+                g[i * k + j]
+            );
+        }
+    }
+}
+
+#[test]
+fn qr_reconstructs_with_orthonormal_q_and_upper_triangular_r() {
+    for (seed, m, n) in [(1, 1, 1), (2, 5, 3), (3, 3, 5), (4, 6, 6), (5, 30, 17)] {
+        for complete in [false, true] {
+            let inputs = [
+                uniform(seed, m * n),
+                // Rank-deficient: the last column repeats the first.
+                {
+                    let mut a = uniform(seed + 9, m * n);
+                    for i in 0..m {
+                        a[i * n + n - 1] = a[i * n];
+                    }
+                    a
+                },
+            ];
+            for a in inputs {
+                let (q, r) = linalg::qr(&t(&a, &[m, n]), complete);
+                let k = if complete { m } else { m.min(n) };
+                assert_eq!(q.shape(), &[m, k]);
+                assert_eq!(r.shape(), &[k, n]);
+                let (q, r) = (q.to_vec::<f64>(), r.to_vec::<f64>());
+                let what = format!("{m}x{n} complete={complete}");
+                check_orthonormal_columns(&q, m, k, 1e-13, &what);
+                for i in 0..k {
+                    for j in 0..i.min(n) {
+                        assert_eq!(r[i * n + j], 0.0, "{what}: R below the diagonal");
+                    }
+                }
+                let err = max_diff(&mm(&q, &r, m, k, n), &a);
+                assert!(err < 1e-13, "{what}: QR - A = {err:e}");
+            }
+        }
+    }
+    // Batched equals one by one.
+    let a = uniform(77, 3 * 4 * 3);
+    let (q, _) = linalg::qr(&t(&a, &[3, 4, 3]), false);
+    for i in 0..3 {
+        let (q1, _) = linalg::qr(&t(&a[i * 12..(i + 1) * 12], &[4, 3]), false);
+        assert_eq!(
+            &q.to_vec::<f64>()[i * 12..(i + 1) * 12],
+            &q1.to_vec::<f64>()[..]
+        );
+    }
+}
+
+fn check_eigh(a: &[f64], n: usize, tol: f64, what: &str) {
+    let (w, v) = linalg::eigh(&t(a, &[n, n]));
+    assert_eq!((w.shape(), v.shape()), (&[n][..], &[n, n][..]));
+    let (w, v) = (w.to_vec::<f64>(), v.to_vec::<f64>());
+    for i in 1..n {
+        assert!(w[i - 1] <= w[i], "{what}: eigenvalues not ascending: {w:?}");
+    }
+    check_orthonormal_columns(&v, n, n, tol, what);
+    let av = mm(a, &v, n, n, n);
+    let scale = max_abs(a).max(1.0);
+    for j in 0..n {
+        for i in 0..n {
+            let err = (av[i * n + j] - w[j] * v[i * n + j]).abs();
+            assert!(
+                err < tol * scale,
+                "{what}: (A v - λ v)[{i}] of vector {j} = {err:e}"
+            );
+        }
+    }
+    // The trace is the sum of the eigenvalues.
+    let trace: f64 = (0..n).map(|i| a[i * n + i]).sum();
+    assert!((trace - w.iter().sum::<f64>()).abs() < tol * scale * n as f64);
+}
+
+#[test]
+fn eigh_satisfies_a_v_equals_lambda_v_with_orthonormal_ascending_eigenpairs() {
+    for (seed, n) in [(1, 1), (2, 2), (3, 5), (4, 16), (5, 33)] {
+        let a = uniform(seed, n * n);
+        let sym: Vec<f64> = (0..n * n)
+            .map(|i| (a[i] + a[(i % n) * n + i / n]) / 2.0)
+            .collect();
+        check_eigh(&sym, n, 1e-12, &format!("random n = {n}"));
+        check_eigh(&spd(seed, n, 1.0), n, 1e-12, &format!("spd n = {n}"));
+        if n > 1 {
+            check_eigh(
+                &spd_nearly_singular(seed, n),
+                n,
+                1e-12,
+                &format!("nearly singular n = {n}"),
+            );
+        }
+    }
+    // Degenerate eigenvalues: still an orthonormal basis.
+    let mut a = vec![0.0; 16];
+    for (i, d) in [2.0, 2.0, 2.0, -1.0].iter().enumerate() {
+        a[i * 4 + i] = *d;
+    }
+    check_eigh(&a, 4, 1e-14, "degenerate");
+    // A 2x2 against its closed form.
+    let (p, q, r) = (1.5, -0.7, 0.2);
+    let (w, _) = linalg::eigh(&t(&[p, q, q, r], &[2, 2]));
+    let mean = (p + r) / 2.0;
+    let rad = (((p - r) / 2.0f64).powi(2) + q * q).sqrt();
+    let w = w.to_vec::<f64>();
+    assert!((w[0] - (mean - rad)).abs() < 1e-14 && (w[1] - (mean + rad)).abs() < 1e-14);
+    // Batched and f32.
+    let mats: Vec<Vec<f64>> = (0..3).map(|s| spd(60 + s, 4, 0.5)).collect();
+    let a32: Vec<f32> = mats.concat().iter().map(|&v| v as f32).collect();
+    let (w, v) = linalg::eigh(&Tensor::from_slice(&a32, &[3, 4, 4]));
+    assert_eq!(
+        (w.shape(), v.shape(), w.dtype()),
+        (&[3, 4][..], &[3, 4, 4][..], DType::F32)
+    );
+    for (i, m) in mats.iter().enumerate() {
+        let (w1, _) = linalg::eigh(&t(m, &[4, 4]));
+        let w1 = w1.to_vec::<f64>();
+        for j in 0..4 {
+            assert!((w.to_vec::<f32>()[i * 4 + j] as f64 - w1[j]).abs() < 1e-4 * w1[3]);
+        }
+    }
+}

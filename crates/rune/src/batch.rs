@@ -232,7 +232,9 @@ impl BatchTrace {
             }
             // linear algebra: matrices are the last two axes, every leading
             // axis (the batch axis included) is a batch axis of the kernel.
-            Prim::Cholesky | Prim::Slogdet => apply(prim.clone(), &xs[..1]),
+            Prim::Cholesky | Prim::Slogdet | Prim::Qr { .. } | Prim::Eigh => {
+                apply(prim.clone(), &xs[..1])
+            }
             Prim::TriangularSolve { .. } | Prim::Solve => apply(prim.clone(), &lifted()),
         }
     }

@@ -192,3 +192,83 @@ pub(crate) fn slogdet_vjp(a: &Tensor) -> PrimRule {
         vec![Some(&g * &inv_t)]
     })
 }
+
+/// Panics unless QR's derivative is defined (JAX implements it for
+/// `m >= n` with the reduced factorization, or square matrices only).
+fn qr_differentiable(complete: bool, a: &Tensor) {
+    let s = a.shape();
+    let (m, n) = (s[s.len() - 2], s[s.len() - 1]);
+    if m < n || (complete && m != n) {
+        panic!(
+            "linalg::qr: the derivative is implemented for m >= n with complete = false, or \
+             square matrices (as in JAX); got shape {s:?} with complete = {complete}"
+        );
+    }
+}
+
+/// `R = triu(Qᵀ A)`.
+fn qr_r(a: &Tensor, q: &Tensor) -> Tensor {
+    mt(q).matmul(a).triu(0)
+}
+
+/// The tangent of `Q` (JAX's rule, after j-towns.github.io/papers/qr-derivative.pdf):
+/// `D = Ȧ R⁻¹`, `C = Qᵀ D`, `Ω = tril(C, -1) - tril(C, -1)ᵀ`, `Q̇ = Q (Ω - C) + D`.
+pub(crate) fn qr_jvp(complete: bool, a: &Tensor, q: &Tensor, ta: &Tensor) -> Tensor {
+    qr_differentiable(complete, a);
+    let r = qr_r(a, q);
+    let d = tri_solve(&r, ta, false, false, false, false);
+    let c = mt(q).matmul(&d);
+    let low = c.tril(-1);
+    let omega = &low - &mt(&low);
+    q.matmul(&(omega - &c)) + d
+}
+
+/// The reverse rule of `Prim::Qr` (the transpose of `qr_jvp`), keeping `A`
+/// and `Q`: `M = Qᵀ Q̄`, `D̄ = Q̄ + Q (tril(M - Mᵀ, -1) - M)`, `Ā = D̄ R⁻ᵀ`.
+pub(crate) fn qr_vjp(complete: bool, a: &Tensor, q: &Tensor) -> PrimRule {
+    qr_differentiable(complete, a);
+    let (a, q) = (Saved::new(a.clone()), Saved::new(q.clone()));
+    Box::new(move |ct, op| {
+        let (a, q) = (a.get(op), q.get(op));
+        let r = qr_r(a, q);
+        let m = mt(q).matmul(ct);
+        let g = (&m - &mt(&m)).tril(-1) - &m;
+        let d_bar = ct + &q.matmul(&g);
+        vec![Some(tri_solve(&r, &d_bar, false, false, true, false))]
+    })
+}
+
+/// The eigenvectors `V` and eigenvalues `w` (as a `[..., 1, n]` row) of a
+/// packed `Prim::Eigh` output, and `F` with `F_ij = 1/(w_j - w_i)` off the
+/// diagonal, 0 on it (infinite for equal eigenvalues, as JAX's).
+fn eigh_parts(out: &Tensor) -> (Tensor, Tensor, Tensor) {
+    let n = out.shape()[out.ndim() - 1];
+    let v = out.narrow(-2, 0, n);
+    let w = out.narrow(-2, n, 1);
+    let eye = eye_like(&v);
+    let f = (&w - &mt(&w) + &eye).recip() - &eye;
+    (v, w, f)
+}
+
+/// The tangent of the packed eigendecomposition (JAX's rule): with
+/// `S = Vᵀ Ȧ V`, `V̇ = V (F ∘ S)`, `ẇ = diag(S)`.
+pub(crate) fn eigh_jvp(out: &Tensor, ta: &Tensor) -> Tensor {
+    let (v, _, f) = eigh_parts(out);
+    let s = mt(&v).matmul(&ta.matmul(&v));
+    let dv = v.matmul(&(&f * &s));
+    let dw = (&s * &eye_like(&s)).sum(&[-2], true);
+    Tensor::concatenate(&[dv, dw], -2)
+}
+
+/// The reverse rule of `Prim::Eigh`, keeping its output:
+/// `Ā = V (F ∘ (Vᵀ V̄) + diag(w̄)) Vᵀ`.
+pub(crate) fn eigh_vjp(out: &Tensor) -> PrimRule {
+    let out = Saved::new(out.clone());
+    Box::new(move |ct, op| {
+        let (v, _, f) = eigh_parts(out.get(op));
+        let n = v.shape()[v.ndim() - 1];
+        let (v_bar, w_bar) = (ct.narrow(-2, 0, n), ct.narrow(-2, n, 1));
+        let inner = &f * &mt(&v).matmul(&v_bar) + &eye_like(&v) * &w_bar;
+        vec![Some(v.matmul(&inner).matmul(&mt(&v)))]
+    })
+}

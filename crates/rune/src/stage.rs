@@ -250,7 +250,12 @@ impl Trace for StageTrace {
         // derivative rule; the public operations already called `eager_only`)
         if matches!(
             prim,
-            Prim::Cholesky | Prim::TriangularSolve { .. } | Prim::Solve | Prim::Slogdet
+            Prim::Cholesky
+                | Prim::TriangularSolve { .. }
+                | Prim::Solve
+                | Prim::Slogdet
+                | Prim::Qr { .. }
+                | Prim::Eigh
         ) {
             self.eager_only(&format!("linalg::{}", prim.name()));
         }

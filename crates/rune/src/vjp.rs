@@ -441,6 +441,8 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         }
         Prim::Solve => crate::linalg_rules::solve_vjp(&xs[0], out, needs),
         Prim::Slogdet => crate::linalg_rules::slogdet_vjp(&xs[0]),
+        Prim::Qr { complete } => crate::linalg_rules::qr_vjp(*complete, &xs[0], out),
+        Prim::Eigh => crate::linalg_rules::eigh_vjp(out),
     };
     Some(rule)
 }

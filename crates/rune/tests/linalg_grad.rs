@@ -434,3 +434,96 @@ fn every_linalg_operation_is_refused_by_jit_naming_it() {
     // Outside jit the same functions run.
     assert_eq!(linalg::det(&a).shape(), &[] as &[usize]);
 }
+
+// ------------------------------------------------------------------ qr, eigh
+
+#[test]
+fn qr_and_eigh_gradients_match_finite_differences() {
+    for (shape, complete) in [
+        (vec![4, 4], false),
+        (vec![4, 4], true),
+        (vec![5, 3], false),
+        (vec![2, 4, 2], false),
+    ] {
+        let a = rand(70, &shape);
+        rune::check_grads_with(
+            |a: &Tensor| {
+                let (q, r) = linalg::qr(a, complete);
+                weigh(&q, 71) + weigh(&r, 72)
+            },
+            &a,
+            tight(),
+        )
+        .unwrap_or_else(|e| panic!("qr {shape:?} complete={complete}: {e}"));
+    }
+    for shape in [vec![1, 1], vec![4, 4], vec![2, 3, 3]] {
+        // Eigenvectors enter squared: their signs are arbitrary.
+        let a = rand(73, &shape);
+        rune::check_grads_with(
+            |a: &Tensor| {
+                let (w, v) = linalg::eigh(a);
+                weigh(&w, 74) + weigh(&(&v * &v), 75)
+            },
+            &a,
+            tight(),
+        )
+        .unwrap_or_else(|e| panic!("eigh {shape:?}: {e}"));
+    }
+    // QR's derivative outside JAX's cases is refused by name.
+    let m = panic_message(|| {
+        drop(rune::grad(
+            |a: &Tensor| weigh(&linalg::qr(a, false).0, 1),
+            &rand(1, &[2, 3]),
+        ))
+    });
+    assert!(m.contains("linalg::qr") && m.contains("m >= n"), "{m}");
+}
+
+#[test]
+fn qr_and_eigh_forward_and_reverse_mode_agree() {
+    for shape in [vec![4, 4], vec![6, 3], vec![2, 5, 4]] {
+        let a = rand(80, &shape);
+        check_consistency("qr q", |a: &Tensor| linalg::qr(a, false).0, &a, 81);
+        check_consistency("qr r", |a: &Tensor| linalg::qr(a, false).1, &a, 82);
+    }
+    for shape in [vec![4, 4], vec![3, 5, 5]] {
+        let a = rand(83, &shape);
+        check_consistency("eigh w", |a: &Tensor| linalg::eigh(a).0, &a, 84);
+        check_consistency("eigh v", |a: &Tensor| linalg::eigh(a).1, &a, 85);
+    }
+}
+
+#[test]
+fn qr_and_eigh_vmap_equals_the_loop_and_jit_refuses_them() {
+    let n = 3;
+    let a = rand(90, &[n, 5, 4]);
+    let got = rune::vmap(|a: &Tensor| linalg::qr(a, false).0, &a);
+    assert_close(
+        &got,
+        &lanes(|x| linalg::qr(&x[0], false).0, &[a.clone()], &[true], n),
+        "qr",
+    );
+    let got = rune::vmap(|a: &Tensor| linalg::qr(a, true).1, &a);
+    assert_close(
+        &got,
+        &lanes(|x| linalg::qr(&x[0], true).1, &[a.clone()], &[true], n),
+        "qr r",
+    );
+    let s = spd(91, &[n, 4, 4]);
+    let got = rune::vmap(|a: &Tensor| linalg::eigh(a).1, &s);
+    assert_close(
+        &got,
+        &lanes(|x| linalg::eigh(&x[0]).1, &[s.clone()], &[true], n),
+        "eigh",
+    );
+    check_refused(
+        &rune::jit(|a: &Tensor| linalg::qr(a, false).0),
+        &a,
+        "linalg::qr",
+    );
+    check_refused(
+        &rune::jit(|a: &Tensor| linalg::eigh(a).0),
+        &s,
+        "linalg::eigh",
+    );
+}

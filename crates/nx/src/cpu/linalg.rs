@@ -324,3 +324,152 @@ pub(crate) fn slogdet(x: &Value) -> Tensor {
     oshape.push(2);
     store(x.dtype, &oshape, &out)
 }
+
+/// The first `kq` columns of `Q` from a Householder QR of the `m`×`n`
+/// row-major `a`, written row-major (`m`×`kq`) into `q`. A zero column
+/// gets no reflector (the identity), as LAPACK's geqrf does.
+fn qr_q1(a: &[f64], m: usize, n: usize, kq: usize, q: &mut [f64]) {
+    let k = m.min(n);
+    // The columns of A are the rows of At (n×m), contiguous.
+    let mut at = transpose(a, m, n);
+    let mut reflectors: Vec<(Vec<f64>, f64)> = Vec::with_capacity(k);
+    for j in 0..k {
+        let (head, tail) = at.split_at_mut((j + 1) * m);
+        let x = &mut head[j * m + j..(j + 1) * m];
+        let norm = dot(x, x).sqrt();
+        if norm == 0.0 {
+            reflectors.push((vec![], 0.0));
+            continue;
+        }
+        let alpha = if x[0] >= 0.0 { -norm } else { norm };
+        let mut v = x.to_vec();
+        v[0] -= alpha;
+        let vn2 = dot(&v, &v);
+        let beta = if vn2 == 0.0 { 0.0 } else { 2.0 / vn2 };
+        for c in 0..n - j - 1 {
+            let col = &mut tail[c * m + j..(c + 1) * m];
+            let s = beta * dot(&v, col);
+            axpy_neg(col, s, &v);
+        }
+        x[0] = alpha;
+        x[1..].fill(0.0);
+        reflectors.push((v, beta));
+    }
+    // Q e_i = H_0 H_1 ... H_{k-1} e_i; H_j leaves e_i alone for j > i.
+    let mut qt = vec![0.0; kq * m];
+    for i in 0..kq {
+        let row = &mut qt[i * m..(i + 1) * m];
+        row[i] = 1.0;
+        for j in (0..k.min(i + 1)).rev() {
+            let (v, beta) = &reflectors[j];
+            if *beta == 0.0 {
+                continue;
+            }
+            let seg = &mut row[j..];
+            let s = beta * dot(v, seg);
+            axpy_neg(seg, s, v);
+        }
+    }
+    q.copy_from_slice(&transpose(&qt, kq, m));
+}
+
+/// `Prim::Qr`: the orthonormal factor `Q` (`[..., m, min(m, n)]`, or
+/// `[..., m, m]` when `complete`).
+pub(crate) fn qr(x: &Value, complete: bool) -> Tensor {
+    let shape = &x.layout.shape;
+    let nd = shape.len();
+    let (m, n) = (shape[nd - 2], shape[nd - 1]);
+    let kq = if complete { m } else { m.min(n) };
+    let data = load(x);
+    let mats: usize = shape[..nd - 2].iter().product();
+    let mut out = vec![0.0; mats * m * kq];
+    if m * kq > 0 {
+        per_matrix(&mut out, mats, 2 * m * n * kq + 1, &|i, q| {
+            qr_q1(&data[i * m * n..(i + 1) * m * n], m, n, kq, q);
+        });
+    }
+    let mut oshape = shape[..nd - 2].to_vec();
+    oshape.extend([m, kq]);
+    store(x.dtype, &oshape, &out)
+}
+
+/// Eigenvalues (ascending) and eigenvectors (columns) of the symmetric
+/// `n`×`n` row-major `a` by cyclic Jacobi rotations, packed into `out`
+/// (`(n + 1)`×`n`: the eigenvector matrix, then the eigenvalues).
+fn eigh1(a: &[f64], n: usize, out: &mut [f64]) {
+    let mut a = a.to_vec();
+    let mut v = vec![0.0; n * n];
+    for i in 0..n {
+        v[i * n + i] = 1.0;
+    }
+    let frob2 = dot(&a, &a);
+    for _sweep in 0..64 {
+        let mut off = 0.0;
+        for p in 0..n {
+            for q in p + 1..n {
+                off += a[p * n + q] * a[p * n + q];
+            }
+        }
+        if !(off > 1e-32 * frob2) {
+            break;
+        }
+        for p in 0..n {
+            for q in p + 1..n {
+                let apq = a[p * n + q];
+                if apq == 0.0 {
+                    continue;
+                }
+                let theta = (a[q * n + q] - a[p * n + p]) / (2.0 * apq);
+                let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+                let c = 1.0 / (t * t + 1.0).sqrt();
+                let s = t * c;
+                // A <- Jᵀ A J, V <- V J with J the rotation in the (p, q) plane.
+                for k in 0..n {
+                    let (kp, kq) = (a[k * n + p], a[k * n + q]);
+                    a[k * n + p] = c * kp - s * kq;
+                    a[k * n + q] = s * kp + c * kq;
+                }
+                let (rp, rq) = (p * n, q * n);
+                for k in 0..n {
+                    let (pk, qk) = (a[rp + k], a[rq + k]);
+                    a[rp + k] = c * pk - s * qk;
+                    a[rq + k] = s * pk + c * qk;
+                }
+                a[p * n + q] = 0.0;
+                a[q * n + p] = 0.0;
+                for k in 0..n {
+                    let (kp, kq) = (v[k * n + p], v[k * n + q]);
+                    v[k * n + p] = c * kp - s * kq;
+                    v[k * n + q] = s * kp + c * kq;
+                }
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&i, &j| a[i * n + i].total_cmp(&a[j * n + j]));
+    for (jn, &j) in order.iter().enumerate() {
+        for i in 0..n {
+            out[i * n + jn] = v[i * n + j];
+        }
+        out[n * n + jn] = a[j * n + j];
+    }
+}
+
+/// `Prim::Eigh`: `[..., n + 1, n]`, the eigenvectors as columns of the
+/// first `n` rows, the eigenvalues (ascending) in the last row.
+pub(crate) fn eigh(x: &Value) -> Tensor {
+    let shape = &x.layout.shape;
+    let nd = shape.len();
+    let n = shape[nd - 1];
+    let data = load(x);
+    let mats: usize = shape[..nd - 2].iter().product();
+    let mut out = vec![0.0; mats * (n + 1) * n];
+    if n > 0 {
+        per_matrix(&mut out, mats, 8 * n * n * n + 1, &|i, o| {
+            eigh1(&data[i * n * n..(i + 1) * n * n], n, o);
+        });
+    }
+    let mut oshape = shape[..nd - 2].to_vec();
+    oshape.extend([n + 1, n]);
+    store(x.dtype, &oshape, &out)
+}

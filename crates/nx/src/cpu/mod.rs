@@ -74,5 +74,7 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
         } => linalg::triangular_solve(v(0), v(1), lower, left, transpose, unit_diagonal),
         Prim::Solve => linalg::solve(v(0), v(1)),
         Prim::Slogdet => linalg::slogdet(v(0)),
+        Prim::Qr { complete } => linalg::qr(v(0), complete),
+        Prim::Eigh => linalg::eigh(v(0)),
     }
 }
