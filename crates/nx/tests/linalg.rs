@@ -670,3 +670,84 @@ fn eigh_satisfies_a_v_equals_lambda_v_with_orthonormal_ascending_eigenpairs() {
         }
     }
 }
+
+// ---------------------------------------------------------------------- norm
+
+/// The largest singular value by power iteration on AᵀA (m×n `a`).
+fn power_sigma(a: &[f64], m: usize, n: usize) -> f64 {
+    let ata = mm(&tr(a, m, n), a, n, m, n);
+    let mut x = vec![1.0; n];
+    for _ in 0..2000 {
+        let y = mm(&ata, &x, n, n, 1);
+        let len = y.iter().map(|v| v * v).sum::<f64>().sqrt();
+        x = y.iter().map(|v| v / len).collect();
+    }
+    // The Rayleigh quotient of the converged vector.
+    let y = mm(&ata, &x, n, n, 1);
+    y.iter().zip(&x).map(|(a, b)| a * b).sum::<f64>().sqrt()
+}
+
+#[test]
+fn matrix_and_vector_norms_match_naive_references() {
+    use linalg::Norm;
+    let (m, n) = (3, 5);
+    let a = uniform(90, 2 * m * n);
+    let at = t(&a, &[2, m, n]);
+    let get = |ord: Norm| linalg::norm(&at, ord).to_vec::<f64>();
+    let (fro, one, inf, two, nuc) = (
+        get(Norm::Fro),
+        get(Norm::One),
+        get(Norm::Inf),
+        get(Norm::Two),
+        get(Norm::Nuc),
+    );
+    for b in 0..2 {
+        let x = &a[b * m * n..(b + 1) * m * n];
+        let want_fro = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let want_one = (0..n)
+            .map(|j| (0..m).map(|i| x[i * n + j].abs()).sum::<f64>())
+            .fold(0.0, f64::max);
+        let want_inf = (0..m)
+            .map(|i| (0..n).map(|j| x[i * n + j].abs()).sum::<f64>())
+            .fold(0.0, f64::max);
+        assert!((fro[b] - want_fro).abs() < 1e-13);
+        assert!((one[b] - want_one).abs() < 1e-13);
+        assert!((inf[b] - want_inf).abs() < 1e-13);
+        assert!((two[b] - power_sigma(x, m, n)).abs() < 1e-10, "two {} vs {}", two[b], power_sigma(x, m, n));
+        // σ₁ ≤ ‖A‖_F ≤ ‖A‖_* ≤ √rank ‖A‖_F.
+        assert!(two[b] <= fro[b] && fro[b] <= nuc[b] && nuc[b] <= (m as f64).sqrt() * fro[b]);
+    }
+    // The nuclear norm of a 2x2 in closed form, and of a rank-1 matrix (its
+    // only singular value is |u| |v|).
+    let (p, q, r, s) = (1.0, 2.0, -0.5, 0.75);
+    let (trace, det) = (p * p + q * q + r * r + s * s, p * s - q * r);
+    let disc = (trace * trace - 4.0 * det * det).sqrt();
+    let want = ((trace + disc) / 2.0).sqrt() + ((trace - disc) / 2.0).sqrt();
+    let got = linalg::norm(&t(&[p, q, r, s], &[2, 2]), Norm::Nuc).item::<f64>();
+    assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+    let u = [1.0, -2.0, 0.5];
+    let v = [3.0, 1.0];
+    let outer: Vec<f64> = u.iter().flat_map(|a| v.iter().map(move |b| a * b)).collect();
+    let norm_u = u.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let norm_v = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let got = linalg::norm(&t(&outer, &[3, 2]), Norm::Nuc).item::<f64>();
+    assert!((got - norm_u * norm_v).abs() < 1e-6, "{got}");
+    // Vector orders over the last axis.
+    let xs = [0.5, -2.0, 0.0, 3.0];
+    let x = t(&xs, &[1, 4]);
+    for (p, want) in [
+        (1.0, 5.5),
+        (2.0, (0.25f64 + 4.0 + 9.0).sqrt()),
+        (3.0, (0.125f64 + 8.0 + 27.0).powf(1.0 / 3.0)),
+        (0.5, (0.5f64.sqrt() + 2.0f64.sqrt() + 3.0f64.sqrt()).powi(2)),
+        (f64::INFINITY, 3.0),
+        (f64::NEG_INFINITY, 0.0),
+        (0.0, 3.0),
+    ] {
+        let got = linalg::norm(&x, Norm::Vector(p)).to_vec::<f64>();
+        assert_eq!(got.len(), 1);
+        assert!((got[0] - want).abs() < 1e-12, "p = {p}: {} vs {want}", got[0]);
+    }
+    let m = panic_message(|| drop(linalg::norm(&t(&[1.0], &[1]), Norm::Fro)));
+    assert!(m.contains("linalg::norm") && m.contains("2 axes"), "{m}");
+}

@@ -250,12 +250,20 @@ fn eigh_parts(out: &Tensor) -> (Tensor, Tensor, Tensor) {
     (v, w, f)
 }
 
+/// `F ∘ X`, 0 where `X` is exactly 0 (JAX's symbolic zeros: an unused
+/// eigenvector cotangent contributes nothing even where `F` is infinite, so
+/// the eigenvalues' derivative stays finite at degenerate eigenvalues).
+fn f_times(f: &Tensor, x: &Tensor) -> Tensor {
+    let zero = x.scalar_like(0.0);
+    Tensor::where_(&x.equal(&zero), &zero, &(f * x))
+}
+
 /// The tangent of the packed eigendecomposition (JAX's rule): with
 /// `S = Vᵀ Ȧ V`, `V̇ = V (F ∘ S)`, `ẇ = diag(S)`.
 pub(crate) fn eigh_jvp(out: &Tensor, ta: &Tensor) -> Tensor {
     let (v, _, f) = eigh_parts(out);
     let s = mt(&v).matmul(&ta.matmul(&v));
-    let dv = v.matmul(&(&f * &s));
+    let dv = v.matmul(&f_times(&f, &s));
     let dw = (&s * &eye_like(&s)).sum(&[-2], true);
     Tensor::concatenate(&[dv, dw], -2)
 }
@@ -268,7 +276,7 @@ pub(crate) fn eigh_vjp(out: &Tensor) -> PrimRule {
         let (v, _, f) = eigh_parts(out.get(op));
         let n = v.shape()[v.ndim() - 1];
         let (v_bar, w_bar) = (ct.narrow(-2, 0, n), ct.narrow(-2, n, 1));
-        let inner = &f * &mt(&v).matmul(&v_bar) + &eye_like(&v) * &w_bar;
+        let inner = f_times(&f, &mt(&v).matmul(&v_bar)) + &eye_like(&v) * &w_bar;
         vec![Some(v.matmul(&inner).matmul(&mt(&v)))]
     })
 }
