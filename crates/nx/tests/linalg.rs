@@ -713,13 +713,18 @@ fn matrix_and_vector_norms_match_naive_references() {
         assert!((fro[b] - want_fro).abs() < 1e-13);
         assert!((one[b] - want_one).abs() < 1e-13);
         assert!((inf[b] - want_inf).abs() < 1e-13);
-        assert!((two[b] - power_sigma(x, m, n)).abs() < 1e-10, "two {} vs {}", two[b], power_sigma(x, m, n));
+        assert!(
+            (two[b] - power_sigma(x, m, n)).abs() < 1e-10,
+            "two {} vs {}",
+            two[b],
+            power_sigma(x, m, n)
+        );
         // σ₁ ≤ ‖A‖_F ≤ ‖A‖_* ≤ √rank ‖A‖_F.
         assert!(two[b] <= fro[b] && fro[b] <= nuc[b] && nuc[b] <= (m as f64).sqrt() * fro[b]);
     }
     // The nuclear norm of a 2x2 in closed form, and of a rank-1 matrix (its
     // only singular value is |u| |v|).
-    let (p, q, r, s) = (1.0, 2.0, -0.5, 0.75);
+    let (p, q, r, s): (f64, f64, f64, f64) = (1.0, 2.0, -0.5, 0.75);
     let (trace, det) = (p * p + q * q + r * r + s * s, p * s - q * r);
     let disc = (trace * trace - 4.0 * det * det).sqrt();
     let want = ((trace + disc) / 2.0).sqrt() + ((trace - disc) / 2.0).sqrt();
@@ -727,7 +732,10 @@ fn matrix_and_vector_norms_match_naive_references() {
     assert!((got - want).abs() < 1e-12, "{got} vs {want}");
     let u = [1.0, -2.0, 0.5];
     let v = [3.0, 1.0];
-    let outer: Vec<f64> = u.iter().flat_map(|a| v.iter().map(move |b| a * b)).collect();
+    let outer: Vec<f64> = u
+        .iter()
+        .flat_map(|a| v.iter().map(move |b| a * b))
+        .collect();
     let norm_u = u.iter().map(|x| x * x).sum::<f64>().sqrt();
     let norm_v = v.iter().map(|x| x * x).sum::<f64>().sqrt();
     let got = linalg::norm(&t(&outer, &[3, 2]), Norm::Nuc).item::<f64>();
@@ -746,7 +754,11 @@ fn matrix_and_vector_norms_match_naive_references() {
     ] {
         let got = linalg::norm(&x, Norm::Vector(p)).to_vec::<f64>();
         assert_eq!(got.len(), 1);
-        assert!((got[0] - want).abs() < 1e-12, "p = {p}: {} vs {want}", got[0]);
+        assert!(
+            (got[0] - want).abs() < 1e-12,
+            "p = {p}: {} vs {want}",
+            got[0]
+        );
     }
     let m = panic_message(|| drop(linalg::norm(&t(&[1.0], &[1]), Norm::Fro)));
     assert!(m.contains("linalg::norm") && m.contains("2 axes"), "{m}");

@@ -534,9 +534,23 @@ fn qr_and_eigh_vmap_equals_the_loop_and_jit_refuses_them() {
 fn norm_gradients_match_finite_differences_and_jit_refuses_norm() {
     use linalg::Norm;
     let a = rand(100, &[2, 3, 4]);
-    for ord in [Norm::Fro, Norm::Nuc, Norm::One, Norm::Two, Norm::Inf, Norm::Vector(1.0), Norm::Vector(2.0), Norm::Vector(3.0), Norm::Vector(f64::INFINITY)] {
+    for ord in [
+        Norm::Fro,
+        Norm::Nuc,
+        Norm::One,
+        Norm::Two,
+        Norm::Inf,
+        Norm::Vector(1.0),
+        Norm::Vector(2.0),
+        Norm::Vector(3.0),
+        Norm::Vector(f64::INFINITY),
+    ] {
         rune::check_grads_with(|a: &Tensor| weigh(&linalg::norm(a, ord), 101), &a, tight())
             .unwrap_or_else(|e| panic!("{ord:?}: {e}"));
     }
-    check_refused(&rune::jit(|a: &Tensor| linalg::norm(a, Norm::Two)), &a, "linalg::norm");
+    check_refused(
+        &rune::jit(|a: &Tensor| linalg::norm(a, Norm::Two)),
+        &a,
+        "linalg::norm",
+    );
 }
