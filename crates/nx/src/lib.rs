@@ -21,6 +21,7 @@ mod cpu;
 mod display;
 mod dtype;
 mod layout;
+pub mod linalg;
 mod ops;
 mod prim;
 mod ptree;

@@ -273,6 +273,40 @@ pub enum Prim {
     TopK {
         k: usize,
     },
+    // linear algebra (eager only: jit refuses them; kernels in `cpu/linalg.rs`,
+    // public operations in `nx::linalg`). Matrices are the last two axes,
+    // every leading axis is a batch axis, and operands share their leading
+    // shape.
+    /// The lower Cholesky factor `L` (`L Lᵀ = A`) of `[..., n, n]`, read
+    /// from the lower triangle only; the upper triangle of `L` is zero. A
+    /// matrix that is not positive definite gives all NaN (as JAX).
+    Cholesky,
+    /// Solves `op(A) X = B` (`left`) or `X op(A) = B` with `A` `[..., m, m]`
+    /// triangular (only its `lower` or upper triangle is read; with
+    /// `unit_diagonal` its diagonal is taken as ones), `op(A) = Aᵀ` when
+    /// `transpose`; `B` is `[..., m, k]` (left) or `[..., k, m]` (right).
+    TriangularSolve {
+        lower: bool,
+        left: bool,
+        transpose: bool,
+        unit_diagonal: bool,
+    },
+    /// Solves `A X = B` by LU with partial pivoting: `A` `[..., n, n]`, `B`
+    /// `[..., n, k]`. A singular `A` gives infinities/NaNs (no error).
+    Solve,
+    /// `(sign, log|det A|)` of `[..., n, n]` packed as `[..., 2]` (a
+    /// primitive has one output); singular: `(0, -inf)`.
+    Slogdet,
+    /// The orthonormal factor `Q` of a Householder QR of `[..., m, n]`:
+    /// `[..., m, min(m, n)]`, or `[..., m, m]` when `complete` (`R` is
+    /// `triu(Qᵀ A)`, computed by `linalg::qr` from it).
+    Qr {
+        complete: bool,
+    },
+    /// Symmetric eigendecomposition of `[..., n, n]` (cyclic Jacobi),
+    /// packed as `[..., n + 1, n]`: eigenvectors as the columns of the
+    /// first `n` rows, eigenvalues ascending in the last row.
+    Eigh,
 }
 
 impl Prim {
@@ -308,6 +342,13 @@ impl Prim {
             Prim::WindowArgmax { .. } => "window_argmax".into(),
             Prim::Argsort { .. } => "argsort".into(),
             Prim::TopK { .. } => "top_k".into(),
+            // linear algebra
+            Prim::Cholesky => "cholesky".into(),
+            Prim::TriangularSolve { .. } => "triangular_solve".into(),
+            Prim::Solve => "solve".into(),
+            Prim::Slogdet => "slogdet".into(),
+            Prim::Qr { .. } => "qr".into(),
+            Prim::Eigh => "eigh".into(),
         }
     }
 
@@ -421,6 +462,29 @@ impl Prim {
                         rhs_dilation[d],
                     ));
                 }
+                Aval::new(&shape, ins[0].dtype)
+            }
+            // linear algebra
+            Prim::Cholesky => ins[0].clone(),
+            Prim::TriangularSolve { .. } | Prim::Solve => ins[1].clone(),
+            Prim::Slogdet => {
+                let s = &ins[0].shape;
+                let mut shape = s[..s.len() - 2].to_vec();
+                shape.push(2);
+                Aval::new(&shape, ins[0].dtype)
+            }
+            Prim::Qr { complete } => {
+                let s = &ins[0].shape;
+                let (m, n) = (s[s.len() - 2], s[s.len() - 1]);
+                let mut shape = s[..s.len() - 2].to_vec();
+                shape.extend([m, if *complete { m } else { m.min(n) }]);
+                Aval::new(&shape, ins[0].dtype)
+            }
+            Prim::Eigh => {
+                let s = &ins[0].shape;
+                let n = s[s.len() - 1];
+                let mut shape = s[..s.len() - 2].to_vec();
+                shape.extend([n + 1, n]);
                 Aval::new(&shape, ins[0].dtype)
             }
         }

@@ -36,6 +36,11 @@ pub trait Trace {
     /// cannot accept host-drawn values as constants (jit's staging: the draw
     /// would be frozen into the program) panics here; the default accepts.
     fn implicit_random(&self, _op: &str) {}
+    /// Called when an operation that only runs eagerly (linear algebra:
+    /// `op` is its name, as `linalg::solve`) is applied while this dynamic
+    /// trace is active. A trace that compiles (jit's staging) panics here;
+    /// the default accepts.
+    fn eager_only(&self, _op: &str) {}
 }
 
 /// The per-tensor state of a trace (primal and tangent, node on a tape, ...).
@@ -165,6 +170,26 @@ pub(crate) fn notify_implicit_random(op: &str) {
     });
     for t in dynamic {
         t.implicit_random(op);
+    }
+}
+
+/// Tells the active dynamic traces that the eager-only operation `op` is
+/// being applied (see `Trace::eager_only`).
+pub(crate) fn notify_eager_only(op: &str) {
+    if DEPTH.with(|d| d.get()) == 0 {
+        return;
+    }
+    let limit = ceiling().saturating_sub(1);
+    let dynamic: Vec<Rc<dyn Trace>> = STACK.with(|s| {
+        let s = s.borrow();
+        s.iter()
+            .take(limit)
+            .filter(|f| f.dynamic)
+            .map(|f| f.trace.clone())
+            .collect()
+    });
+    for t in dynamic {
+        t.eager_only(op);
     }
 }
 

@@ -271,6 +271,12 @@ impl BatchTrace {
                 }
                 apply(Prim::Assign, &lifted())
             }
+            // linear algebra: matrices are the last two axes, every leading
+            // axis (the batch axis included) is a batch axis of the kernel.
+            Prim::Cholesky | Prim::Slogdet | Prim::Qr { .. } | Prim::Eigh => {
+                apply(prim.clone(), &xs[..1])
+            }
+            Prim::TriangularSolve { .. } | Prim::Solve => apply(prim.clone(), &lifted()),
         }
     }
 

@@ -268,6 +268,24 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             add_opt(a, b)
         }
         Prim::Assign => unreachable!("assign of differentiated values is refused above"),
+        // linear algebra
+        Prim::Cholesky => Some(crate::linalg_rules::cholesky_jvp(out, ts[0].as_ref()?)),
+        Prim::TriangularSolve { .. } => crate::linalg_rules::triangular_solve_jvp(
+            prim,
+            &xs[0],
+            out,
+            ts[0].as_ref(),
+            ts[1].as_ref(),
+        ),
+        Prim::Solve => crate::linalg_rules::solve_jvp(&xs[0], out, ts[0].as_ref(), ts[1].as_ref()),
+        Prim::Slogdet => Some(crate::linalg_rules::slogdet_jvp(&xs[0], ts[0].as_ref()?)),
+        Prim::Qr { complete } => Some(crate::linalg_rules::qr_jvp(
+            *complete,
+            &xs[0],
+            out,
+            ts[0].as_ref()?,
+        )),
+        Prim::Eigh => Some(crate::linalg_rules::eigh_jvp(out, ts[0].as_ref()?)),
     }
 }
 

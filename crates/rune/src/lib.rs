@@ -70,6 +70,7 @@ mod gradient_control;
 mod jacobian;
 mod jit;
 mod jvp;
+mod linalg_rules;
 mod pmap;
 mod resident;
 pub mod rng;

@@ -246,6 +246,19 @@ impl Trace for StageTrace {
         if prim == Prim::Assign {
             return self.assign(inputs[0], inputs[1]);
         }
+        // linear algebra (reached directly only by a bound primitive or a
+        // derivative rule; the public operations already called `eager_only`)
+        if matches!(
+            prim,
+            Prim::Cholesky
+                | Prim::TriangularSolve { .. }
+                | Prim::Solve
+                | Prim::Slogdet
+                | Prim::Qr { .. }
+                | Prim::Eigh
+        ) {
+            self.eager_only(&format!("linalg::{}", prim.name()));
+        }
         let mut st = self.state.borrow_mut();
         let vars: Vec<Var> = inputs
             .iter()
@@ -280,6 +293,14 @@ impl Trace for StageTrace {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn eager_only(&self, op: &str) {
+        raise(JitError::new(format!(
+            "jit: {op} is a linear-algebra operation, which the compiler does not support; it \
+             runs eagerly outside jit. Call it outside the jitted function (on the concrete \
+             results of a jitted call) instead"
+        )))
     }
 
     fn implicit_random(&self, op: &str) {

@@ -276,7 +276,7 @@ pub(crate) fn stale(op: &str) -> ! {
 
 /// A reverse rule: the output cotangent (and the primitive, for `Saved::get`)
 /// to the input cotangents.
-type PrimRule = Box<dyn Fn(&Tensor, &Prim) -> Vec<Option<Tensor>>>;
+pub(crate) type PrimRule = Box<dyn Fn(&Tensor, &Prim) -> Vec<Option<Tensor>>>;
 
 /// The reverse rule of `prim` applied to `xs` (giving `out`), for the inputs
 /// in `needs`; None when the derivative is zero (nothing is recorded).
@@ -473,6 +473,15 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
             })
         }
         Prim::Assign => unreachable!("assign of differentiated values is refused above"),
+        // linear algebra
+        Prim::Cholesky => crate::linalg_rules::cholesky_vjp(out),
+        Prim::TriangularSolve { .. } => {
+            crate::linalg_rules::triangular_solve_vjp(prim, &xs[0], out, needs)
+        }
+        Prim::Solve => crate::linalg_rules::solve_vjp(&xs[0], out, needs),
+        Prim::Slogdet => crate::linalg_rules::slogdet_vjp(&xs[0]),
+        Prim::Qr { complete } => crate::linalg_rules::qr_vjp(*complete, &xs[0], out),
+        Prim::Eigh => crate::linalg_rules::eigh_vjp(out),
     };
     Some(rule)
 }

@@ -236,6 +236,14 @@ fn kind(prim: &Prim) -> Kind {
         | Prim::Argsort { .. }
         | Prim::TopK { .. } => Kind::Library,
         Prim::Assign => unreachable!("assign is staged as a writeback, never an equation"),
+        // linear algebra: refused by jit's staging (eager only); library
+        // steps if a graph ever held one.
+        Prim::Cholesky
+        | Prim::TriangularSolve { .. }
+        | Prim::Solve
+        | Prim::Slogdet
+        | Prim::Qr { .. }
+        | Prim::Eigh => Kind::Library,
     }
 }
 

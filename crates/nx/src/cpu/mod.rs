@@ -7,6 +7,7 @@ pub(crate) mod dot;
 mod elementwise;
 mod fill;
 mod index;
+mod linalg;
 mod math;
 mod movement;
 pub(crate) mod pool;
@@ -97,5 +98,17 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
         } => window::window_argmax(v(0), &window, &strides, &padding, flat_from),
         Prim::Argsort { axis, descending } => sort::argsort(v(0), axis, descending),
         Prim::TopK { k } => sort::top_k(v(0), k),
+        // linear algebra
+        Prim::Cholesky => linalg::cholesky(v(0)),
+        Prim::TriangularSolve {
+            lower,
+            left,
+            transpose,
+            unit_diagonal,
+        } => linalg::triangular_solve(v(0), v(1), lower, left, transpose, unit_diagonal),
+        Prim::Solve => linalg::solve(v(0), v(1)),
+        Prim::Slogdet => linalg::slogdet(v(0)),
+        Prim::Qr { complete } => linalg::qr(v(0), complete),
+        Prim::Eigh => linalg::eigh(v(0)),
     }
 }
