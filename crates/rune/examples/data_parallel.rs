@@ -23,9 +23,13 @@
 
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use rune::prelude::*;
 
+#[path = "common/adam.rs"]
+mod adam;
+use adam::Adam;
+#[path = "common/progress.rs"]
+mod progress;
 #[path = "common/splitmix.rs"]
 mod splitmix;
 use splitmix::SplitMix;
@@ -37,9 +41,6 @@ const DEVICES: [&str; 2] = ["CPU:1", "CPU:2"];
 const BATCH: usize = 128;
 const EPOCHS: usize = 60;
 const LEARNING_RATE: f64 = 1e-2;
-const BETA1: f64 = 0.9;
-const BETA2: f64 = 0.999;
-const EPS: f64 = 1e-8;
 const SEED: u64 = 42;
 const MIN_ACCURACY: f64 = 0.95;
 /// How far apart the two trajectories may be (relative, per step's loss)
@@ -50,32 +51,11 @@ const MIN_ACCURACY: f64 = 0.95;
 const TRAJECTORY_TOL: f64 = 1e-4;
 const CHECKED_STEPS: usize = 100;
 
-/// The parameters, Adam's moments and the step count `t` (0-d F32): all
-/// of it stays on the devices between steps.
-#[derive(Ptree, Clone)]
-struct State {
-    params: Mlp,
-    m: Mlp,
-    v: Mlp,
-    t: Tensor,
-}
-
-/// One Adam step on a minibatch: the step size with Adam's bias
-/// corrections is computed from `t` inside the step, so nothing but the
-/// batch is an input that changes from step to step.
-fn train_step((s, xb, yb): &(State, Tensor, Tensor)) -> (Tensor, State) {
+/// One Adam step on a minibatch (the step size is computed from the step
+/// count in the state, so nothing but the batch changes between steps).
+fn train_step((s, xb, yb): &(Adam<Mlp>, Tensor, Tensor)) -> (Tensor, Adam<Mlp>) {
     let (l, grads) = rune::value_and_grad(|p: &Mlp| loss(p, xb, yb), &s.params);
-    let t = &s.t + 1.0;
-    // lr * sqrt(1 - b2^t) / (1 - b1^t), with b^t = exp(t ln b)
-    let pow = |b: f64| (&t * b.ln()).exp();
-    let lr = (1.0 - pow(BETA2)).sqrt() / (1.0 - pow(BETA1)) * LEARNING_RATE;
-    let m =
-        s.m.map2_leaves(&grads, &mut |m, g| m * BETA1 + g * (1.0 - BETA1));
-    let v =
-        s.v.map2_leaves(&grads, &mut |v, g| v * BETA2 + g.square() * (1.0 - BETA2));
-    let steps = m.map2_leaves(&v, &mut |m, v| m * &lr / (v.sqrt() + EPS));
-    let params = s.params.map2_leaves(&steps, &mut |p, s| p - s);
-    (l, State { params, m, v, t })
+    (l, s.step(&grads, LEARNING_RATE))
 }
 
 fn main() {
@@ -89,14 +69,7 @@ fn main() {
         x.narrow(0, n_train, HELD_OUT),
         y.narrow(0, n_train, HELD_OUT),
     );
-    let params = Mlp::init([2, HIDDEN, HIDDEN, CLASSES]);
-    let zeros = params.map_leaves(&mut |t| t.zeros_like());
-    let init = State {
-        params,
-        m: zeros.clone(),
-        v: zeros,
-        t: Tensor::scalar(0.0f32),
-    };
+    let init = Adam::new(Mlp::init([2, HIDDEN, HIDDEN, CLASSES]));
 
     // Split the batch (x, y), replicate every leaf of the state.
     let mut in_axes = vec![None; init.num_leaves()];
@@ -119,14 +92,7 @@ fn main() {
 
     let batches_per_epoch = n_train / BATCH;
     let total_steps = EPOCHS * batches_per_epoch;
-    let bar = ProgressBar::new(total_steps as u64);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} steps (eta {eta})  {msg}",
-        )
-        .expect("progress bar template")
-        .progress_chars("=> "),
-    );
+    let bar = progress::bar(total_steps);
 
     let batch_bytes = (BATCH * 2 * 4 + BATCH * 4) as u64; // x: [B, 2] f32, y: [B] i32
     let (mut dp_state, mut one_state) = (init.clone(), init);

@@ -25,10 +25,14 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use rune::nx::{ConvOpts, Padding};
 use rune::prelude::*;
 
+#[path = "common/adam.rs"]
+mod adam;
+use adam::Adam;
+#[path = "common/progress.rs"]
+mod progress;
 #[path = "common/splitmix.rs"]
 mod splitmix;
 use splitmix::SplitMix;
@@ -42,9 +46,6 @@ const HIDDEN: usize = 64;
 const BATCH: usize = 64;
 const EPOCHS: usize = 6;
 const LEARNING_RATE: f64 = 3e-3;
-const BETA1: f64 = 0.9;
-const BETA2: f64 = 0.999;
-const EPS: f64 = 1e-8;
 const SEED: u64 = 7;
 const MIN_ACCURACY: f64 = 0.95;
 
@@ -189,29 +190,11 @@ fn loss(p: &Cnn, x: &Tensor, y: &Tensor) -> Tensor {
     -log_probs.take_along_axis(&y.unsqueeze(1), 1).mean_all()
 }
 
-/// The parameters, Adam's moments and the step count `t` (0-d F32).
-#[derive(Ptree, Clone)]
-struct State {
-    params: Cnn,
-    m: Cnn,
-    v: Cnn,
-    t: Tensor,
-}
-
-/// One Adam step on a minibatch; the bias-corrected step size comes from
-/// `t`, so the jitted step compiles once.
-fn train_step((s, xb, yb): &(State, Tensor, Tensor)) -> (Tensor, State) {
+/// One Adam step on a minibatch (the step size is computed from the step
+/// count in the state, so the jitted step compiles once).
+fn train_step((s, xb, yb): &(Adam<Cnn>, Tensor, Tensor)) -> (Tensor, Adam<Cnn>) {
     let (l, grads) = rune::value_and_grad(|p: &Cnn| loss(p, xb, yb), &s.params);
-    let t = &s.t + 1.0;
-    let pow = |b: f64| (&t * b.ln()).exp();
-    let lr = (1.0 - pow(BETA2)).sqrt() / (1.0 - pow(BETA1)) * LEARNING_RATE;
-    let m =
-        s.m.map2_leaves(&grads, &mut |m, g| m * BETA1 + g * (1.0 - BETA1));
-    let v =
-        s.v.map2_leaves(&grads, &mut |v, g| v * BETA2 + g.square() * (1.0 - BETA2));
-    let steps = m.map2_leaves(&v, &mut |m, v| m * &lr / (v.sqrt() + EPS));
-    let params = s.params.map2_leaves(&steps, &mut |p, s| p - s);
-    (l, State { params, m, v, t })
+    (l, s.step(&grads, LEARNING_RATE))
 }
 
 /// Where the checkpoint and the PNG go: the first argument, else `target/`
@@ -245,16 +228,10 @@ fn main() {
          dense {FLAT}->{HIDDEN} relu, dense {HIDDEN}->10: {} parameters",
         params.leaves().iter().map(|t| t.numel()).sum::<usize>()
     );
-    let zeros = params.map_leaves(&mut |t| t.zeros_like());
-    let mut state = State {
-        params,
-        m: zeros.clone(),
-        v: zeros,
-        t: Tensor::scalar(0.0f32),
-    };
+    let mut state = Adam::new(params);
     let eager = std::env::args().any(|a| a == "--eager");
     let step_fn = rune::jit(train_step);
-    let run_step = |args: &(State, Tensor, Tensor), jitted: bool| {
+    let run_step = |args: &(Adam<Cnn>, Tensor, Tensor), jitted: bool| {
         if jitted {
             step_fn.call(args)
         } else {
@@ -271,14 +248,7 @@ fn main() {
     );
 
     let batches = TRAIN / BATCH;
-    let bar = ProgressBar::new((EPOCHS * batches) as u64);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} steps (eta {eta})  {msg}",
-        )
-        .expect("progress bar template")
-        .progress_chars("=> "),
-    );
+    let bar = progress::bar(EPOCHS * batches);
     let train_start = Instant::now();
     let mut running = f64::NAN;
     for epoch in 0..EPOCHS {
@@ -352,18 +322,9 @@ fn main() {
         y_train.narrow(0, 0, BATCH),
     );
     let time_step = |jitted: bool| {
-        for _ in 0..5 {
+        progress::median_time(5, 50, || {
             run_step(&probe, jitted);
-        }
-        let mut times: Vec<f64> = (0..50)
-            .map(|_| {
-                let t = Instant::now();
-                run_step(&probe, jitted);
-                t.elapsed().as_secs_f64()
-            })
-            .collect();
-        times.sort_by(f64::total_cmp);
-        times[times.len() / 2]
+        })
     };
     let (t_jit, t_eager) = (time_step(true), time_step(false));
     println!(

@@ -21,9 +21,10 @@ use std::f64::consts::PI;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use rune::prelude::*;
 
+#[path = "common/progress.rs"]
+mod progress;
 #[path = "common/splitmix.rs"]
 mod splitmix;
 use splitmix::SplitMix;
@@ -136,14 +137,7 @@ fn main() {
 
     let batches_per_epoch = n_train / BATCH; // the last partial batch is dropped
     let total_steps = EPOCHS * batches_per_epoch;
-    let bar = ProgressBar::new(total_steps as u64);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} steps (eta {eta})  {msg}",
-        )
-        .expect("progress bar template")
-        .progress_chars("=> "),
-    );
+    let bar = progress::bar(total_steps);
 
     let train_start = Instant::now();
     let mut losses: Vec<f64> = Vec::with_capacity(total_steps);
@@ -199,18 +193,9 @@ fn main() {
         Tensor::scalar(1e-3f32),
     );
     let time_step = |jitted: bool| {
-        for _ in 0..20 {
+        progress::median_time(20, 200, || {
             run_step(&probe, jitted);
-        }
-        let mut times: Vec<f64> = (0..200)
-            .map(|_| {
-                let t = Instant::now();
-                run_step(&probe, jitted);
-                t.elapsed().as_secs_f64()
-            })
-            .collect();
-        times.sort_by(f64::total_cmp);
-        times[times.len() / 2]
+        })
     };
     let (t_jit, t_eager) = (time_step(true), time_step(false));
     println!(
