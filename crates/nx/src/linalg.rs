@@ -377,3 +377,108 @@ pub fn norm(a: &Tensor, ord: Norm) -> Tensor {
         }
     }
 }
+
+/// Rank-2-or-more float input: `(m, n)` of its last two axes.
+fn matrix(op: &str, a: &Tensor) -> (usize, usize) {
+    float(op, a);
+    let s = a.shape();
+    if s.len() < 2 {
+        panic!("linalg::{op}: expects a matrix (at least 2 axes), got shape {s:?}");
+    }
+    (s[s.len() - 2], s[s.len() - 1])
+}
+
+/// The singular value decomposition `a = u · diag(s) · vt` of each matrix
+/// `[..., m, n]`: `s` descending (`[..., k]`, `k = min(m, n)`); reduced
+/// (`full_matrices = false`: `u` `[..., m, k]`, `vt` `[..., k, n]`) or full
+/// (`u` `[..., m, m]`, `vt` `[..., n, n]`). Computed from `eigh` of the
+/// smaller Gram matrix (`aᵀa`: its eigenvalues are `s²`, its eigenvectors
+/// `v`; then `u = a v / s`), so it differentiates through `eigh`'s rules.
+/// Limits of that route: a singular value is accurate to about
+/// `eps · s_max² / s`, so small ones lose digits (rank-deficient matrices
+/// give zero or inaccurate columns of `u` for their zero singular
+/// values), and, as in JAX, the derivative is undefined
+/// where two singular values are equal.
+///
+/// ```
+/// use nx::{linalg, Tensor};
+/// let a = Tensor::from_slice(&[3.0f64, 0.0, 0.0, 0.0, -2.0, 0.0], &[2, 3]);
+/// let (u, s, vt) = linalg::svd(&a, false);
+/// assert_eq!((u.shape(), s.shape(), vt.shape()), (&[2usize, 2][..], &[2usize][..], &[2usize, 3][..]));
+/// let s = s.to_vec::<f64>();
+/// assert!((s[0] - 3.0).abs() < 1e-12 && (s[1] - 2.0).abs() < 1e-12);
+/// ```
+pub fn svd(a: &Tensor, full_matrices: bool) -> (Tensor, Tensor, Tensor) {
+    let (m, n) = matrix("svd", a);
+    notify_eager_only("linalg::svd");
+    if m < n {
+        // a = (aᵀ)ᵀ = (u' s vt')ᵀ = vt'ᵀ s u'ᵀ
+        let (u, s, vt) = svd(&a.swapaxes(-1, -2), full_matrices);
+        return (vt.swapaxes(-1, -2), s, u.swapaxes(-1, -2));
+    }
+    // m >= n: eigh of aᵀa, reversed to descending order.
+    let (w, v) = eigh(&a.swapaxes(-1, -2).matmul(a));
+    let (w, v) = (w.flip(&[-1]), v.flip(&[-1]));
+    let s = w.relu().sqrt();
+    // A zero singular value leaves its column of u zero (not NaN).
+    let positive = s.greater(&s.zeros_like());
+    let safe = Tensor::where_(&positive, &s, &s.ones_like());
+    let u = a.matmul(&v) / safe.unsqueeze(-2);
+    let vt = v.swapaxes(-1, -2);
+    if !full_matrices || m == n {
+        return (u, s, vt);
+    }
+    // Complete u with an orthonormal basis of the rest of the space: the
+    // last m - n columns of the complete QR of u.
+    let (q, _) = qr(&u, true);
+    let rest = q.narrow(-1, n, m - n);
+    (Tensor::concatenate(&[u, rest], -1), s, vt)
+}
+
+/// The Moore–Penrose pseudo-inverse `[..., n, m]` of each `[..., m, n]`
+/// matrix from its SVD, singular values under `max(m, n) · sqrt(eps) ·
+/// s_max` treated as zero. (JAX cuts at `10 · max(m, n) · eps · s_max`;
+/// [`svd`]'s singular values come from the Gram matrix and are accurate
+/// only to about `sqrt(eps) · s_max`, so a rank-deficient matrix's zero
+/// singular values show up that large, and the cutoff must be too.)
+///
+/// ```
+/// use nx::{linalg, Tensor};
+/// let a = Tensor::from_slice(&[2.0f64, 0.0, 0.0, 4.0, 0.0, 0.0], &[3, 2]);
+/// let p = linalg::pinv(&a).to_vec::<f64>();
+/// assert!((p[0] - 0.5).abs() < 1e-12 && (p[4] - 0.25).abs() < 1e-12);
+/// ```
+pub fn pinv(a: &Tensor) -> Tensor {
+    let (m, n) = matrix("pinv", a);
+    notify_eager_only("linalg::pinv");
+    let (u, s, vt) = svd(a, false);
+    let eps = if a.dtype() == DType::F32 {
+        f32::EPSILON as f64
+    } else {
+        f64::EPSILON
+    };
+    let cutoff = s.max(&[-1], true) * (m.max(n) as f64 * eps.sqrt());
+    let kept = s.greater(&cutoff);
+    let safe = Tensor::where_(&kept, &s, &s.ones_like());
+    let s_inv = Tensor::where_(&kept, &(1.0 / &safe), &s.zeros_like());
+    (vt.swapaxes(-1, -2) * s_inv.unsqueeze(-2)).matmul(&u.swapaxes(-1, -2))
+}
+
+/// The least-squares solution `x` of `a x ≈ b` (`a` `[..., m, n]`, `b`
+/// `[..., m, k]` or `[m]`): numpy's minimum-norm solution when the system
+/// is underdetermined or rank-deficient, as `pinv(a) · b`.
+///
+/// ```
+/// use nx::{linalg, Tensor};
+/// // fit y = c0 + c1 t through (0, 1), (1, 3), (2, 5)
+/// let a = Tensor::from_slice(&[1.0f64, 0.0, 1.0, 1.0, 1.0, 2.0], &[3, 2]);
+/// let b = Tensor::from_slice(&[1.0f64, 3.0, 5.0], &[3]);
+/// let x = linalg::lstsq(&a, &b).to_vec::<f64>();
+/// assert!((x[0] - 1.0).abs() < 1e-10 && (x[1] - 2.0).abs() < 1e-10);
+/// ```
+pub fn lstsq(a: &Tensor, b: &Tensor) -> Tensor {
+    matrix("lstsq", a);
+    float("lstsq", b);
+    notify_eager_only("linalg::lstsq");
+    pinv(a).matmul(b)
+}
