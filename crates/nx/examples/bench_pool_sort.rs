@@ -12,25 +12,11 @@
 //! `cargo run --release -p nx --example bench_pool_sort`
 
 use nx::{bind, DType, Padding, Prim, Tensor};
-use std::hint::black_box;
-use std::time::Instant;
 
-fn bench<T>(mut f: impl FnMut() -> T, warmup: usize, repeats: usize) -> (f64, f64) {
-    for _ in 0..warmup {
-        black_box(f());
-    }
-    let mut ts: Vec<f64> = (0..repeats)
-        .map(|_| {
-            let t0 = Instant::now();
-            let out = f();
-            let dt = t0.elapsed().as_secs_f64();
-            drop(black_box(out));
-            dt
-        })
-        .collect();
-    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (ts[0], ts[repeats / 2])
-}
+// The rune benches' timing (plain std code), shared rather than copied.
+#[path = "../../rune/examples/common/timing.rs"]
+mod timing;
+use timing::bench;
 
 /// `--only ID`: run that row alone (for profiling).
 fn wanted(id: &str) -> bool {

@@ -156,19 +156,7 @@ pub fn trace_at(level: usize) -> Rc<dyn Trace> {
 /// Tells the active dynamic traces that the implicit generator is drawing
 /// for `op` (see `Trace::implicit_random`).
 pub(crate) fn notify_implicit_random(op: &str) {
-    if DEPTH.with(|d| d.get()) == 0 {
-        return;
-    }
-    let limit = ceiling().saturating_sub(1);
-    let dynamic: Vec<Rc<dyn Trace>> = STACK.with(|s| {
-        let s = s.borrow();
-        s.iter()
-            .take(limit)
-            .filter(|f| f.dynamic)
-            .map(|f| f.trace.clone())
-            .collect()
-    });
-    for t in dynamic {
+    for t in dynamic_traces() {
         t.implicit_random(op);
     }
 }
@@ -176,21 +164,26 @@ pub(crate) fn notify_implicit_random(op: &str) {
 /// Tells the active dynamic traces that the eager-only operation `op` is
 /// being applied (see `Trace::eager_only`).
 pub(crate) fn notify_eager_only(op: &str) {
+    for t in dynamic_traces() {
+        t.eager_only(op);
+    }
+}
+
+/// The dynamic traces below the ceiling (none, without allocating, when no
+/// trace is active).
+fn dynamic_traces() -> Vec<Rc<dyn Trace>> {
     if DEPTH.with(|d| d.get()) == 0 {
-        return;
+        return Vec::new();
     }
     let limit = ceiling().saturating_sub(1);
-    let dynamic: Vec<Rc<dyn Trace>> = STACK.with(|s| {
+    STACK.with(|s| {
         let s = s.borrow();
         s.iter()
             .take(limit)
             .filter(|f| f.dynamic)
             .map(|f| f.trace.clone())
             .collect()
-    });
-    for t in dynamic {
-        t.eager_only(op);
-    }
+    })
 }
 
 /// Number of traces active on this thread.

@@ -2,6 +2,8 @@
 //! `top_k`) against naive f64 references written with plain loops here,
 //! over tables of configurations; and their error messages.
 
+mod common;
+
 use nx::half::{bf16, f16};
 use nx::{DType, Padding, Tensor};
 
@@ -503,17 +505,8 @@ fn argsort_integer_dtypes() {
     let mut rng = Rng(5);
     for (shape, axis) in sort_shapes() {
         let n: usize = shape.iter().product();
-        for dtype in [
-            DType::I8,
-            DType::I16,
-            DType::I32,
-            DType::I64,
-            DType::U8,
-            DType::U16,
-            DType::U32,
-            DType::U64,
-        ] {
-            let signed = matches!(dtype, DType::I8 | DType::I16 | DType::I32 | DType::I64);
+        for dtype in common::INTS {
+            let signed = common::SIGNED.contains(&dtype);
             let x: Vec<f64> = (0..n)
                 .map(|_| {
                     let v = rng.below(100) as f64;
