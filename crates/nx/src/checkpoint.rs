@@ -80,6 +80,9 @@ fn to_safetensors(d: DType) -> Dtype {
         DType::BF16 => Dtype::BF16,
         DType::F32 => Dtype::F32,
         DType::F64 => Dtype::F64,
+        DType::C64 | DType::C128 | DType::I4 | DType::U4 => {
+            unreachable!("save refuses {d} tensors first")
+        }
     }
 }
 
@@ -193,6 +196,18 @@ pub fn save<P: Ptree>(tree: &P, path: impl AsRef<Path>) -> std::io::Result<()> {
                 format!("save: two leaves of the tree have the path {n:?}; checkpoint names must be distinct"),
             ));
         }
+    }
+    if let Some(t) = leaves
+        .iter()
+        .find(|t| t.dtype().is_complex() || t.dtype().is_4bit())
+    {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "save: {} tensors cannot be saved (the checkpoint format holds the 13 real dtypes); cast them first",
+                t.dtype()
+            ),
+        ));
     }
     let encoded: Vec<Encoded> = leaves
         .iter()

@@ -81,7 +81,7 @@ fn format_elements(x: &Tensor) -> String {
         })
         .collect();
     let positions = shown_positions(shape, &kept);
-    let cells = crate::with_dtype!(x.dtype(), T => {
+    let cells = crate::with_any_dtype!(x.dtype(), T => {
         let data = x.to_vec::<T>();
         format_cells(positions.iter().map(|&i| data[i]), x.dtype())
     });
@@ -120,6 +120,9 @@ fn format_cells<T: Element>(vals: impl Iterator<Item = T>, dtype: DType) -> Vec<
         let v: Vec<f64> = vals.map(Element::to_f64).collect();
         return format_floats(&v, dtype);
     }
+    if dtype.is_complex() {
+        return format_complex(vals.map(Element::to_c128).collect(), dtype.real_dtype());
+    }
     let strs: Vec<String> = if dtype == DType::Bool {
         // numpy pads `true` to the width of `false` whatever the values.
         vals.map(|v| format!("{:>5}", v.to_i128() != 0)).collect()
@@ -128,6 +131,31 @@ fn format_cells<T: Element>(vals: impl Iterator<Item = T>, dtype: DType) -> Vec<
     };
     let w = strs.iter().map(String::len).max().unwrap_or(0);
     strs.into_iter().map(|s| format!("{s:>w$}")).collect()
+}
+
+/// numpy's complex cells: the real parts formatted together as floats, then
+/// the imaginary parts (signed, `j` appended) right-aligned together.
+fn format_complex(vals: Vec<crate::Complex<f64>>, part: DType) -> Vec<String> {
+    let re: Vec<f64> = vals.iter().map(|v| v.re).collect();
+    let im_abs: Vec<f64> = vals.iter().map(|v| v.im.abs()).collect();
+    let re = format_floats(&re, part);
+    let im: Vec<String> = format_floats(&im_abs, part)
+        .iter()
+        .zip(&vals)
+        .map(|(s, v)| {
+            let sign = if v.im.is_sign_negative() && !v.im.is_nan() {
+                '-'
+            } else {
+                '+'
+            };
+            format!("{sign}{}j", s.trim_start())
+        })
+        .collect();
+    let w = im.iter().map(String::len).max().unwrap_or(0);
+    re.iter()
+        .zip(&im)
+        .map(|(r, i)| format!("{r}{i:>w$}"))
+        .collect()
 }
 
 /// `v` rounded to the nearest value of `dtype`, as `f64`.

@@ -3,6 +3,7 @@
 //! here so that `cast`, scalar broadcasting and the reference tests agree.
 
 use half::{bf16, f16};
+pub use num_complex::Complex;
 use std::fmt;
 
 /// The element type of a tensor.
@@ -21,10 +22,20 @@ pub enum DType {
     BF16,
     F32,
     F64,
+    /// Complex with `f32` parts (`Complex<f32>`).
+    C64,
+    /// Complex with `f64` parts (`Complex<f64>`).
+    C128,
+    /// 4-bit signed integer (`nx::I4`), one per byte.
+    I4,
+    /// 4-bit unsigned integer (`nx::U4`), one per byte.
+    U4,
 }
 
 impl DType {
-    /// Every dtype, in declaration order.
+    /// The 13 real dtypes every operation accepts (`Bool` through `F64`), in
+    /// declaration order. The complex and 4-bit dtypes, which only some
+    /// operations accept, are in [`DType::EVERY`].
     pub const ALL: [DType; 13] = [
         DType::Bool,
         DType::U8,
@@ -41,18 +52,75 @@ impl DType {
         DType::F64,
     ];
 
+    /// Every dtype: [`DType::ALL`], then `C64`, `C128`, `I4`, `U4`.
+    pub const EVERY: [DType; 17] = [
+        DType::Bool,
+        DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+        DType::C64,
+        DType::C128,
+        DType::I4,
+        DType::U4,
+    ];
+
     /// Bytes per element.
     pub fn size_in_bytes(self) -> usize {
         match self {
-            DType::Bool | DType::U8 | DType::I8 => 1,
+            DType::Bool | DType::U8 | DType::I8 | DType::I4 | DType::U4 => 1,
             DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::U32 | DType::I32 | DType::F32 => 4,
-            DType::U64 | DType::I64 | DType::F64 => 8,
+            DType::U64 | DType::I64 | DType::F64 | DType::C64 => 8,
+            DType::C128 => 16,
         }
     }
 
+    /// A real floating-point dtype (`F16`, `BF16`, `F32`, `F64`; not complex).
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    /// `C64` or `C128`.
+    pub fn is_complex(self) -> bool {
+        matches!(self, DType::C64 | DType::C128)
+    }
+
+    /// A real float or a complex dtype: what differentiation accepts.
+    pub fn is_inexact(self) -> bool {
+        self.is_float() || self.is_complex()
+    }
+
+    /// `I4` or `U4`.
+    pub fn is_4bit(self) -> bool {
+        matches!(self, DType::I4 | DType::U4)
+    }
+
+    /// The dtype of a complex dtype's parts (`C64` -> `F32`, `C128` -> `F64`);
+    /// every other dtype is its own.
+    pub fn real_dtype(self) -> DType {
+        match self {
+            DType::C64 => DType::F32,
+            DType::C128 => DType::F64,
+            d => d,
+        }
+    }
+
+    /// The complex dtype holding values of this one: `F64`, `C128` and the
+    /// 64-bit integers give `C128`, every other dtype `C64` (numpy's rule).
+    pub fn complex_dtype(self) -> DType {
+        match self {
+            DType::F64 | DType::C128 | DType::I64 | DType::U64 => DType::C128,
+            _ => DType::C64,
+        }
     }
 
     /// Signed or unsigned integer (not `Bool`).
@@ -61,11 +129,17 @@ impl DType {
     }
 
     pub fn is_signed_int(self) -> bool {
-        matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
+        matches!(
+            self,
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::I4
+        )
     }
 
     pub fn is_unsigned_int(self) -> bool {
-        matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
+        matches!(
+            self,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::U4
+        )
     }
 
     /// Short lowercase name: `f32`, `i64`, `bool`, ...
@@ -84,6 +158,10 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::C64 => "c64",
+            DType::C128 => "c128",
+            DType::I4 => "i4",
+            DType::U4 => "u4",
         }
     }
 }
@@ -100,22 +178,39 @@ impl fmt::Display for DType {
 /// truncates toward zero for integers (NaN gives 0), and tests `!= 0` for
 /// `bool`; `from_i128` wraps for integers (two's complement truncation, as
 /// numpy's integer casts do). `cast` picks the exact path between two types.
-pub trait Element:
-    Copy + Send + Sync + PartialEq + PartialOrd + Default + fmt::Debug + 'static
-{
+///
+/// Complex types convert to and from real ones through their real part
+/// (`to_f64` drops the imaginary part, `from_f64` sets it to 0); `Tensor::cast`
+/// refuses complex-to-real casts, so only `real`/`abs` drop a part.
+pub trait Element: Copy + Send + Sync + PartialEq + Default + fmt::Debug + 'static {
     const DTYPE: DType;
     fn to_f64(self) -> f64;
     fn from_f64(v: f64) -> Self;
     fn to_i128(self) -> i128;
     fn from_i128(v: i128) -> Self;
 
+    /// The value as a complex number (real types: imaginary part 0).
+    #[inline(always)]
+    fn to_c128(self) -> Complex<f64> {
+        Complex::new(self.to_f64(), 0.0)
+    }
+
+    /// A complex value converted to this type (real types keep the real part).
+    #[inline(always)]
+    fn from_c128(v: Complex<f64>) -> Self {
+        Self::from_f64(v.re)
+    }
+
     /// Converts to another element type: from a float through `f64` (exact),
-    /// from an integer or bool through `i128` (exact), so that every
-    /// conversion rounds once: integer to integer wraps, integer to float
-    /// rounds to nearest even (64-bit integers beyond 2^53 included).
+    /// from an integer or bool through `i128` (exact), from a complex through
+    /// `Complex<f64>`, so that every conversion rounds once: integer to
+    /// integer wraps, integer to float rounds to nearest even (64-bit
+    /// integers beyond 2^53 included).
     #[inline(always)]
     fn cast<U: Element>(self) -> U {
-        if Self::DTYPE.is_float() {
+        if Self::DTYPE.is_complex() {
+            U::from_c128(self.to_c128())
+        } else if Self::DTYPE.is_float() {
             U::from_f64(self.to_f64())
         } else {
             U::from_i128(self.to_i128())
@@ -254,7 +349,119 @@ macro_rules! half_element {
 }
 half_element!(f16 => F16, bf16 => BF16);
 
-/// Runs `$body` with `$T` bound to the Rust element type of `$dtype`.
+macro_rules! complex_element {
+    ($($t:ty => $d:ident),*) => {$(
+        impl Element for Complex<$t> {
+            const DTYPE: DType = DType::$d;
+            #[inline(always)]
+            fn to_f64(self) -> f64 { self.re as f64 }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self { Complex::new(v as $t, 0.0) }
+            #[inline(always)]
+            fn to_i128(self) -> i128 { self.re as i128 }
+            #[inline(always)]
+            fn from_i128(v: i128) -> Self { Complex::new(v as $t, 0.0) }
+            #[inline(always)]
+            fn to_c128(self) -> Complex<f64> { Complex::new(self.re as f64, self.im as f64) }
+            #[inline(always)]
+            fn from_c128(v: Complex<f64>) -> Self { Complex::new(v.re as $t, v.im as $t) }
+        }
+    )*};
+}
+complex_element!(f32 => C64, f64 => C128);
+
+/// A 4-bit signed integer, `-8..=7`, stored one per byte. The `i8` holds the
+/// value itself; tensors keep it normalized: every value entering a tensor
+/// (from a slice, a cast, arithmetic) keeps its low 4 bits, sign-extended
+/// (two's complement wrapping, as integer casts wrap), so `I4(9)` is stored
+/// as `I4(-7)`. Arithmetic wraps; float-to-I4 casts truncate toward zero and
+/// saturate at -8 and 7 (NaN gives 0), like every float-to-integer cast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct I4(pub i8);
+
+/// A 4-bit unsigned integer, `0..=15`, stored one per byte; values entering a
+/// tensor keep their low 4 bits (wrapping), float casts saturate at 0 and 15.
+/// See [`I4`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct U4(pub u8);
+
+impl I4 {
+    pub const MIN: I4 = I4(-8);
+    pub const MAX: I4 = I4(7);
+    /// The low 4 bits of `v`, sign-extended.
+    #[inline(always)]
+    pub fn wrapping(v: i8) -> I4 {
+        I4(((v as u8) << 4) as i8 >> 4)
+    }
+}
+
+impl U4 {
+    pub const MIN: U4 = U4(0);
+    pub const MAX: U4 = U4(15);
+    /// The low 4 bits of `v`.
+    #[inline(always)]
+    pub fn wrapping(v: u8) -> U4 {
+        U4(v & 15)
+    }
+}
+
+impl fmt::Display for I4 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for U4 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl Element for I4 {
+    const DTYPE: DType = DType::I4;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self.0 as f64
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        // Rust's float-to-int cast truncates, saturates and maps NaN to 0.
+        I4((v as i8).clamp(-8, 7))
+    }
+    #[inline(always)]
+    fn to_i128(self) -> i128 {
+        self.0 as i128
+    }
+    #[inline(always)]
+    fn from_i128(v: i128) -> Self {
+        I4::wrapping(v as i8)
+    }
+}
+
+impl Element for U4 {
+    const DTYPE: DType = DType::U4;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self.0 as f64
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        U4((v as u8).min(15))
+    }
+    #[inline(always)]
+    fn to_i128(self) -> i128 {
+        self.0 as i128
+    }
+    #[inline(always)]
+    fn from_i128(v: i128) -> Self {
+        U4::wrapping(v as u8)
+    }
+}
+
+/// Runs `$body` with `$T` bound to the Rust element type of `$dtype`, for the
+/// 13 real dtypes of [`DType::ALL`]; the complex and 4-bit dtypes panic (the
+/// operations that accept them dispatch with [`with_any_dtype!`] or by hand,
+/// and `cpu::eval` refuses the others first, naming the primitive).
 #[macro_export]
 macro_rules! with_dtype {
     ($dtype:expr, $T:ident => $body:expr) => {{
@@ -312,6 +519,37 @@ macro_rules! with_dtype {
                 type $T = f64;
                 $body
             }
+            d @ (DType::C64 | DType::C128 | DType::I4 | DType::U4) => {
+                panic!("this operation does not support {d} tensors")
+            }
+        }
+    }};
+}
+
+/// Runs `$body` with `$T` bound to the Rust element type of `$dtype`, for
+/// every dtype (`DType::EVERY`): for code that only moves elements.
+#[macro_export]
+macro_rules! with_any_dtype {
+    ($dtype:expr, $T:ident => $body:expr) => {{
+        use $crate::DType;
+        match $dtype {
+            DType::C64 => {
+                type $T = $crate::Complex<f32>;
+                $body
+            }
+            DType::C128 => {
+                type $T = $crate::Complex<f64>;
+                $body
+            }
+            DType::I4 => {
+                type $T = $crate::I4;
+                $body
+            }
+            DType::U4 => {
+                type $T = $crate::U4;
+                $body
+            }
+            d => $crate::with_dtype!(d, $T => $body),
         }
     }};
 }

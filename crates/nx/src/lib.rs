@@ -34,7 +34,7 @@ pub mod trace;
 
 pub use checkpoint::{load, load_tree, save};
 pub use cpu::pool::threads as num_threads;
-pub use dtype::{DType, Element};
+pub use dtype::{Complex, DType, Element, I4, U4};
 pub use half;
 pub use layout::Layout;
 pub use nx_derive::Ptree;

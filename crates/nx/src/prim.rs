@@ -63,6 +63,28 @@ pub enum UnaryOp {
     Trunc,
     /// Logical not on `Bool`, bitwise not on integers.
     Not,
+    /// The real part of a complex tensor (`C64` -> `F32`, `C128` -> `F64`).
+    /// `Real`, `Imag`, `Conj` and `Angle` are bound on complex inputs only
+    /// (the public operations handle real inputs without a primitive).
+    Real,
+    /// The imaginary part of a complex tensor, as its real dtype.
+    Imag,
+    /// The complex conjugate.
+    Conj,
+    /// The argument `atan2(im, re)` of a complex tensor, as its real dtype.
+    Angle,
+}
+
+impl UnaryOp {
+    /// Whether the result of this operation on a complex input is real
+    /// (`Abs`, `Real`, `Imag`, `Angle`): the output's dtype is then the
+    /// input's `real_dtype`.
+    pub fn complex_to_real(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Abs | UnaryOp::Real | UnaryOp::Imag | UnaryOp::Angle
+        )
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -88,6 +110,9 @@ pub enum BinaryOp {
     /// (or -1 for an arithmetic right shift of a negative value).
     Shl,
     Shr,
+    /// `re + i im` from two real (`F32` or `F64`) operands of one dtype: the
+    /// one binary operation whose output dtype differs (`C64` or `C128`).
+    Complex,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -352,11 +377,83 @@ impl Prim {
         }
     }
 
+    /// Whether the eager kernel of this primitive has a loop for inputs of
+    /// `dtype`. Every primitive takes the 13 real dtypes its operation
+    /// allows; the complex and 4-bit dtypes reach only the primitives listed
+    /// here (`cpu::eval` refuses the others, naming the primitive).
+    pub fn accepts(&self, dtype: DType) -> bool {
+        let moves = matches!(
+            self,
+            Prim::Full { .. }
+                | Prim::Where
+                | Prim::Cast(_)
+                | Prim::Reshape { .. }
+                | Prim::Broadcast { .. }
+                | Prim::Permute { .. }
+                | Prim::Slice { .. }
+                | Prim::Flip { .. }
+                | Prim::Pad { .. }
+                | Prim::Concat { .. }
+                | Prim::Copy
+                | Prim::StopGradient
+                | Prim::Gather { .. }
+                | Prim::Assign
+        );
+        if dtype.is_complex() {
+            moves
+                || match self {
+                    Prim::Unary(op) => matches!(
+                        op,
+                        UnaryOp::Neg
+                            | UnaryOp::Abs
+                            | UnaryOp::Sqrt
+                            | UnaryOp::Rsqrt
+                            | UnaryOp::Recip
+                            | UnaryOp::Exp
+                            | UnaryOp::Log
+                            | UnaryOp::Sin
+                            | UnaryOp::Cos
+                            | UnaryOp::Tan
+                            | UnaryOp::Sinh
+                            | UnaryOp::Cosh
+                            | UnaryOp::Tanh
+                            | UnaryOp::Real
+                            | UnaryOp::Imag
+                            | UnaryOp::Conj
+                            | UnaryOp::Angle
+                    ),
+                    Prim::Binary(op) => matches!(
+                        op,
+                        BinaryOp::Add
+                            | BinaryOp::Sub
+                            | BinaryOp::Mul
+                            | BinaryOp::Div
+                            | BinaryOp::Pow
+                    ),
+                    Prim::Compare(op) => matches!(op, CmpOp::Eq | CmpOp::Ne),
+                    _ => false,
+                }
+        } else if dtype.is_4bit() {
+            moves
+                || matches!(self, Prim::Compare(_))
+                || matches!(self, Prim::Unary(op) if matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Not | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc))
+                || matches!(self, Prim::Binary(op) if !matches!(op, BinaryOp::Atan2 | BinaryOp::Complex))
+        } else {
+            true
+        }
+    }
+
     /// Shape and dtype of the output, given those of the inputs.
     pub fn out_aval(&self, ins: &[&Aval]) -> Aval {
         match self {
             Prim::Full { shape, dtype, .. } | Prim::Iota { shape, dtype, .. } => {
                 Aval::new(shape, *dtype)
+            }
+            Prim::Unary(op) if op.complex_to_real() => {
+                Aval::new(&ins[0].shape, ins[0].dtype.real_dtype())
+            }
+            Prim::Binary(BinaryOp::Complex) => {
+                Aval::new(&ins[0].shape, ins[0].dtype.complex_dtype())
             }
             Prim::Unary(_)
             | Prim::Binary(_)

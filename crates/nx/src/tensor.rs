@@ -86,6 +86,11 @@ impl Tensor {
             data.len(),
             numel(shape)
         );
+        if T::DTYPE.is_4bit() {
+            // Keep 4-bit values normalized (their low 4 bits, as casts do).
+            let wrapped: Vec<T> = data.iter().map(|&v| T::from_i128(v.to_i128())).collect();
+            return Tensor::from_storage(T::DTYPE, shape, Storage::from_slice(&wrapped));
+        }
         Tensor::from_storage(T::DTYPE, shape, Storage::from_slice(data))
     }
 

@@ -88,6 +88,7 @@ fn patterned(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
             Tensor::from_vec(b.iter().map(|&x| f32::from_bits(x as u32)).collect(), shape)
         }
         DType::F64 => Tensor::from_vec(b.iter().map(|&x| f64::from_bits(x)).collect(), shape),
+        d => panic!("checkpoints hold the 13 real dtypes, not {d}"),
     }
 }
 
@@ -120,6 +121,7 @@ fn bits(t: &Tensor) -> Vec<u64> {
             .map(|x| x.to_bits() as u64)
             .collect(),
         DType::F64 => t.to_vec::<f64>().iter().map(|x| x.to_bits()).collect(),
+        d => panic!("checkpoints hold the 13 real dtypes, not {d}"),
     }
 }
 

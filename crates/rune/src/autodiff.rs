@@ -38,7 +38,7 @@ fn record<P: Ptree, R>(
     let traced: Vec<Tensor> = leaves
         .iter()
         .map(|leaf| {
-            if leaf.dtype().is_float() {
+            if leaf.dtype().is_inexact() {
                 let t = trace.input(leaf.clone());
                 inputs.push(trace.unpack(&t).1);
                 t
@@ -113,10 +113,10 @@ impl Recorded {
 }
 
 /// Panics unless `x`, the one tensor `func` differentiates with respect
-/// to, is a float tensor (as JAX's jacfwd/jacrev raise).
+/// to, is a float or complex tensor (as JAX's jacfwd/jacrev raise).
 pub(crate) fn require_float_input(func: &str, x: &Tensor) {
     let dtype = x.dtype();
-    if !dtype.is_float() {
+    if !dtype.is_inexact() {
         let kind = if dtype == nx::DType::Bool {
             "boolean"
         } else {
@@ -128,10 +128,10 @@ pub(crate) fn require_float_input(func: &str, x: &Tensor) {
     }
 }
 
-/// Panics unless every leaf of `params` is a float tensor.
+/// Panics unless every leaf of `params` is a float (or complex) tensor.
 pub(crate) fn require_float_leaves<P: Ptree>(func: &str, params: &P) {
     for (i, leaf) in params.leaves().iter().enumerate() {
-        if !leaf.dtype().is_float() {
+        if !leaf.dtype().is_inexact() {
             panic!(
                 "{func}: parameter leaf {i} has dtype {}; only float leaves can be differentiated \
                  (hold integer or boolean data in the closure or the auxiliary output)",
@@ -325,7 +325,7 @@ fn forward<P: Ptree, R>(
                 p.shape()
             );
         }
-        if p.dtype().is_float() && p.dtype() != t.dtype() {
+        if p.dtype().is_inexact() && p.dtype() != t.dtype() {
             panic!(
                 "{func}: tangent leaf {i} has dtype {} but its parameter leaf has dtype {}",
                 t.dtype(),

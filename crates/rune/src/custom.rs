@@ -179,7 +179,7 @@ where
         .into_iter()
         .zip(out_vars)
         .map(|(o, var)| {
-            if o.dtype().is_float() {
+            if o.dtype().is_inexact() {
                 vt.pack(o, var)
             } else {
                 o

@@ -11,7 +11,7 @@ use crate::rules::{
     WindowSpec,
 };
 use nx::trace::Tracer;
-use nx::{bind, Aval, CumOp, Prim, ReduceOp, Tensor, Trace};
+use nx::{bind, Aval, BinaryOp, CumOp, Prim, ReduceOp, Tensor, Trace, UnaryOp};
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -118,7 +118,7 @@ impl JvpTrace {
     /// A tracer of this trace, or the primal itself when the tangent is zero.
     pub(crate) fn pack(&self, primal: Tensor, tangent: Option<Tensor>) -> Tensor {
         match tangent {
-            Some(tangent) if primal.dtype().is_float() => Tensor::from_tracer(JvpTracer {
+            Some(tangent) if primal.dtype().is_inexact() => Tensor::from_tracer(JvpTracer {
                 aval: primal.aval(),
                 primal,
                 tangent,
@@ -142,7 +142,7 @@ impl Trace for JvpTrace {
         }
         let refs: Vec<&Tensor> = primals.iter().collect();
         let out = bind(prim.clone(), &refs);
-        if is_inactive(self.level) || !out.dtype().is_float() {
+        if is_inactive(self.level) || !out.dtype().is_inexact() {
             return out;
         }
         let tangent = jvp_rule(&prim, &primals, &tangents, &out);
@@ -161,6 +161,16 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
     let linear = |t: &Option<Tensor>| t.as_ref().map(|t| bind(prim.clone(), &[t]));
     match prim {
         Prim::Full { .. } | Prim::Iota { .. } => None,
+        // Linear over the reals: the same map on the tangent.
+        Prim::Unary(UnaryOp::Real | UnaryOp::Imag | UnaryOp::Conj) => linear(&ts[0]),
+        Prim::Binary(BinaryOp::Complex) => {
+            let (re, im) = (ts[0].as_ref(), ts[1].as_ref());
+            let zero = || xs[0].zeros_like();
+            re.or(im)?;
+            let re = re.cloned().unwrap_or_else(zero);
+            let im = im.cloned().unwrap_or_else(zero);
+            Some(Tensor::complex(&re, &im))
+        }
         Prim::Unary(op) => {
             let t = ts[0].as_ref()?;
             unary_partial(*op, &xs[0], out).apply(t)
@@ -206,7 +216,7 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             Some(bind(Prim::Where, &[&xs[0], &a, &b]))
         }
         Prim::Cast(dtype) => {
-            if dtype.is_float() && xs[0].dtype().is_float() {
+            if dtype.is_inexact() && xs[0].dtype().is_inexact() {
                 linear(&ts[0])
             } else {
                 None

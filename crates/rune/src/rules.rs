@@ -69,6 +69,9 @@ pub(crate) fn unary_partial(op: UnaryOp, x: &Tensor, out: &Tensor) -> Partial {
         UnaryOp::Atanh => by((one() - x.square()).recip()),
         UnaryOp::Erf => by((-x.square()).exp() * (2.0 / PI.sqrt())),
         UnaryOp::Sigmoid => by(out * (one() - out)),
+        UnaryOp::Real | UnaryOp::Imag | UnaryOp::Conj | UnaryOp::Angle => {
+            unreachable!("{op:?} has a rule of its own (not holomorphic)")
+        }
     }
 }
 
@@ -108,6 +111,9 @@ pub(crate) fn binary_partials(
         }
         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Shl | BinaryOp::Shr => {
             [Partial::Zero, Partial::Zero]
+        }
+        BinaryOp::Complex => {
+            unreachable!("complex has a rule of its own (its output dtype differs)")
         }
     };
     [

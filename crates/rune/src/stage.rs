@@ -275,6 +275,15 @@ impl Trace for StageTrace {
         }
         let avals: Vec<&Aval> = vars.iter().map(|&v| st.graph.aval(v)).collect();
         let aval = prim.out_aval(&avals);
+        if let Some(d) = avals
+            .iter()
+            .map(|a| a.dtype)
+            .chain([aval.dtype])
+            .find(|d| d.is_complex() || d.is_4bit())
+        {
+            drop(st);
+            refuse_dtype(d, &format!("{}", prim.name()));
+        }
         let depends = vars.iter().any(|&v| st.depends[v]);
         let out = new_var(&mut st, aval.clone(), depends);
         let view = is_movement(&prim).then(|| ViewOf {
@@ -297,9 +306,9 @@ impl Trace for StageTrace {
 
     fn eager_only(&self, op: &str) {
         raise(JitError::new(format!(
-            "jit: {op} is a linear-algebra operation, which the compiler does not support; it \
-             runs eagerly outside jit. Call it outside the jitted function (on the concrete \
-             results of a jitted call) instead"
+            "jit: {op} is an operation the compiler does not support (linear algebra and FFT \
+             run eagerly); it runs eagerly outside jit. Call it outside the jitted function (on \
+             the concrete results of a jitted call) instead"
         )))
     }
 
@@ -310,6 +319,21 @@ impl Trace for StageTrace {
              rune::rng key as an input and draw with rune::rng instead"
         )))
     }
+}
+
+/// Complex and 4-bit tensors have no code generation: refused by dtype, at
+/// the first primitive (or input leaf) that carries one.
+fn refuse_dtype(d: nx::DType, at: &str) -> ! {
+    let kind = if d.is_complex() {
+        "complex"
+    } else {
+        "4-bit integer"
+    };
+    raise(JitError::new(format!(
+        "jit: {at} has dtype {d}: {kind} tensors are not supported by the compiler, so work \
+         on {d} tensors runs eagerly outside jit. Call those operations outside the jitted \
+         function (and jit the rest of the computation)"
+    )))
 }
 
 /// A staging session: the trace on the stack and where its equations go.
@@ -340,6 +364,11 @@ impl Staging {
             let mut st = state.borrow_mut();
             let mut out: Vec<Tensor> = Vec::with_capacity(leaves.len());
             for (i, leaf) in leaves.iter().enumerate() {
+                let d = leaf.dtype();
+                if d.is_complex() || d.is_4bit() {
+                    drop(st);
+                    refuse_dtype(d, &format!("an input leaf (number {i})"));
+                }
                 let v = new_var(&mut st, leaf.aval(), true);
                 st.graph.inputs.push(v);
                 let t = if aliases[i] == i {

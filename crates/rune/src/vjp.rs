@@ -19,7 +19,7 @@ use crate::rules::{
     unreduce, unslice, Partial, WindowSpec,
 };
 use nx::trace::Tracer;
-use nx::{bind, Aval, CumOp, Prim, ReduceOp, Tensor, Trace};
+use nx::{bind, Aval, BinaryOp, CumOp, Prim, ReduceOp, Tensor, Trace, UnaryOp};
 use std::any::Any;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -184,13 +184,13 @@ impl Trace for VjpTrace {
         }
         let refs: Vec<&Tensor> = values.iter().collect();
         let out = bind(prim.clone(), &refs);
-        if is_inactive(self.level) || !out.dtype().is_float() {
+        if is_inactive(self.level) || !out.dtype().is_inexact() {
             return out;
         }
         let needs: Vec<bool> = vars
             .iter()
             .zip(&values)
-            .map(|(v, x)| v.is_some() && x.dtype().is_float())
+            .map(|(v, x)| v.is_some() && x.dtype().is_inexact())
             .collect();
         match vjp_rule(&prim, &values, &out, &needs) {
             Some(rule) => {
@@ -313,6 +313,19 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
                 }
             }
         }
+        // Transposes of the real-linear maps, with JAX's convention (a real
+        // part's cotangent is the real axis, an imaginary part's -i).
+        Prim::Unary(UnaryOp::Real) => {
+            Box::new(|ct, _| vec![Some(Tensor::complex(ct, &ct.zeros_like()))])
+        }
+        Prim::Unary(UnaryOp::Imag) => {
+            Box::new(|ct, _| vec![Some(Tensor::complex(&ct.zeros_like(), &-ct))])
+        }
+        Prim::Unary(UnaryOp::Conj) => Box::new(|ct, _| vec![Some(ct.conj())]),
+        Prim::Binary(BinaryOp::Complex) => {
+            let needs = [needs[0], needs[1]];
+            Box::new(move |ct, _| vec![needs[0].then(|| ct.real()), needs[1].then(|| -ct.imag())])
+        }
         Prim::Unary(op) => {
             let p = unary_partial(*op, &xs[0], out);
             if matches!(p, Partial::Zero) {
@@ -340,10 +353,18 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         }
         Prim::Cast(_) => {
             let src = xs[0].dtype();
-            if !src.is_float() {
+            if !src.is_inexact() {
                 return None;
             }
-            Box::new(move |ct, _| vec![Some(ct.cast(src))])
+            // Real to complex: the transpose keeps the real part (JAX's).
+            Box::new(move |ct, _| {
+                let ct = if src.is_complex() {
+                    ct.clone()
+                } else {
+                    ct.real()
+                };
+                vec![Some(ct.cast(src))]
+            })
         }
         Prim::Reduce { op, axes } => {
             let axes = axes.clone();

@@ -93,7 +93,13 @@ pub fn c_type(dtype: DType) -> &'static str {
         DType::I64 => "int64_t",
         DType::F32 => "float",
         DType::F64 => "double",
+        d @ (DType::C64 | DType::C128 | DType::I4 | DType::U4) => refused(d),
     }
+}
+
+/// Complex and 4-bit tensors never reach the compiler: staging refuses them.
+fn refused(d: DType) -> ! {
+    panic!("tolk: {d} tensors are refused when a function is staged")
 }
 
 /// The suffix of the prelude's per-type helpers (`tk_add_i32`, `tk_f16_add`).
@@ -135,6 +141,7 @@ fn float_fn(op: UnaryOp, f64: bool) -> Option<&'static str> {
         Round => ("tk_round_f32", "tk_round_f64"),
         Sign => ("tk_sign_f32", "tk_sign_f64"),
         Sigmoid => ("tk_sigmoid_f32", "tk_sigmoid_f64"),
+        Real | Imag | Conj | Angle => refused(DType::C64),
         // f32's Exp, Tanh, Log, Sin and Cos are nx's exp_f32, tanh_f32,
         // ln_f32, sin_f32 and cos_f32 (cpu/math.rs); f64's are libm's (nx's
         // exp_fast/tanh_fast/ln_fast/sin_kernel/cos_kernel defaults).
@@ -254,7 +261,7 @@ pub fn binary(op: BinaryOp, dtype: DType, a: &str, b: &str) -> String {
                 Atan2 => format!("atan2{f}({a}, {b})"),
                 Max => format!("tk_max_{s}({a}, {b})"),
                 Min => format!("tk_min_{s}({a}, {b})"),
-                And | Or | Xor | Shl | Shr => {
+                And | Or | Xor | Shl | Shr | Complex => {
                     panic!("{op:?} on a float tensor is rejected by the op")
                 }
             }
@@ -270,7 +277,7 @@ pub fn binary(op: BinaryOp, dtype: DType, a: &str, b: &str) -> String {
                 Atan2 => "atan2",
                 Max => "max",
                 Min => "min",
-                And | Or | Xor | Shl | Shr => {
+                And | Or | Xor | Shl | Shr | Complex => {
                     panic!("{op:?} on a float tensor is rejected by the op")
                 }
             };
@@ -301,7 +308,7 @@ pub fn binary(op: BinaryOp, dtype: DType, a: &str, b: &str) -> String {
                 Min => "min",
                 Shl => "shl",
                 Shr => "shr",
-                Atan2 => panic!("atan2 on an integer tensor is rejected by the op"),
+                Atan2 | Complex => panic!("{op:?} on an integer tensor is rejected by the op"),
             };
             format!("tk_{name}_{s}({a}, {b})")
         }
@@ -456,5 +463,6 @@ pub fn literal(dtype: DType, v: f64) -> String {
             i64::MIN => "INT64_MIN".to_string(),
             n => format!("((int64_t){n}ll)"),
         },
+        d @ (DType::C64 | DType::C128 | DType::I4 | DType::U4) => refused(d),
     }
 }

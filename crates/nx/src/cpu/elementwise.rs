@@ -6,7 +6,7 @@
 
 use super::pool;
 use super::strided::Walk;
-use crate::dtype::{DType, Element};
+use crate::dtype::{Complex, DType, Element, I4, U4};
 use crate::prim::{BinaryOp, CmpOp, UnaryOp};
 use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
@@ -439,7 +439,9 @@ fn unary_float<T: FloatElem>(op: UnaryOp, x: &Value) -> Tensor {
             }
         }),
         UnaryOp::Trunc => map1(x, move |v: T| v.trunc()),
-        UnaryOp::Not => unreachable!("not on a float tensor is rejected by the op"),
+        UnaryOp::Not | UnaryOp::Real | UnaryOp::Imag | UnaryOp::Conj | UnaryOp::Angle => {
+            unreachable!("{op:?} on a real float tensor is rejected by the op")
+        }
     }
 }
 
@@ -513,6 +515,91 @@ macro_rules! int_elem {
 int_elem!(true; i8, i16, i32, i64);
 int_elem!(false; u8, u16, u32, u64);
 
+/// 4-bit integers: the operation on the byte (the value itself), then its
+/// low 4 bits kept (wrapping). Results mod 16 depend only on the operands
+/// mod 16 for add, sub, mul and pow, and the byte operations cannot overflow
+/// on values in -8..=15 except where they wrap mod 256, a multiple of 16.
+macro_rules! nibble_elem {
+    ($t:ident, $b:ty, $signed:expr) => {
+        impl IntElem for $t {
+            #[inline(always)]
+            fn wneg(self) -> Self {
+                $t::wrapping(self.0.wneg())
+            }
+            #[inline(always)]
+            fn wabs(self) -> Self {
+                $t::wrapping(self.0.wabs())
+            }
+            #[inline(always)]
+            fn sign(self) -> Self {
+                $t(self.0.sign())
+            }
+            #[inline(always)]
+            fn not(self) -> Self {
+                $t::wrapping(!self.0)
+            }
+            #[inline(always)]
+            fn wadd(self, o: Self) -> Self {
+                $t::wrapping(self.0.wadd(o.0))
+            }
+            #[inline(always)]
+            fn wsub(self, o: Self) -> Self {
+                $t::wrapping(self.0.wsub(o.0))
+            }
+            #[inline(always)]
+            fn wmul(self, o: Self) -> Self {
+                $t::wrapping(self.0.wmul(o.0))
+            }
+            #[inline(always)]
+            fn div0(self, o: Self) -> Self {
+                $t::wrapping(self.0.div0(o.0))
+            }
+            #[inline(always)]
+            fn rem0(self, o: Self) -> Self {
+                $t::wrapping(self.0.rem0(o.0))
+            }
+            #[inline(always)]
+            fn ipow(self, o: Self) -> Self {
+                $t::wrapping(self.0.ipow(o.0))
+            }
+            #[inline(always)]
+            fn and(self, o: Self) -> Self {
+                $t(self.0 & o.0)
+            }
+            #[inline(always)]
+            fn or(self, o: Self) -> Self {
+                $t(self.0 | o.0)
+            }
+            #[inline(always)]
+            fn xor(self, o: Self) -> Self {
+                $t(self.0 ^ o.0)
+            }
+            #[inline(always)]
+            fn shl(self, o: Self) -> Self {
+                if ($signed && o.0 < (0 as $b)) || o.0 >= (4 as $b) {
+                    $t(0)
+                } else {
+                    $t::wrapping(self.0 << o.0)
+                }
+            }
+            #[inline(always)]
+            fn shr(self, o: Self) -> Self {
+                if ($signed && o.0 < (0 as $b)) || o.0 >= (4 as $b) {
+                    if self.0 < (0 as $b) {
+                        $t(-1i8 as $b)
+                    } else {
+                        $t(0)
+                    }
+                } else {
+                    $t(self.0 >> o.0)
+                }
+            }
+        }
+    };
+}
+nibble_elem!(I4, i8, true);
+nibble_elem!(U4, u8, false);
+
 fn unary_int<T: IntElem>(op: UnaryOp, x: &Value) -> Tensor {
     match op {
         UnaryOp::Neg => map1(x, |v: T| v.wneg()),
@@ -524,8 +611,41 @@ fn unary_int<T: IntElem>(op: UnaryOp, x: &Value) -> Tensor {
     }
 }
 
+/// Complex math through `num_complex` (eager only: jit refuses complex).
+fn unary_complex<T>(op: UnaryOp, x: &Value) -> Tensor
+where
+    T: num_traits::Float + Element,
+    Complex<T>: Element,
+{
+    let one = Complex::new(T::one(), T::zero());
+    match op {
+        UnaryOp::Neg => map1(x, |v: Complex<T>| -v),
+        UnaryOp::Abs => map1(x, |v: Complex<T>| v.norm()),
+        UnaryOp::Sqrt => map1(x, |v: Complex<T>| v.sqrt()),
+        UnaryOp::Rsqrt => map1(x, move |v: Complex<T>| one / v.sqrt()),
+        UnaryOp::Recip => map1(x, move |v: Complex<T>| one / v),
+        UnaryOp::Exp => map1(x, |v: Complex<T>| v.exp()),
+        UnaryOp::Log => map1(x, |v: Complex<T>| v.ln()),
+        UnaryOp::Sin => map1(x, |v: Complex<T>| v.sin()),
+        UnaryOp::Cos => map1(x, |v: Complex<T>| v.cos()),
+        UnaryOp::Tan => map1(x, |v: Complex<T>| v.tan()),
+        UnaryOp::Sinh => map1(x, |v: Complex<T>| v.sinh()),
+        UnaryOp::Cosh => map1(x, |v: Complex<T>| v.cosh()),
+        UnaryOp::Tanh => map1(x, |v: Complex<T>| v.tanh()),
+        UnaryOp::Real => map1(x, |v: Complex<T>| v.re),
+        UnaryOp::Imag => map1(x, |v: Complex<T>| v.im),
+        UnaryOp::Conj => map1(x, |v: Complex<T>| v.conj()),
+        UnaryOp::Angle => map1(x, |v: Complex<T>| v.arg()),
+        _ => unreachable!("{op:?} on a complex tensor is rejected by the op"),
+    }
+}
+
 pub(crate) fn unary(op: UnaryOp, x: &Value) -> Tensor {
     match x.dtype {
+        DType::C64 => unary_complex::<f32>(op, x),
+        DType::C128 => unary_complex::<f64>(op, x),
+        DType::I4 => unary_int::<I4>(op, x),
+        DType::U4 => unary_int::<U4>(op, x),
         DType::F16 => unary_float::<f16>(op, x),
         DType::BF16 => unary_float::<bf16>(op, x),
         DType::F32 => unary_float::<f32>(op, x),
@@ -576,9 +696,25 @@ fn binary_float<T: FloatElem>(op: BinaryOp, a: &Value, b: &Value) -> Tensor {
             }
         }),
         BinaryOp::Atan2 => map2(a, b, |x: T, y: T| x.atan2(y)),
+        BinaryOp::Complex => unreachable!("complex is dispatched by `binary`"),
         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Shl | BinaryOp::Shr => {
             unreachable!("{op:?} on a float tensor is rejected by the op")
         }
+    }
+}
+
+fn binary_complex<T>(op: BinaryOp, a: &Value, b: &Value) -> Tensor
+where
+    T: num_traits::Float + Element,
+    Complex<T>: Element,
+{
+    match op {
+        BinaryOp::Add => map2(a, b, |x: Complex<T>, y: Complex<T>| x + y),
+        BinaryOp::Sub => map2(a, b, |x: Complex<T>, y: Complex<T>| x - y),
+        BinaryOp::Mul => map2(a, b, |x: Complex<T>, y: Complex<T>| x * y),
+        BinaryOp::Div => map2(a, b, |x: Complex<T>, y: Complex<T>| x / y),
+        BinaryOp::Pow => map2(a, b, |x: Complex<T>, y: Complex<T>| x.powc(y)),
+        _ => unreachable!("{op:?} on a complex tensor is rejected by the op"),
     }
 }
 
@@ -597,7 +733,9 @@ fn binary_int<T: IntElem>(op: BinaryOp, a: &Value, b: &Value) -> Tensor {
         BinaryOp::Xor => map2(a, b, |x: T, y: T| x.xor(y)),
         BinaryOp::Shl => map2(a, b, |x: T, y: T| x.shl(y)),
         BinaryOp::Shr => map2(a, b, |x: T, y: T| x.shr(y)),
-        BinaryOp::Atan2 => unreachable!("atan2 on an integer tensor is rejected by the op"),
+        BinaryOp::Atan2 | BinaryOp::Complex => {
+            unreachable!("{op:?} on an integer tensor is rejected by the op")
+        }
     }
 }
 
@@ -611,7 +749,18 @@ fn binary_bool(op: BinaryOp, a: &Value, b: &Value) -> Tensor {
 }
 
 pub(crate) fn binary(op: BinaryOp, a: &Value, b: &Value) -> Tensor {
+    if op == BinaryOp::Complex {
+        return match a.dtype {
+            DType::F32 => map2(a, b, |x: f32, y: f32| Complex::new(x, y)),
+            DType::F64 => map2(a, b, |x: f64, y: f64| Complex::new(x, y)),
+            d => unreachable!("complex of {d} is rejected by the op"),
+        };
+    }
     match a.dtype {
+        DType::C64 => binary_complex::<f32>(op, a, b),
+        DType::C128 => binary_complex::<f64>(op, a, b),
+        DType::I4 => binary_int::<I4>(op, a, b),
+        DType::U4 => binary_int::<U4>(op, a, b),
         DType::F16 => binary_float::<f16>(op, a, b),
         DType::BF16 => binary_float::<bf16>(op, a, b),
         DType::F32 => binary_float::<f32>(op, a, b),
@@ -628,7 +777,7 @@ pub(crate) fn binary(op: BinaryOp, a: &Value, b: &Value) -> Tensor {
     }
 }
 
-fn compare_typed<T: Element>(op: CmpOp, a: &Value, b: &Value) -> Tensor {
+fn compare_typed<T: Element + PartialOrd>(op: CmpOp, a: &Value, b: &Value) -> Tensor {
     match op {
         CmpOp::Lt => map2(a, b, |x: T, y: T| x < y),
         CmpOp::Le => map2(a, b, |x: T, y: T| x <= y),
@@ -639,15 +788,30 @@ fn compare_typed<T: Element>(op: CmpOp, a: &Value, b: &Value) -> Tensor {
     }
 }
 
+/// Complex numbers compare for equality only.
+fn equality<T: Element>(op: CmpOp, a: &Value, b: &Value) -> Tensor {
+    match op {
+        CmpOp::Eq => map2(a, b, |x: T, y: T| x == y),
+        CmpOp::Ne => map2(a, b, |x: T, y: T| x != y),
+        _ => unreachable!("{op:?} on a complex tensor is rejected by the op"),
+    }
+}
+
 pub(crate) fn compare(op: CmpOp, a: &Value, b: &Value) -> Tensor {
-    crate::with_dtype!(a.dtype, T => compare_typed::<T>(op, a, b))
+    match a.dtype {
+        DType::C64 => equality::<Complex<f32>>(op, a, b),
+        DType::C128 => equality::<Complex<f64>>(op, a, b),
+        DType::I4 => compare_typed::<I4>(op, a, b),
+        DType::U4 => compare_typed::<U4>(op, a, b),
+        d => crate::with_dtype!(d, T => compare_typed::<T>(op, a, b)),
+    }
 }
 
 pub(crate) fn where_(c: &Value, a: &Value, b: &Value) -> Tensor {
-    crate::with_dtype!(a.dtype, T => map3(c, a, b, |c: bool, x: T, y: T| if c { x } else { y }))
+    crate::with_any_dtype!(a.dtype, T => map3(c, a, b, |c: bool, x: T, y: T| if c { x } else { y }))
 }
 
-/// A plain loop per (source, destination) pair: there are 169 of them, so
+/// A plain loop per (source, destination) pair: there are 289 of them, so
 /// the heavier `map1` machinery (strided walk, pool) is kept out of it.
 fn cast_slice<S: Element, U: Element>(src: &[S], shape: &[usize]) -> Tensor {
     let mut out = Storage::new(U::DTYPE, src.len());
@@ -668,8 +832,8 @@ pub(crate) fn cast(x: &Value, to: DType) -> Tensor {
     let n = x.layout.numel();
     // The offset of an empty view may lie past the end of its storage.
     let off = if n == 0 { 0 } else { x.layout.offset };
-    crate::with_dtype!(x.dtype, S => {
+    crate::with_any_dtype!(x.dtype, S => {
         let data = x.storage.read::<S>();
-        crate::with_dtype!(to, U => cast_slice::<S, U>(&data[off..off + n], &x.layout.shape))
+        crate::with_any_dtype!(to, U => cast_slice::<S, U>(&data[off..off + n], &x.layout.shape))
     })
 }

@@ -13,7 +13,7 @@ fn full_typed<T: Element>(shape: &[usize], value: f64) -> Tensor {
 }
 
 pub(crate) fn full(shape: &[usize], dtype: DType, value: f64) -> Tensor {
-    crate::with_dtype!(dtype, T => full_typed::<T>(shape, value))
+    crate::with_any_dtype!(dtype, T => full_typed::<T>(shape, value))
 }
 
 fn iota_typed<T: Element>(shape: &[usize], axis: usize) -> Tensor {

@@ -75,8 +75,8 @@ fn gather_typed<T: Element, I: Element>(x: &Value, idx: &Value, axis: usize) -> 
 /// `take_along_axis`: `out[p] = x[p with p[axis] = idx[p]]`; out has `idx`'s shape.
 pub(crate) fn gather(x: &Value, idx: &Value, axis: usize) -> Tensor {
     match idx.dtype {
-        DType::I32 => crate::with_dtype!(x.dtype, T => gather_typed::<T, i32>(x, idx, axis)),
-        DType::I64 => crate::with_dtype!(x.dtype, T => gather_typed::<T, i64>(x, idx, axis)),
+        DType::I32 => crate::with_any_dtype!(x.dtype, T => gather_typed::<T, i32>(x, idx, axis)),
+        DType::I64 => crate::with_any_dtype!(x.dtype, T => gather_typed::<T, i64>(x, idx, axis)),
         d => unreachable!("gather: index dtype {d} is rejected by the op"),
     }
 }

@@ -20,8 +20,29 @@ mod window;
 use crate::prim::Prim;
 use crate::tensor::Tensor;
 
+/// The safety net behind the public operations' dtype checks: a kernel
+/// reached with a dtype it has no loop for.
+pub(crate) fn unsupported(kernel: &str, d: crate::DType) -> ! {
+    panic!("{kernel}: {d} tensors are not supported by this operation")
+}
+
 /// Runs `prim` on concrete inputs.
 pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
+    if let Some(d) = inputs
+        .iter()
+        .map(|t| t.dtype())
+        .find(|&d| (d.is_complex() || d.is_4bit()) && !prim.accepts(d))
+    {
+        panic!(
+            "{}: {d} tensors are not supported by this operation ({})",
+            prim.name(),
+            if d.is_complex() {
+                "complex tensors support creation, movement, arithmetic, exp/log/sqrt/trigonometric functions, real/imag/conj/angle/abs, equality, sums, products and matmul"
+            } else {
+                "4-bit tensors support creation, movement, casts, comparisons and elementwise integer arithmetic; cast to i8/u8 for the rest"
+            }
+        );
+    }
     let v = |i: usize| inputs[i].value();
     match prim {
         Prim::Full {

@@ -16,7 +16,7 @@ fn view(x: &Value, layout: Layout) -> Tensor {
 
 /// A fresh contiguous copy.
 pub(crate) fn copy(x: &Value) -> Tensor {
-    crate::with_dtype!(x.dtype, T => map1(x, |v: T| v))
+    crate::with_any_dtype!(x.dtype, T => map1(x, |v: T| v))
 }
 
 pub(crate) fn reshape(x: &Value, shape: &[usize]) -> Tensor {
@@ -86,7 +86,7 @@ fn pad_typed<T: Element>(x: &Value, lo: &[usize], hi: &[usize], value: f64) -> T
 }
 
 pub(crate) fn pad(x: &Value, lo: &[usize], hi: &[usize], value: f64) -> Tensor {
-    crate::with_dtype!(x.dtype, T => pad_typed::<T>(x, lo, hi, value))
+    crate::with_any_dtype!(x.dtype, T => pad_typed::<T>(x, lo, hi, value))
 }
 
 fn concat_typed<T: Element>(xs: &[&Value], axis: usize) -> Tensor {
@@ -112,7 +112,7 @@ fn concat_typed<T: Element>(xs: &[&Value], axis: usize) -> Tensor {
 }
 
 pub(crate) fn concat(xs: &[&Value], axis: usize) -> Tensor {
-    crate::with_dtype!(xs[0].dtype, T => concat_typed::<T>(xs, axis))
+    crate::with_any_dtype!(xs[0].dtype, T => concat_typed::<T>(xs, axis))
 }
 
 fn assign_typed<T: Element>(dst: &Value, src: &Value) {
@@ -140,6 +140,6 @@ fn assign_typed<T: Element>(dst: &Value, src: &Value) {
 /// Writes `src` into `dst`'s storage through `dst`'s layout; returns `dst`.
 pub(crate) fn assign(dst: &Tensor, src: &Value) -> Tensor {
     let d = dst.value();
-    crate::with_dtype!(d.dtype, T => assign_typed::<T>(d, src));
+    crate::with_any_dtype!(d.dtype, T => assign_typed::<T>(d, src));
     dst.clone()
 }

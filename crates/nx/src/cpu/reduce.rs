@@ -843,6 +843,7 @@ pub(crate) fn reduce(op: ReduceOp, x: &Value, axes: &[usize]) -> Tensor {
             let all = matches!(op, ReduceOp::Min | ReduceOp::Prod);
             reduce_with(BoolFold { all }, x, axes)
         }
+        d => super::unsupported("reduce", d),
     }
 }
 
@@ -870,7 +871,7 @@ fn split_axis(l: &Layout, axis: usize) -> AxisSplit {
     }
 }
 
-fn arg_typed<T: Element>(x: &Value, axis: usize, max: bool) -> Tensor {
+fn arg_typed<T: Element + PartialOrd>(x: &Value, axis: usize, max: bool) -> Tensor {
     let l = &x.layout;
     let out_shape = drop_axes(&l.shape, &[axis]);
     let out_n: usize = out_shape.iter().product();
@@ -882,7 +883,7 @@ fn arg_typed<T: Element>(x: &Value, axis: usize, max: bool) -> Tensor {
         // `v` replaces the current best `b`: strictly better (ties keep the
         // first index), or the first NaN (NaN counts as the extreme).
         #[inline(always)]
-        fn better<T: Element>(max: bool, v: T, b: T) -> bool {
+        fn better<T: Element + PartialOrd>(max: bool, v: T, b: T) -> bool {
             #[allow(clippy::eq_op)]
             let nan = |t: T| t != t;
             (if max { v > b } else { v < b }) || (nan(v) && !nan(b))
@@ -1057,5 +1058,6 @@ pub(crate) fn cumulative(op: CumOp, x: &Value, axis: usize) -> Tensor {
             CumOp::Sum => cum_typed(x, axis, false, |a, v: bool| a | v, |a| a),
             CumOp::Prod => cum_typed(x, axis, true, |a, v: bool| a & v, |a| a),
         },
+        d => super::unsupported("cumulative", d),
     }
 }

@@ -261,7 +261,7 @@ pub(crate) fn reduce_window(
     }
 }
 
-fn argmax_typed<T: Element>(
+fn argmax_typed<T: Element + PartialOrd>(
     x: &Value,
     window: &[usize],
     strides: &[usize],

@@ -1,7 +1,7 @@
 //! Elementwise operations: math, arithmetic, comparisons, logic, selection,
 //! casts, and the activation functions composed from them.
 
-use super::{broadcast_pair, require_float, require_numeric};
+use super::{broadcast_pair, require_float, require_inexact, require_numeric, require_real};
 use crate::prim::{BinaryOp, CmpOp, Prim, UnaryOp};
 use crate::tensor::Tensor;
 use crate::trace::bind;
@@ -31,6 +31,26 @@ macro_rules! float_unary {
     )*};
 }
 
+macro_rules! inexact_unary {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(&self) -> Tensor {
+            require_inexact(stringify!($name), self);
+            unary(self, UnaryOp::$op)
+        }
+    )*};
+}
+
+macro_rules! real_unary {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(&self) -> Tensor {
+            require_real(stringify!($name), self);
+            unary(self, UnaryOp::$op)
+        }
+    )*};
+}
+
 macro_rules! numeric_unary {
     ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
         $(#[$doc])*
@@ -51,6 +71,19 @@ macro_rules! numeric_binary {
     )*};
 }
 
+/// Comparisons that need an order: complex tensors are refused.
+macro_rules! ordering {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(&self, other: &Tensor) -> Tensor {
+            if self.dtype().is_complex() {
+                panic!("{}: complex numbers have no order (only equal and not_equal compare them)", stringify!($name));
+            }
+            compare(stringify!($name), self, other, CmpOp::$op)
+        }
+    )*};
+}
+
 macro_rules! comparison {
     ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
         $(#[$doc])*
@@ -61,30 +94,34 @@ macro_rules! comparison {
 }
 
 impl Tensor {
-    float_unary! {
+    // Float or complex (principal branches for complex, as numpy).
+    inexact_unary! {
         sqrt => Sqrt,
         /// `1 / sqrt(x)`.
         rsqrt => Rsqrt,
         /// `1 / x`.
         recip => Recip,
         exp => Exp,
-        exp2 => Exp2,
         /// Natural logarithm.
         log => Log,
+        sin => Sin,
+        cos => Cos,
+        tan => Tan,
+        sinh => Sinh,
+        cosh => Cosh,
+        tanh => Tanh,
+    }
+
+    float_unary! {
+        exp2 => Exp2,
         log2 => Log2,
         /// `log(1 + x)`, accurate near 0.
         log1p => Log1p,
         /// `exp(x) - 1`, accurate near 0.
         expm1 => Expm1,
-        sin => Sin,
-        cos => Cos,
-        tan => Tan,
         asin => Asin,
         acos => Acos,
         atan => Atan,
-        sinh => Sinh,
-        cosh => Cosh,
-        tanh => Tanh,
         asinh => Asinh,
         acosh => Acosh,
         atanh => Atanh,
@@ -95,7 +132,12 @@ impl Tensor {
 
     numeric_unary! {
         neg => Neg,
+        /// Absolute value; of a complex tensor, its modulus as the real dtype
+        /// (`C64` -> `F32`, `C128` -> `F64`).
         abs => Abs,
+    }
+
+    real_unary! {
         /// -1, 0 or 1 (NaN stays NaN, -0 stays -0).
         sign => Sign,
         floor => Floor,
@@ -111,17 +153,25 @@ impl Tensor {
         mul => Mul,
         /// Float division; integer division truncates toward zero (x / 0 = 0).
         div => Div,
-        /// Remainder with the sign of the dividend (Rust's `%`); x % 0 = 0 for integers.
-        rem => Rem,
-        /// `self ^ other`; for integers a negative exponent gives 0 (except for bases 1 and -1).
+        /// `self ^ other`; for integers a negative exponent gives 0 (except
+        /// for bases 1 and -1); for complex tensors the principal value.
         pow => Pow,
     }
 
-    comparison! {
+    /// Remainder with the sign of the dividend (Rust's `%`); x % 0 = 0 for integers.
+    pub fn rem(&self, other: &Tensor) -> Tensor {
+        require_real("rem", self);
+        binary("rem", self, other, BinaryOp::Rem)
+    }
+
+    ordering! {
         less => Lt,
         less_equal => Le,
         greater => Gt,
         greater_equal => Ge,
+    }
+
+    comparison! {
         equal => Eq,
         not_equal => Ne,
     }
@@ -134,11 +184,13 @@ impl Tensor {
 
     /// Elementwise maximum; NaN wins.
     pub fn maximum(&self, other: &Tensor) -> Tensor {
+        require_real("maximum", self);
         binary("maximum", self, other, BinaryOp::Max)
     }
 
     /// Elementwise minimum; NaN wins.
     pub fn minimum(&self, other: &Tensor) -> Tensor {
+        require_real("minimum", self);
         binary("minimum", self, other, BinaryOp::Min)
     }
 
@@ -150,7 +202,7 @@ impl Tensor {
 
     /// Clamps every element into `[lo, hi]`.
     pub fn clamp(&self, lo: f64, hi: f64) -> Tensor {
-        require_numeric("clamp", self);
+        require_real("clamp", self);
         if lo > hi {
             panic!("clamp: lower bound {lo} is above upper bound {hi}");
         }
@@ -162,7 +214,7 @@ impl Tensor {
     /// its derivative is a selection (0 at 0, as in JAX and PyTorch) rather
     /// than `maximum`'s tie-splitting one.
     pub fn relu(&self) -> Tensor {
-        require_numeric("relu", self);
+        require_real("relu", self);
         let zero = self.scalar_like(0.0);
         Tensor::where_(&self.less_equal(&zero), &zero, self)
     }
@@ -253,7 +305,7 @@ impl Tensor {
     }
 
     fn require_bits(&self, op: &str) {
-        if self.dtype().is_float() {
+        if self.dtype().is_inexact() {
             panic!(
                 "{op}: expects an integer or bool tensor, got {}",
                 self.dtype()
@@ -321,10 +373,20 @@ impl Tensor {
 
     /// Converts every element to `dtype`: floats round to nearest even,
     /// float to integer truncates toward zero and saturates (NaN gives 0),
-    /// integer to integer wraps, non-zero is `true`.
+    /// integer to integer wraps (to 4 bits for `I4`/`U4`), non-zero is
+    /// `true`; a real value becomes a complex one with imaginary part 0.
+    ///
+    /// Panics when casting a complex tensor to a real dtype (which would drop
+    /// the imaginary part silently): use [`Tensor::real`] or [`Tensor::abs`].
     pub fn cast(&self, dtype: DType) -> Tensor {
         if self.dtype() == dtype {
             return self.clone();
+        }
+        if self.dtype().is_complex() && !dtype.is_complex() {
+            panic!(
+                "cast: casting {} to {dtype} would drop the imaginary part; use real() or abs() first",
+                self.dtype()
+            );
         }
         bind(Prim::Cast(dtype), &[self])
     }

@@ -4,6 +4,7 @@
 //! data directly. Grouped by kind, one file each.
 
 mod arith;
+mod complex;
 mod conv;
 mod creation;
 mod einsum;
@@ -40,6 +41,24 @@ pub(crate) fn check_same_dtype(op: &str, a: &Tensor, b: &Tensor) {
 pub(crate) fn require_float(op: &str, x: &Tensor) {
     if !x.dtype().is_float() {
         panic!("{op}: expects a float tensor, got {}", x.dtype());
+    }
+}
+
+/// A real float or a complex tensor.
+pub(crate) fn require_inexact(op: &str, x: &Tensor) {
+    if !x.dtype().is_inexact() {
+        panic!("{op}: expects a float or complex tensor, got {}", x.dtype());
+    }
+}
+
+/// Any dtype but `Bool` and the complex ones (operations that need an order).
+pub(crate) fn require_real(op: &str, x: &Tensor) {
+    require_numeric(op, x);
+    if x.dtype().is_complex() {
+        panic!(
+            "{op}: expects a real tensor, got {} (use real(), imag() or abs() first)",
+            x.dtype()
+        );
     }
 }
 
