@@ -26,6 +26,9 @@ pub fn bits(t: &Tensor) -> Vec<u64> {
         DType::BF16 => wide(t, |x: half::bf16| x.to_bits() as u64),
         DType::F32 => wide(t, |x: f32| x.to_bits() as u64),
         DType::F64 => wide(t, |x: f64| x.to_bits()),
+        DType::I4 => wide(t, |x: nx::I4| x.0 as u8 as u64),
+        DType::U4 => wide(t, |x: nx::U4| x.0 as u64),
+        d => panic!("bits: {d} elements do not fit in 64 bits"),
     }
 }
 
