@@ -16,24 +16,15 @@ numpy's (>= 0.8 is issue 13's target), "ours / theirs" our time over theirs.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import compare  # noqa: E402  (bench(): the shared timing, blas_info())
 
-
-def timeit(fn, warmup, repeats):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return min(ts), statistics.median(ts)
+timeit = compare.bench
 
 
 def child():
@@ -72,8 +63,7 @@ def child():
     b4 = rng.standard_normal((1024, 4, 1)).astype(np.float32)
     both("L5", "linalg.solve", "us", np.linalg.solve, jnp.linalg.solve, (a4, b4),
          (jnp.asarray(a4), jnp.asarray(b4)), 20, 200)
-    threads = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or "default"
-    print("INFO " + json.dumps(dict(jax=jax.__version__, numpy=np.__version__, blas_threads=threads)), flush=True)
+    print("INFO " + json.dumps(dict(jax=jax.__version__, numpy=np.__version__, blas=compare.blas_info())), flush=True)
 
 
 def main():
@@ -108,7 +98,7 @@ def main():
             cell = lambda r: f"{r['min']:.2f} / {r['median']:.2f}"
             ratio = f"{t['min'] / o['min']:.2f}× / {t['median'] / o['median']:.2f}×" if o else "—"
             print(f"| {name} | {t['unit']} | {cell(o) if o else '—'} | {t['variant']} | {cell(t)} | {ratio} |")
-    print(f"\njax {info.get('jax', '?')}, numpy {info.get('numpy', '?')} (BLAS threads: {info.get('blas_threads')}); "
+    print(f"\njax {info.get('jax', '?')}, numpy {info.get('numpy', '?')} (BLAS: {info.get('blas')}); "
           f"ours {ours[0]['threads'] if ours else '?'} threads")
     print("\nRaw rows:\n")
     for r in ours + theirs:

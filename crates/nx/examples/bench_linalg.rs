@@ -4,6 +4,7 @@
 //! - L1 `cholesky` of a 512×512 f64 SPD matrix;
 //! - L2 `solve(a, b)`, 512×512 f64, `b` 512×512 (numpy's matrix form);
 //! - L3 `qr(a, false)` 512×512 f64 (both factors);
+//! - L3k the `Prim::Qr` kernel alone (Q only: `qr` adds `R = triu(Qᵀ A)`);
 //! - L4 `svd(a, false)` 512×512 f64 (all three factors);
 //! - L5 `solve` of a batch of 1024 4×4 f32 systems, `b` `[1024, 4, 1]`.
 //!
@@ -14,16 +15,7 @@ use nx::{linalg, DType, Tensor};
 // The rune benches' timing (plain std code), shared rather than copied.
 #[path = "../../rune/examples/common/timing.rs"]
 mod timing;
-use timing::{bench, emit};
-
-/// `--only ID`: run that row alone (for profiling).
-fn wanted(id: &str) -> bool {
-    let args: Vec<String> = std::env::args().collect();
-    match args.iter().position(|a| a == "--only") {
-        Some(i) => args.get(i + 1).is_some_and(|w| w == id),
-        None => true,
-    }
-}
+use timing::{bench, emit, wanted};
 
 fn main() {
     nx::seed(0);
@@ -42,6 +34,11 @@ fn main() {
     if wanted("L3") {
         let r = bench(|| linalg::qr(&a, false), 3, 20);
         emit("L3", "qr 512 f64 reduced (q, r)", "ms", r);
+    }
+    if wanted("L3k") {
+        // The kernel alone: linalg::qr adds R = triu(Qᵀ A), a matmul.
+        let r = bench(|| nx::bind(nx::Prim::Qr { complete: false }, &[&a]), 3, 20);
+        emit("L3k", "Prim::Qr alone (q)", "ms", r);
     }
     if wanted("L4") {
         let r = bench(|| linalg::svd(&a, false), 2, 10);

@@ -214,7 +214,10 @@ fn svd_of_nearly_singular_and_rank_deficient_matrices_is_accurate() {
         // reconstruction and orthonormality to ~eps (the Gram route could
         // resolve only sqrt(eps) · s_max).
         for (got, want) in s.to_vec::<f64>().iter().zip(&sv) {
-            assert!((got - want).abs() < 1e-14 * sv[0], "{m}x{n}: {got} vs {want}");
+            assert!(
+                (got - want).abs() < 1e-14 * sv[0],
+                "{m}x{n}: {got} vs {want}"
+            );
         }
         close(&(u.clone() * s.unsqueeze(-2)).matmul(&vt), &a, 1e-13);
         close(&t(&u).matmul(&u), &eye_like(k, &[]), 1e-13);
@@ -261,9 +264,7 @@ fn sign_free_loss(a: &Tensor, full: bool) -> Tensor {
     let pu = (u.narrow(-1, 0, k) * c.unsqueeze(-2)).matmul(&t(&u.narrow(-1, 0, k)));
     let v = t(&vt.narrow(-2, 0, k));
     let pv = (v.clone() * c.unsqueeze(-2)).matmul(&t(&v));
-    (pu * rand(71, &[m, m])).sum_all()
-        + (pv * rand(72, &[n, n])).sum_all()
-        + (&s * &s).sum_all()
+    (pu * rand(71, &[m, m])).sum_all() + (pv * rand(72, &[n, n])).sum_all() + (&s * &s).sum_all()
 }
 
 #[test]
@@ -274,8 +275,12 @@ fn svd_gradients_of_values_and_factors_match_finite_differences() {
     };
     for shape in [vec![5, 3], vec![3, 5], vec![4, 4], vec![2, 4, 3]] {
         let a = rand(80 + shape[0] as u64, &shape);
-        rune::check_grads_with(|a: &Tensor| linalg::svd(a, false).1.sum_all(), &a, opts.clone())
-            .unwrap_or_else(|e| panic!("sum s {shape:?}: {e}"));
+        rune::check_grads_with(
+            |a: &Tensor| linalg::svd(a, false).1.sum_all(),
+            &a,
+            opts.clone(),
+        )
+        .unwrap_or_else(|e| panic!("sum s {shape:?}: {e}"));
         let w = rand(81, &shape);
         rune::check_grads_with(
             |a: &Tensor| {
@@ -292,8 +297,12 @@ fn svd_gradients_of_values_and_factors_match_finite_differences() {
         }
     }
     // Square full factorization = reduced: differentiable too.
-    rune::check_grads_with(|a: &Tensor| sign_free_loss(a, true), &rand(90, &[4, 4]), opts)
-        .unwrap_or_else(|e| panic!("square full: {e}"));
+    rune::check_grads_with(
+        |a: &Tensor| sign_free_loss(a, true),
+        &rand(90, &[4, 4]),
+        opts,
+    )
+    .unwrap_or_else(|e| panic!("square full: {e}"));
 }
 
 #[test]
@@ -332,8 +341,9 @@ fn svd_forward_and_reverse_mode_agree() {
         // The tangent of s is diag(Uᵀ Ȧ V).
         let (u, _, vt) = linalg::svd(&a, false);
         let (_, ds) = rune::jvp(|a: &Tensor| linalg::svd(a, false).1, &a, &t0);
-        let want = (t(&u).matmul(&t0).matmul(&t(&vt)) * eye_like(u.shape()[u.ndim() - 1], &shape[..shape.len() - 2]))
-            .sum(&[-1], false);
+        let want = (t(&u).matmul(&t0).matmul(&t(&vt))
+            * eye_like(u.shape()[u.ndim() - 1], &shape[..shape.len() - 2]))
+        .sum(&[-1], false);
         close(&ds, &want, 1e-12);
     }
 }
@@ -379,5 +389,8 @@ fn svd_derivative_of_a_non_square_full_factorization_panics_as_in_jax() {
         .cloned()
         .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_default();
-    assert!(msg.contains("linalg::svd") && msg.contains("full_matrices"), "{msg}");
+    assert!(
+        msg.contains("linalg::svd") && msg.contains("full_matrices"),
+        "{msg}"
+    );
 }

@@ -6,10 +6,13 @@
 //! Our tensors are row-major; faer takes strided views, so inputs and
 //! outputs are viewed in place (`from_row_major_slice`) where a kernel
 //! reads or writes a strided matrix well, and copied into faer's
-//! column-major `Mat` where it factors in place. faer runs sequentially
-//! (`Par::Seq`): a batch of matrices is split over nx's pool instead, one
-//! matrix per call. (faer's rayon parallelism was not enabled: see
-//! NOTES-faer.md for the 2-core measurements.)
+//! column-major `Mat` where it factors in place. A batch of matrices is
+//! split over nx's pool, faer running sequentially on each (`Par::Seq`); a
+//! single large matrix runs on faer's rayon threads instead (`par_for`:
+//! on 2 cores that took cholesky 512 from ~9-13 to ~6-8 ms and solve 512
+//! from ~22-25 to ~16-18 ms; QR and SVD gained little). No hand-written
+//! path for tiny matrices: 1024 4×4 f32 solves through faer take ~0.58 ms,
+//! numpy ~0.66 ms (measured with `bench_linalg`, see NOTES-faer.md).
 
 use super::movement::copy;
 use super::pool;
@@ -82,6 +85,26 @@ fn per_matrix<T: Send>(
     }
 }
 
+/// faer's parallelism for a batch of `mats` problems of `work` flops each:
+/// faer's rayon threads (as many as nx's pool) for one large matrix, where
+/// nx's pool has nothing to split; sequential otherwise (the batch is
+/// split over nx's pool instead).
+fn par_for(mats: usize, work: usize) -> Par {
+    let threads = pool::threads();
+    if mats == 1 && work >= 1 << 24 && threads > 1 {
+        Par::rayon(threads)
+    } else {
+        Par::Seq
+    }
+}
+
+/// The batch axes of a `[..., r, c]` shape followed by `tail`.
+fn batched(shape: &[usize], tail: &[usize]) -> Vec<usize> {
+    let mut s = shape[..shape.len() - 2].to_vec();
+    s.extend_from_slice(tail);
+    s
+}
+
 /// The number of matrices in a `[..., r, c]` shape.
 fn batch(shape: &[usize]) -> usize {
     shape[..shape.len() - 2].iter().product()
@@ -107,17 +130,21 @@ fn cholesky_t<T: Real>(x: &Value) -> Tensor {
     let shape = &x.layout.shape;
     let n = shape[shape.len() - 1];
     let mut data = load::<T>(x);
-    per_matrix(&mut data, batch(shape), n * n * n / 3 + 1, &|_, m| {
+    let work = n * n * n / 3 + 1;
+    let par = par_for(batch(shape), work);
+    per_matrix(&mut data, batch(shape), work, &|_, m| {
         let mut l = to_mat(m, n, n);
-        let mut mem = scratch(faer::linalg::cholesky::llt::factor::cholesky_in_place_scratch::<T>(
-            n,
-            Par::Seq,
-            Default::default(),
-        ));
+        let mut mem = scratch(
+            faer::linalg::cholesky::llt::factor::cholesky_in_place_scratch::<T>(
+                n,
+                par,
+                Default::default(),
+            ),
+        );
         let ok = faer::linalg::cholesky::llt::factor::cholesky_in_place(
             l.as_mut(),
             Default::default(),
-            Par::Seq,
+            par,
             MemStack::new(&mut mem),
             Default::default(),
         )
@@ -126,7 +153,11 @@ fn cholesky_t<T: Real>(x: &Value) -> Tensor {
             // faer leaves the strict upper triangle as it was.
             for i in 0..n {
                 for j in 0..n {
-                    m[i * n + j] = if j <= i { l[(i, j)] } else { <T as Element>::from_f64(0.0) };
+                    m[i * n + j] = if j <= i {
+                        l[(i, j)]
+                    } else {
+                        <T as Element>::from_f64(0.0)
+                    };
                 }
             }
         } else {
@@ -139,12 +170,12 @@ fn cholesky_t<T: Real>(x: &Value) -> Tensor {
 /// Solves `M X = B` in place for the triangular `M` (`lower` says which
 /// triangle holds it; only that one is read, without the diagonal when
 /// `unit`).
-fn tri_left<T: Real>(m: MatRef<'_, T>, lower: bool, unit: bool, b: MatMut<'_, T>) {
+fn tri_left<T: Real>(m: MatRef<'_, T>, lower: bool, unit: bool, b: MatMut<'_, T>, par: Par) {
     match (lower, unit) {
-        (true, false) => trs::solve_lower_triangular_in_place(m, b, Par::Seq),
-        (true, true) => trs::solve_unit_lower_triangular_in_place(m, b, Par::Seq),
-        (false, false) => trs::solve_upper_triangular_in_place(m, b, Par::Seq),
-        (false, true) => trs::solve_unit_upper_triangular_in_place(m, b, Par::Seq),
+        (true, false) => trs::solve_lower_triangular_in_place(m, b, par),
+        (true, true) => trs::solve_unit_lower_triangular_in_place(m, b, par),
+        (false, false) => trs::solve_upper_triangular_in_place(m, b, par),
+        (false, true) => trs::solve_unit_upper_triangular_in_place(m, b, par),
     }
 }
 
@@ -177,7 +208,9 @@ fn triangular_solve_t<T: Real>(
     let m = if left { r } else { c };
     let av = load::<T>(a);
     let mut bv = load::<T>(b);
-    per_matrix(&mut bv, batch(&shape), m * r * c + 1, &|i, bm| {
+    let work = m * r * c + 1;
+    let par = par_for(batch(&shape), work);
+    per_matrix(&mut bv, batch(&shape), work, &|i, bm| {
         // Views of the row-major buffers, no copies: op(A) is A's view or
         // its transpose, lower triangular iff A's lower triangle
         // untransposed or its upper one transposed.
@@ -186,10 +219,10 @@ fn triangular_solve_t<T: Real>(
         let op_lower = lower != transpose_a;
         let bm = MatMut::from_row_major_slice_mut(bm, r, c);
         if left {
-            tri_left(op, op_lower, unit, bm);
+            tri_left(op, op_lower, unit, bm, par);
         } else {
             // X op(A) = B  <=>  op(A)ᵀ Xᵀ = Bᵀ.
-            tri_left(op.transpose(), !op_lower, unit, bm.transpose_mut());
+            tri_left(op.transpose(), !op_lower, unit, bm.transpose_mut(), par);
         }
     });
     store(&shape, &bv)
@@ -199,19 +232,21 @@ fn triangular_solve_t<T: Real>(
 /// U`): the row permutation (`perm[i]`: the row of `A` now at row `i`)
 /// and the number of transpositions. A zero pivot leaves a zero on `U`'s
 /// diagonal (singular: infinities or NaNs from the solves).
-fn lu1<T: Real>(lu: MatMut<'_, T>, perm: &mut [usize], perm_inv: &mut [usize]) -> usize {
+fn lu1<T: Real>(lu: MatMut<'_, T>, perm: &mut [usize], perm_inv: &mut [usize], par: Par) -> usize {
     let (r, c) = lu.shape();
-    let mut mem = scratch(lu::partial_pivoting::factor::lu_in_place_scratch::<usize, T>(
-        r,
-        c,
-        Par::Seq,
-        Default::default(),
-    ));
+    let mut mem = scratch(
+        lu::partial_pivoting::factor::lu_in_place_scratch::<usize, T>(
+            r,
+            c,
+            par,
+            Default::default(),
+        ),
+    );
     let (info, _) = lu::partial_pivoting::factor::lu_in_place(
         lu,
         perm,
         perm_inv,
-        Par::Seq,
+        par,
         MemStack::new(&mut mem),
         Default::default(),
     );
@@ -229,24 +264,21 @@ fn solve_t<T: Real>(a: &Value, b: &Value) -> Tensor {
     let (n, k) = (shape[nd - 2], shape[nd - 1]);
     let av = load::<T>(a);
     let mut bv = load::<T>(b);
-    per_matrix(
-        &mut bv,
-        batch(&shape),
-        n * n * n / 3 + n * n * k + 1,
-        &|i, rhs| {
-            let mut lu = to_mat(&av[i * n * n..(i + 1) * n * n], n, n);
-            let (mut perm, mut perm_inv) = (vec![0usize; n], vec![0usize; n]);
-            lu1(lu.as_mut(), &mut perm, &mut perm_inv);
-            // P B: rows of the row-major right-hand side are contiguous.
-            let orig = rhs.to_vec();
-            for (row, &p) in perm.iter().enumerate() {
-                rhs[row * k..(row + 1) * k].copy_from_slice(&orig[p * k..(p + 1) * k]);
-            }
-            let mut x = MatMut::from_row_major_slice_mut(rhs, n, k);
-            trs::solve_unit_lower_triangular_in_place(lu.as_ref(), x.as_mut(), Par::Seq);
-            trs::solve_upper_triangular_in_place(lu.as_ref(), x, Par::Seq);
-        },
-    );
+    let work = n * n * n / 3 + n * n * k + 1;
+    let par = par_for(batch(&shape), work);
+    per_matrix(&mut bv, batch(&shape), work, &|i, rhs| {
+        let mut lu = to_mat(&av[i * n * n..(i + 1) * n * n], n, n);
+        let (mut perm, mut perm_inv) = (vec![0usize; n], vec![0usize; n]);
+        lu1(lu.as_mut(), &mut perm, &mut perm_inv, par);
+        // P B: rows of the row-major right-hand side are contiguous.
+        let orig = rhs.to_vec();
+        for (row, &p) in perm.iter().enumerate() {
+            rhs[row * k..(row + 1) * k].copy_from_slice(&orig[p * k..(p + 1) * k]);
+        }
+        let mut x = MatMut::from_row_major_slice_mut(rhs, n, k);
+        trs::solve_unit_lower_triangular_in_place(lu.as_ref(), x.as_mut(), par);
+        trs::solve_upper_triangular_in_place(lu.as_ref(), x, par);
+    });
     store(&shape, &bv)
 }
 
@@ -263,10 +295,12 @@ fn slogdet_t<T: Real>(x: &Value) -> Tensor {
     let data = load::<T>(x);
     let mats = batch(shape);
     let mut out = vec![<T as Element>::from_f64(0.0); mats * 2];
-    per_matrix(&mut out, mats, n * n * n / 3 + 1, &|i, res| {
+    let work = n * n * n / 3 + 1;
+    let par = par_for(mats, work);
+    per_matrix(&mut out, mats, work, &|i, res| {
         let mut lu = to_mat(&data[i * n * n..(i + 1) * n * n], n, n);
         let (mut perm, mut perm_inv) = (vec![0usize; n], vec![0usize; n]);
-        let swaps = lu1(lu.as_mut(), &mut perm, &mut perm_inv);
+        let swaps = lu1(lu.as_mut(), &mut perm, &mut perm_inv, par);
         // Accumulate in f64: the log-magnitude of an f32 matrix then
         // rounds once.
         let mut sign = if swaps % 2 == 0 { 1.0 } else { -1.0 };
@@ -285,9 +319,7 @@ fn slogdet_t<T: Real>(x: &Value) -> Tensor {
         res[0] = <T as Element>::from_f64(sign);
         res[1] = <T as Element>::from_f64(logdet);
     });
-    let mut oshape = shape[..nd - 2].to_vec();
-    oshape.push(2);
-    store(&oshape, &out)
+    store(&batched(shape, &[2]), &out)
 }
 
 /// `Prim::Qr`: the orthonormal factor `Q` (`[..., m, min(m, n)]`, or
@@ -304,19 +336,60 @@ fn qr_t<T: Real>(x: &Value, complete: bool) -> Tensor {
     let data = load::<T>(x);
     let mats = batch(shape);
     let mut out = vec![<T as Element>::from_f64(0.0); mats * m * kq];
-    per_matrix(&mut out, mats, 2 * m * n * kq + 1, &|i, q| {
-        let a = MatRef::from_row_major_slice(&data[i * m * n..(i + 1) * m * n], m, n);
-        let f = faer::linalg::solvers::Qr::new(a);
-        let qm = if complete {
-            f.compute_Q()
-        } else {
-            f.compute_thin_Q()
-        };
-        MatMut::from_row_major_slice_mut(q, m, kq).copy_from(&qm);
+    let k = m.min(n);
+    let work = 2 * m * n * kq + 1;
+    let par = par_for(mats, work);
+    per_matrix(&mut out, mats, work, &|i, q| {
+        let mut f = to_mat(&data[i * m * n..(i + 1) * m * n], m, n);
+        let bs = faer::linalg::qr::no_pivoting::factor::recommended_block_size::<T>(m, n);
+        let mut coeff = Mat::<T>::zeros(bs, k);
+        let mut mem = scratch(
+            faer::linalg::qr::no_pivoting::factor::qr_in_place_scratch::<T>(
+                m,
+                n,
+                bs,
+                par,
+                Default::default(),
+            )
+            .or(
+                faer::linalg::householder::apply_block_householder_sequence_on_the_left_in_place_scratch::<T>(
+                    m, bs, kq,
+                ),
+            ),
+        );
+        faer::linalg::qr::no_pivoting::factor::qr_in_place(
+            f.as_mut(),
+            coeff.as_mut(),
+            par,
+            MemStack::new(&mut mem),
+            Default::default(),
+        );
+        // The reflectors: below the diagonal of the first k columns, with
+        // an implied unit diagonal (made explicit, R's triangle cleared).
+        let mut basis = f.get_mut(.., ..k);
+        for j in 0..k {
+            basis[(j, j)] = <T as Element>::from_f64(1.0);
+            for r in 0..j {
+                basis[(r, j)] = <T as Element>::from_f64(0.0);
+            }
+        }
+        // Q's first kq columns: the reflectors applied to the identity.
+        let mut qv = MatMut::from_row_major_slice_mut(q, m, kq);
+        for r in 0..m {
+            for c in 0..kq {
+                qv[(r, c)] = <T as Element>::from_f64(if r == c { 1.0 } else { 0.0 });
+            }
+        }
+        faer::linalg::householder::apply_block_householder_sequence_on_the_left_in_place_with_conj(
+            f.as_ref().get(.., ..k),
+            coeff.as_ref(),
+            faer::Conj::No,
+            qv,
+            par,
+            MemStack::new(&mut mem),
+        );
     });
-    let mut oshape = shape[..nd - 2].to_vec();
-    oshape.extend([m, kq]);
-    store(&oshape, &out)
+    store(&batched(shape, &[m, kq]), &out)
 }
 
 /// `Prim::Eigh`: `[..., n + 1, n]`, the eigenvectors as columns of the
@@ -333,7 +406,9 @@ fn eigh_t<T: Real>(x: &Value) -> Tensor {
     let data = load::<T>(x);
     let mats = batch(shape);
     let mut out = vec![<T as Element>::from_f64(0.0); mats * (n + 1) * n];
-    per_matrix(&mut out, mats, 9 * n * n * n + 1, &|i, o| {
+    let work = 9 * n * n * n + 1;
+    let par = par_for(mats, work);
+    per_matrix(&mut out, mats, work, &|i, o| {
         // The input is symmetric: its row-major buffer read column-major
         // is the same matrix, and faer reads its lower triangle.
         let a = MatRef::from_column_major_slice(&data[i * n * n..(i + 1) * n * n], n, n);
@@ -341,14 +416,14 @@ fn eigh_t<T: Real>(x: &Value) -> Tensor {
         let mut mem = scratch(evd::self_adjoint_evd_scratch::<T>(
             n,
             evd::ComputeEigenvectors::Yes,
-            Par::Seq,
+            par,
             Default::default(),
         ));
         let ok = evd::self_adjoint_evd(
             a,
             faer::diag::DiagMut::from_slice_mut(w),
             Some(MatMut::from_row_major_slice_mut(v, n, n)),
-            Par::Seq,
+            par,
             MemStack::new(&mut mem),
             Default::default(),
         )
@@ -357,9 +432,7 @@ fn eigh_t<T: Real>(x: &Value) -> Tensor {
             o.fill(<T as Element>::from_f64(f64::NAN));
         }
     });
-    let mut oshape = shape[..nd - 2].to_vec();
-    oshape.extend([n + 1, n]);
-    store(&oshape, &out)
+    store(&batched(shape, &[n + 1, n]), &out)
 }
 
 /// `Prim::Svd`: `[..., m·ku + k + kv·n]`, `u` (`m`×`ku`, row-major), the
@@ -385,39 +458,34 @@ fn svd_t<T: Real>(x: &Value, full: bool) -> Tensor {
     } else {
         svd::ComputeSvdVectors::Thin
     };
-    per_matrix(
-        &mut out,
-        mats,
-        12 * m * n * k.max(1) + 1,
-        &|i, o| {
-            let a = MatRef::from_row_major_slice(&data[i * m * n..(i + 1) * m * n], m, n);
-            let (u, rest) = o.split_at_mut(m * ku);
-            let (s, vt) = rest.split_at_mut(k);
-            let mut mem = scratch(svd::svd_scratch::<T>(
-                m,
-                n,
-                compute,
-                compute,
-                Par::Seq,
-                Default::default(),
-            ));
-            // `vt` row-major (kv×n) is `V` (n×kv) column-major.
-            let ok = svd::svd(
-                a,
-                faer::diag::DiagMut::from_slice_mut(s),
-                Some(MatMut::from_row_major_slice_mut(u, m, ku)),
-                Some(MatMut::from_column_major_slice_mut(vt, n, kv)),
-                Par::Seq,
-                MemStack::new(&mut mem),
-                Default::default(),
-            )
-            .is_ok();
-            if !ok {
-                o.fill(<T as Element>::from_f64(f64::NAN));
-            }
-        },
-    );
-    let mut oshape = shape[..nd - 2].to_vec();
-    oshape.push(len);
-    store(&oshape, &out)
+    let work = 12 * m * n * k.max(1) + 1;
+    let par = par_for(mats, work);
+    per_matrix(&mut out, mats, work, &|i, o| {
+        let a = MatRef::from_row_major_slice(&data[i * m * n..(i + 1) * m * n], m, n);
+        let (u, rest) = o.split_at_mut(m * ku);
+        let (s, vt) = rest.split_at_mut(k);
+        let mut mem = scratch(svd::svd_scratch::<T>(
+            m,
+            n,
+            compute,
+            compute,
+            par,
+            Default::default(),
+        ));
+        // `vt` row-major (kv×n) is `V` (n×kv) column-major.
+        let ok = svd::svd(
+            a,
+            faer::diag::DiagMut::from_slice_mut(s),
+            Some(MatMut::from_row_major_slice_mut(u, m, ku)),
+            Some(MatMut::from_column_major_slice_mut(vt, n, kv)),
+            par,
+            MemStack::new(&mut mem),
+            Default::default(),
+        )
+        .is_ok();
+        if !ok {
+            o.fill(<T as Element>::from_f64(f64::NAN));
+        }
+    });
+    store(&batched(shape, &[len]), &out)
 }
