@@ -16,16 +16,7 @@ use nx::{bind, DType, Padding, Prim, Tensor};
 // The rune benches' timing (plain std code), shared rather than copied.
 #[path = "../../rune/examples/common/timing.rs"]
 mod timing;
-use timing::bench;
-
-/// `--only ID`: run that row alone (for profiling).
-fn wanted(id: &str) -> bool {
-    let args: Vec<String> = std::env::args().collect();
-    match args.iter().position(|a| a == "--only") {
-        Some(i) => args.get(i + 1).is_some_and(|w| w == id),
-        None => true,
-    }
-}
+use timing::{bench, wanted};
 
 fn emit(id: &str, variant: &str, (min, median): (f64, f64)) {
     println!(

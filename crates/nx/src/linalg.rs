@@ -5,8 +5,10 @@
 //! The primitives are `Prim::Cholesky`, `Prim::TriangularSolve`,
 //! `Prim::Solve` (LU with partial pivoting) and `Prim::Slogdet` (the sign
 //! and log-magnitude packed in a last axis of 2, since a primitive has one
-//! output; `slogdet` slices it). `inv` is `solve` against the identity,
-//! `det` is `sign * exp(logabsdet)`; their derivatives follow.
+//! output; `slogdet` slices it), `Prim::Qr`, `Prim::Eigh` and `Prim::Svd`
+//! (packed likewise), all computed by `faer`. `inv` is `solve` against the
+//! identity, `det` is `sign * exp(logabsdet)`, `pinv`, `lstsq` and the
+//! spectral norms come from `svd`; their derivatives follow.
 //!
 //! Conventions (JAX's, which differ from numpy's in raising nothing):
 //! - `cholesky` symmetrizes its input (`(A + Aᵀ)/2`, as `jnp.linalg.cholesky`)
@@ -248,8 +250,8 @@ pub fn det(a: &Tensor) -> Tensor {
     sign * logdet.exp()
 }
 
-/// The QR factorization `a = q r` of each `[..., m, n]` matrix (Householder
-/// reflections; signs as they fall, like LAPACK's): `q` has orthonormal
+/// The QR factorization `a = q r` of each `[..., m, n]` matrix (faer's
+/// blocked Householder reflections; signs as they fall, like LAPACK's): `q` has orthonormal
 /// columns, `[..., m, k]`, `r` is upper triangular `[..., k, n]`, with
 /// `k = min(m, n)`, or `k = m` when `complete`. Derivatives exist for
 /// `m >= n` reduced, or square (as in JAX; otherwise differentiating panics).
@@ -277,7 +279,7 @@ pub fn qr(a: &Tensor, complete: bool) -> (Tensor, Tensor) {
 
 /// The eigenvalues `w` (ascending, `[..., n]`) and eigenvectors `v` (the
 /// columns of `[..., n, n]`, `a v = v diag(w)`) of each symmetric matrix
-/// (symmetrized first, `(a + aᵀ)/2`, as JAX; cyclic Jacobi rotations).
+/// (symmetrized first, `(a + aᵀ)/2`, as JAX; faer's eigensolver).
 /// As in JAX, the derivative of the eigenvectors is undefined where two
 /// eigenvalues are equal (it has `1/(w_j - w_i)` factors: infinities or
 /// NaNs there), while the eigenvalues' derivative stays finite.
@@ -319,11 +321,9 @@ pub enum Norm {
 
 /// A matrix or vector norm (see [`Norm`]), batched over the other leading
 /// axes: a composition of tensor operations (and, for `Two` and `Nuc`,
-/// of `eigh` of the smaller Gram matrix `aᵀa` or `aaᵀ`, whose eigenvalues
-/// are the squared singular values), so it differentiates. The gradient of
-/// `Nuc` or `Two` is NaN where a singular value it uses is 0, and that of
-/// `Vector(2.0)` at the zero vector (as JAX's); the small singular values
-/// summed by `Nuc` are accurate to about `sqrt(eps) * largest`.
+/// of [`svd`]'s singular values), so it differentiates. The gradient of
+/// `Two` is undefined where the largest singular value repeats, and that
+/// of `Vector(2.0)` at the zero vector is NaN (as JAX's).
 ///
 /// ```
 /// use nx::{linalg, linalg::Norm, Tensor};
@@ -360,19 +360,15 @@ pub fn norm(a: &Tensor, ord: Norm) -> Tensor {
         Norm::One => x.sum(&[-2], false).max(&[-1], false),
         Norm::Inf => x.sum(&[-1], false).max(&[-1], false),
         Norm::Two | Norm::Nuc => {
-            let s = a.shape();
-            let (m, n) = (s[s.len() - 2], s[s.len() - 1]);
-            let at = a.swapaxes(-1, -2);
-            let gram = if m >= n { at.matmul(a) } else { a.matmul(&at) };
-            let k = m.min(n);
-            if k == 0 {
-                return Tensor::zeros(&s[..s.len() - 2], a.dtype());
+            let sh = a.shape();
+            if sh[sh.len() - 2].min(sh[sh.len() - 1]) == 0 {
+                return Tensor::zeros(&sh[..sh.len() - 2], a.dtype());
             }
-            let (w, _) = eigh(&gram);
+            let (_, s, _) = svd(a, false);
             if ord == Norm::Two {
-                w.narrow(-1, k - 1, 1).squeeze(-1).relu().sqrt()
+                s.narrow(-1, 0, 1).squeeze(-1)
             } else {
-                w.relu().sqrt().sum(&[-1], false)
+                s.sum(&[-1], false)
             }
         }
     }
@@ -389,16 +385,14 @@ fn matrix(op: &str, a: &Tensor) -> (usize, usize) {
 }
 
 /// The singular value decomposition `a = u · diag(s) · vt` of each matrix
-/// `[..., m, n]`: `s` descending (`[..., k]`, `k = min(m, n)`); reduced
-/// (`full_matrices = false`: `u` `[..., m, k]`, `vt` `[..., k, n]`) or full
-/// (`u` `[..., m, m]`, `vt` `[..., n, n]`). Computed from `eigh` of the
-/// smaller Gram matrix (`aᵀa`: its eigenvalues are `s²`, its eigenvectors
-/// `v`; then `u = a v / s`), so it differentiates through `eigh`'s rules.
-/// Limits of that route: a singular value is accurate to about
-/// `eps · s_max² / s`, so small ones lose digits (rank-deficient matrices
-/// give zero or inaccurate columns of `u` for their zero singular
-/// values), and, as in JAX, the derivative is undefined
-/// where two singular values are equal.
+/// `[..., m, n]` (faer's, `Prim::Svd`): `s` descending (`[..., k]`,
+/// `k = min(m, n)`); reduced (`full_matrices = false`: `u` `[..., m, k]`,
+/// `vt` `[..., k, n]`) or full (`u` `[..., m, m]`, `vt` `[..., n, n]`).
+/// Signs of the singular vectors are as they fall (each pair `u_i`, `v_i`
+/// may flip together). As in JAX, the derivative is implemented for the
+/// reduced factorization (and square matrices), and that of `u` and `vt`
+/// is undefined (NaN) where two singular values are equal, while the
+/// derivative of `s` stays finite.
 ///
 /// ```
 /// use nx::{linalg, Tensor};
@@ -411,36 +405,58 @@ fn matrix(op: &str, a: &Tensor) -> (usize, usize) {
 pub fn svd(a: &Tensor, full_matrices: bool) -> (Tensor, Tensor, Tensor) {
     let (m, n) = matrix("svd", a);
     notify_eager_only("linalg::svd");
-    if m < n {
-        // a = (aᵀ)ᵀ = (u' s vt')ᵀ = vt'ᵀ s u'ᵀ
-        let (u, s, vt) = svd(&a.swapaxes(-1, -2), full_matrices);
-        return (vt.swapaxes(-1, -2), s, u.swapaxes(-1, -2));
+    let p = bind(Prim::Svd { full_matrices }, &[a]);
+    svd_unpack(&p, m, n, full_matrices)
+}
+
+/// `(u, s, vt)` from a packed `Prim::Svd` output `[..., len]` of `m`×`n`
+/// matrices (also the derivative rules' unpacking of cotangents).
+#[doc(hidden)]
+pub fn svd_unpack(p: &Tensor, m: usize, n: usize, full_matrices: bool) -> (Tensor, Tensor, Tensor) {
+    let k = m.min(n);
+    let (ku, kv) = if full_matrices { (m, n) } else { (k, k) };
+    let lead = &p.shape()[..p.ndim() - 1];
+    let with = |r: usize, c: usize| {
+        let mut s = lead.to_vec();
+        s.extend([r, c]);
+        s
+    };
+    (
+        p.narrow(-1, 0, m * ku).reshape(&with(m, ku)),
+        p.narrow(-1, m * ku, k),
+        p.narrow(-1, m * ku + k, kv * n).reshape(&with(kv, n)),
+    )
+}
+
+/// `pinv` with singular values at or under `rtol · s_max` treated as zero.
+fn pinv_cut(a: &Tensor, rtol: f64) -> Tensor {
+    let (u, s, vt) = svd(a, false);
+    let k = s.shape()[s.ndim() - 1];
+    if k == 0 {
+        return (vt.swapaxes(-1, -2)).matmul(&u.swapaxes(-1, -2));
     }
-    // m >= n: eigh of aᵀa, reversed to descending order.
-    let (w, v) = eigh(&a.swapaxes(-1, -2).matmul(a));
-    let (w, v) = (w.flip(&[-1]), v.flip(&[-1]));
-    let s = w.relu().sqrt();
-    // A zero singular value leaves its column of u zero (not NaN).
-    let positive = s.greater(&s.zeros_like());
-    let safe = Tensor::where_(&positive, &s, &s.ones_like());
-    let u = a.matmul(&v) / safe.unsqueeze(-2);
-    let vt = v.swapaxes(-1, -2);
-    if !full_matrices || m == n {
-        return (u, s, vt);
+    let cutoff = s.narrow(-1, 0, 1) * rtol;
+    let kept = s.greater(&cutoff);
+    let safe = Tensor::where_(&kept, &s, &s.ones_like());
+    let s_inv = Tensor::where_(&kept, &(1.0 / &safe), &s.zeros_like());
+    (vt.swapaxes(-1, -2) * s_inv.unsqueeze(-2)).matmul(&u.swapaxes(-1, -2))
+}
+
+/// Machine epsilon of `a`'s dtype.
+fn eps(a: &Tensor) -> f64 {
+    if a.dtype() == DType::F32 {
+        f32::EPSILON as f64
+    } else {
+        f64::EPSILON
     }
-    // Complete u with an orthonormal basis of the rest of the space: the
-    // last m - n columns of the complete QR of u.
-    let (q, _) = qr(&u, true);
-    let rest = q.narrow(-1, n, m - n);
-    (Tensor::concatenate(&[u, rest], -1), s, vt)
 }
 
 /// The Moore–Penrose pseudo-inverse `[..., n, m]` of each `[..., m, n]`
-/// matrix from its SVD, singular values under `max(m, n) · sqrt(eps) ·
-/// s_max` treated as zero. (JAX cuts at `10 · max(m, n) · eps · s_max`;
-/// [`svd`]'s singular values come from the Gram matrix and are accurate
-/// only to about `sqrt(eps) · s_max`, so a rank-deficient matrix's zero
-/// singular values show up that large, and the cutoff must be too.)
+/// matrix from its SVD, singular values at or under `10 · max(m, n) · eps ·
+/// s_max` treated as zero (`jnp.linalg.pinv`'s default `rtol`; numpy's
+/// default `rcond` is `1e-15`, the same order for f64). Differentiated
+/// through [`svd`] (JAX gives `pinv` its own rule, equal where the rank is
+/// locally constant and the kept singular values are distinct).
 ///
 /// ```
 /// use nx::{linalg, Tensor};
@@ -451,22 +467,14 @@ pub fn svd(a: &Tensor, full_matrices: bool) -> (Tensor, Tensor, Tensor) {
 pub fn pinv(a: &Tensor) -> Tensor {
     let (m, n) = matrix("pinv", a);
     notify_eager_only("linalg::pinv");
-    let (u, s, vt) = svd(a, false);
-    let eps = if a.dtype() == DType::F32 {
-        f32::EPSILON as f64
-    } else {
-        f64::EPSILON
-    };
-    let cutoff = s.max(&[-1], true) * (m.max(n) as f64 * eps.sqrt());
-    let kept = s.greater(&cutoff);
-    let safe = Tensor::where_(&kept, &s, &s.ones_like());
-    let s_inv = Tensor::where_(&kept, &(1.0 / &safe), &s.zeros_like());
-    (vt.swapaxes(-1, -2) * s_inv.unsqueeze(-2)).matmul(&u.swapaxes(-1, -2))
+    pinv_cut(a, 10.0 * m.max(n) as f64 * eps(a))
 }
 
 /// The least-squares solution `x` of `a x ≈ b` (`a` `[..., m, n]`, `b`
 /// `[..., m, k]` or `[m]`): numpy's minimum-norm solution when the system
-/// is underdetermined or rank-deficient, as `pinv(a) · b`.
+/// is underdetermined or rank-deficient, as `pinv(a) · b` with singular
+/// values at or under `max(m, n) · eps · s_max` dropped (numpy's and JAX's
+/// default `rcond`).
 ///
 /// ```
 /// use nx::{linalg, Tensor};
@@ -477,8 +485,8 @@ pub fn pinv(a: &Tensor) -> Tensor {
 /// assert!((x[0] - 1.0).abs() < 1e-10 && (x[1] - 2.0).abs() < 1e-10);
 /// ```
 pub fn lstsq(a: &Tensor, b: &Tensor) -> Tensor {
-    matrix("lstsq", a);
+    let (m, n) = matrix("lstsq", a);
     float("lstsq", b);
     notify_eager_only("linalg::lstsq");
-    pinv(a).matmul(b)
+    pinv_cut(a, m.max(n) as f64 * eps(a)).matmul(b)
 }

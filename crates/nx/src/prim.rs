@@ -328,10 +328,17 @@ pub enum Prim {
     Qr {
         complete: bool,
     },
-    /// Symmetric eigendecomposition of `[..., n, n]` (cyclic Jacobi),
-    /// packed as `[..., n + 1, n]`: eigenvectors as the columns of the
-    /// first `n` rows, eigenvalues ascending in the last row.
+    /// Symmetric eigendecomposition of `[..., n, n]` (faer's), packed as
+    /// `[..., n + 1, n]`: eigenvectors as the columns of the first `n`
+    /// rows, eigenvalues ascending in the last row.
     Eigh,
+    /// Singular value decomposition of `[..., m, n]` (faer's), packed as
+    /// `[..., m·ku + k + kv·n]`: `u` (`m`×`ku`, row-major), the singular
+    /// values descending (`k = min(m, n)`), `vt` (`kv`×`n`, row-major);
+    /// `ku = kv = k`, or `ku = m`, `kv = n` when `full_matrices`.
+    Svd {
+        full_matrices: bool,
+    },
 }
 
 impl Prim {
@@ -374,6 +381,7 @@ impl Prim {
             Prim::Slogdet => "slogdet".into(),
             Prim::Qr { .. } => "qr".into(),
             Prim::Eigh => "eigh".into(),
+            Prim::Svd { .. } => "svd".into(),
         }
     }
 
@@ -584,8 +592,22 @@ impl Prim {
                 shape.extend([n + 1, n]);
                 Aval::new(&shape, ins[0].dtype)
             }
+            Prim::Svd { full_matrices } => {
+                let s = &ins[0].shape;
+                let (m, n) = (s[s.len() - 2], s[s.len() - 1]);
+                let mut shape = s[..s.len() - 2].to_vec();
+                shape.push(svd_packed_len(m, n, *full_matrices));
+                Aval::new(&shape, ins[0].dtype)
+            }
         }
     }
+}
+
+/// The last-axis length of a packed `Prim::Svd` output of an `m`×`n` matrix.
+pub(crate) fn svd_packed_len(m: usize, n: usize, full_matrices: bool) -> usize {
+    let k = m.min(n);
+    let (ku, kv) = if full_matrices { (m, n) } else { (k, k) };
+    m * ku + k + kv * n
 }
 
 /// `(n - 1) * d + 1` (0 for `n == 0`): the size of `n` elements `d` apart.

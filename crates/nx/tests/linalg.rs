@@ -763,3 +763,35 @@ fn matrix_and_vector_norms_match_naive_references() {
     let m = panic_message(|| drop(linalg::norm(&t(&[1.0], &[1]), Norm::Fro)));
     assert!(m.contains("linalg::norm") && m.contains("2 axes"), "{m}");
 }
+
+// ------------------------------------------- single large matrices (rayon)
+
+/// One matrix large enough that the kernels hand faer its rayon threads
+/// (`par_for`: at least 2^24 flops): the same identities hold there.
+#[test]
+fn large_single_matrices_take_faers_parallel_path_and_keep_their_identities() {
+    let n = 400;
+    let a = spd(500, n, n as f64);
+    let l = linalg::cholesky(&t(&a, &[n, n])).to_vec::<f64>();
+    assert!(max_diff(&mm(&l, &tr(&l, n, n), n, n, n), &a) / max_abs(&a) < 1e-14);
+    let g = general(501, n);
+    let b = uniform(502, n * 3);
+    let x = linalg::solve(&t(&g, &[n, n]), &t(&b, &[n, 3])).to_vec::<f64>();
+    assert!(max_diff(&mm(&g, &x, n, n, 3), &b) < 1e-10);
+    let lower = TriangularSolveOpts {
+        lower: true,
+        left: true,
+        transpose: false,
+        unit_diagonal: false,
+    };
+    let y = linalg::triangular_solve(&t(&l, &[n, n]), &t(&b, &[n, 3]), lower).to_vec::<f64>();
+    assert!(max_diff(&mm(&l, &y, n, n, 3), &b) < 1e-10);
+    let (q, r) = linalg::qr(&t(&g, &[n, n]), false);
+    let (q, r) = (q.to_vec::<f64>(), r.to_vec::<f64>());
+    assert!(max_diff(&mm(&q, &r, n, n, n), &g) < 1e-12);
+    check_orthonormal_columns(&q, n, n, 1e-12, "qr n = 400");
+    check_eigh(&a, n, 1e-12, "eigh n = 400");
+    let (u, s, vt) = linalg::svd(&t(&g, &[n, n]), false);
+    let back = (u * s.unsqueeze(-2)).matmul(&vt).to_vec::<f64>();
+    assert!(max_diff(&back, &g) < 1e-12);
+}

@@ -273,7 +273,7 @@ impl BatchTrace {
             }
             // linear algebra: matrices are the last two axes, every leading
             // axis (the batch axis included) is a batch axis of the kernel.
-            Prim::Cholesky | Prim::Slogdet | Prim::Qr { .. } | Prim::Eigh => {
+            Prim::Cholesky | Prim::Slogdet | Prim::Qr { .. } | Prim::Eigh | Prim::Svd { .. } => {
                 apply(prim.clone(), &xs[..1])
             }
             Prim::TriangularSolve { .. } | Prim::Solve => apply(prim.clone(), &lifted()),

@@ -296,6 +296,12 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             ts[0].as_ref()?,
         )),
         Prim::Eigh => Some(crate::linalg_rules::eigh_jvp(out, ts[0].as_ref()?)),
+        Prim::Svd { full_matrices } => Some(crate::linalg_rules::svd_jvp(
+            *full_matrices,
+            &xs[0],
+            out,
+            ts[0].as_ref()?,
+        )),
     }
 }
 

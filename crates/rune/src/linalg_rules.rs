@@ -16,6 +16,10 @@
 //!   `custom_linear_solve`).
 //! - Slogdet: the sign has a zero derivative, `d log|det A| = tr(A⁻¹ Ȧ)`,
 //!   so `Ā = ḡ A⁻ᵀ`.
+//! - QR, eigh: see their rules below.
+//! - SVD: JAX's `_svd_jvp_rule` (reduced factorization only, as JAX), its
+//!   transpose for the reverse rule; undefined (NaN) for the factors where
+//!   singular values repeat, finite for the singular values themselves.
 
 use crate::jvp::add_opt;
 use crate::vjp::{PrimRule, Saved};
@@ -278,5 +282,111 @@ pub(crate) fn eigh_vjp(out: &Tensor) -> PrimRule {
         let (v_bar, w_bar) = (ct.narrow(-2, 0, n), ct.narrow(-2, n, 1));
         let inner = f_times(&f, &mt(&v).matmul(&v_bar)) + &eye_like(&v) * &w_bar;
         vec![Some(v.matmul(&inner).matmul(&mt(&v)))]
+    })
+}
+
+/// Panics unless the SVD's derivative is defined: JAX implements it for the
+/// reduced factorization only (`full_matrices = false`); a square matrix's
+/// full factorization is its reduced one, so it is accepted too.
+fn svd_differentiable(full_matrices: bool, m: usize, n: usize) {
+    if full_matrices && m != n {
+        panic!(
+            "linalg::svd: the derivative is implemented for full_matrices = false (as in JAX) \
+             or square matrices; got a {m}x{n} matrix with full_matrices = true"
+        );
+    }
+}
+
+/// The factors of a packed `Prim::Svd` output of an `m`×`n` matrix:
+/// `u` `[..., m, k]`, `s` as a `[..., 1, k]` row, `vt` `[..., k, n]`, and
+/// `F` with `F_ij = 1/(s_j² - s_i²)` off the diagonal, 0 on it (infinite
+/// for equal singular values, as JAX's).
+fn svd_parts(m: usize, n: usize, out: &Tensor, full: bool) -> (Tensor, Tensor, Tensor, Tensor) {
+    svd_differentiable(full, m, n);
+    let (u, sv, vt) = nx::linalg::svd_unpack(out, m, n, full);
+    let row = sv.unsqueeze(-2);
+    let eye = eye_like(&mt(&row).matmul(&row));
+    let diffs = (&row + &mt(&row)) * (&row - &mt(&row));
+    let f = (diffs + &eye).recip() - &eye;
+    (u, row, vt, f)
+}
+
+/// `x / s` (columns divided by the `[..., 1, k]` row `s`), 0 where `x` is
+/// exactly 0 (JAX's symbolic zeros: an unused factor's cotangent adds
+/// nothing even where a singular value is 0).
+fn div_s(x: &Tensor, s: &Tensor) -> Tensor {
+    let zero = x.scalar_like(0.0);
+    Tensor::where_(&x.equal(&zero), &zero, &(x / s))
+}
+
+/// `[..., r, c]` flattened into its last axis, to pack.
+fn flat2(x: &Tensor) -> Tensor {
+    let s = x.shape();
+    let mut shape = s[..s.len() - 2].to_vec();
+    shape.push(s[s.len() - 2] * s[s.len() - 1]);
+    x.reshape(&shape)
+}
+
+/// The tangent of the packed SVD `a = u diag(s) vt` along `ȧ` (JAX's
+/// `_svd_jvp_rule`, real case): with `dS = uᵀ ȧ v`, `ṡ = diag(dS)`,
+/// `u̇ = u (F ∘ (dS S + S dSᵀ))`, `v̇ = v (F ∘ (S dS + dSᵀ S))`, plus, for
+/// `m > n`, `(I - u uᵀ) ȧ v S⁻¹` in `u̇` (for `n > m`, `(I - v vᵀ) ȧᵀ u S⁻¹`
+/// in `v̇`). The antisymmetric diagonal term of the complex case is 0 for
+/// real matrices. Where two singular values are equal `F` is infinite and
+/// the factors' tangents are NaN (as in JAX); `ṡ` stays finite.
+pub(crate) fn svd_jvp(full: bool, a: &Tensor, out: &Tensor, ta: &Tensor) -> Tensor {
+    let sh = a.shape();
+    let (m, n) = (sh[sh.len() - 2], sh[sh.len() - 1]);
+    let (u, s, vt, f) = svd_parts(m, n, out, full);
+    let v = mt(&vt);
+    let ds_mat = mt(&u).matmul(&ta.matmul(&v));
+    let eye = eye_like(&ds_mat);
+    let ds = (&ds_mat * &eye).sum(&[-2], false);
+    let dss = &ds_mat * &s;
+    let sds = &mt(&s) * &ds_mat;
+    let mut du = u.matmul(&f_times(&f, &(&dss + &mt(&dss))));
+    let mut dv = v.matmul(&f_times(&f, &(&sds + &mt(&sds))));
+    if m > n {
+        let dav = ta.matmul(&v);
+        du = du + div_s(&(&dav - &u.matmul(&mt(&u).matmul(&dav))), &s);
+    }
+    if n > m {
+        let dahu = mt(ta).matmul(&u);
+        dv = dv + div_s(&(&dahu - &v.matmul(&vt.matmul(&dahu))), &s);
+    }
+    Tensor::concatenate(&[flat2(&du), ds, flat2(&mt(&dv))], -1)
+}
+
+/// The reverse rule of `Prim::Svd` (the transpose of `svd_jvp`), keeping
+/// the output: with `G = F ∘ (uᵀ ū)`, `H = F ∘ (vᵀ v̄)`,
+/// `ā = u (diag(s̄) + (G + Gᵀ) S + S (H + Hᵀ)) vᵀ`, plus
+/// `(I - u uᵀ) ū S⁻¹ vᵀ` for `m > n` (`u S⁻¹ v̄ᵀ (I - v vᵀ)` for `n > m`).
+/// Exact zeros in the cotangent contribute nothing (see `f_times`), so the
+/// gradient of a function of `s` alone is finite at repeated or zero
+/// singular values, as JAX's.
+pub(crate) fn svd_vjp(full: bool, a: &Tensor, out: &Tensor) -> PrimRule {
+    let sh = a.shape();
+    let (m, n) = (sh[sh.len() - 2], sh[sh.len() - 1]);
+    svd_differentiable(full, m, n);
+    let out = Saved::new(out.clone());
+    Box::new(move |ct, op| {
+        let (u, s, vt, f) = svd_parts(m, n, out.get(op), full);
+        let (u_bar, s_bar, vt_bar) = nx::linalg::svd_unpack(ct, m, n, full);
+        let v = mt(&vt);
+        let v_bar = mt(&vt_bar);
+        let g = f_times(&f, &mt(&u).matmul(&u_bar));
+        let h = f_times(&f, &mt(&v).matmul(&v_bar));
+        let eye = eye_like(&g);
+        let inner = &eye * &s_bar.unsqueeze(-2) + (&g + &mt(&g)) * &s + &mt(&s) * &(&h + &mt(&h));
+        let mut ga = u.matmul(&inner).matmul(&vt);
+        if m > n {
+            let us = div_s(&u_bar, &s);
+            ga = ga + (&us - &u.matmul(&mt(&u).matmul(&us))).matmul(&vt);
+        }
+        if n > m {
+            let vs = mt(&div_s(&v_bar, &s));
+            ga = ga + u.matmul(&(&vs - &vs.matmul(&v).matmul(&vt)));
+        }
+        vec![Some(ga)]
     })
 }

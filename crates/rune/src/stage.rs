@@ -256,6 +256,7 @@ impl Trace for StageTrace {
                 | Prim::Slogdet
                 | Prim::Qr { .. }
                 | Prim::Eigh
+                | Prim::Svd { .. }
         ) {
             self.eager_only(&format!("linalg::{}", prim.name()));
         }

@@ -503,6 +503,7 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         Prim::Slogdet => crate::linalg_rules::slogdet_vjp(&xs[0]),
         Prim::Qr { complete } => crate::linalg_rules::qr_vjp(*complete, &xs[0], out),
         Prim::Eigh => crate::linalg_rules::eigh_vjp(out),
+        Prim::Svd { full_matrices } => crate::linalg_rules::svd_vjp(*full_matrices, &xs[0], out),
     };
     Some(rule)
 }

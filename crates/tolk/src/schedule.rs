@@ -243,7 +243,8 @@ fn kind(prim: &Prim) -> Kind {
         | Prim::Solve
         | Prim::Slogdet
         | Prim::Qr { .. }
-        | Prim::Eigh => Kind::Library,
+        | Prim::Eigh
+        | Prim::Svd { .. } => Kind::Library,
     }
 }
 

@@ -131,5 +131,6 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
         Prim::Slogdet => linalg::slogdet(v(0)),
         Prim::Qr { complete } => linalg::qr(v(0), complete),
         Prim::Eigh => linalg::eigh(v(0)),
+        Prim::Svd { full_matrices } => linalg::svd(v(0), full_matrices),
     }
 }

@@ -39,3 +39,14 @@ pub fn emit(id: &str, variant: &str, unit: &str, (min, median): (f64, f64)) {
         nx::num_threads()
     );
 }
+
+/// `--only ID` on the command line: whether row `id` runs (all run without
+/// `--only`; for profiling one row).
+#[allow(dead_code)] // the nx benches' row filter
+pub fn wanted(id: &str) -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == "--only") {
+        Some(i) => args.get(i + 1).is_some_and(|w| w == id),
+        None => true,
+    }
+}
