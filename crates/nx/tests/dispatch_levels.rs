@@ -54,12 +54,20 @@ fn inputs() -> Vec<f32> {
     v
 }
 
+/// Every NaN reads as this: which operand's NaN an operation returns is not
+/// defined (LLVM may swap the operands of `a + b`), only that it is NaN.
+const NAN: u64 = u64::MAX;
+
+/// The result's bits, NaNs as `NAN`.
 fn bits(t: &Tensor) -> Vec<u64> {
+    fn float<T: Copy>(v: Vec<T>, is_nan: fn(T) -> bool, bits: fn(T) -> u64) -> Vec<u64> {
+        v.into_iter().map(|x| if is_nan(x) { NAN } else { bits(x) }).collect()
+    }
     match t.dtype() {
-        DType::F32 => t.to_vec::<f32>().iter().map(|v| v.to_bits() as u64).collect(),
-        DType::F64 => t.to_vec::<f64>().iter().map(|v| v.to_bits()).collect(),
-        DType::F16 => t.to_vec::<f16>().iter().map(|v| v.to_bits() as u64).collect(),
-        DType::BF16 => t.to_vec::<bf16>().iter().map(|v| v.to_bits() as u64).collect(),
+        DType::F32 => float(t.to_vec::<f32>(), f32::is_nan, |v| v.to_bits() as u64),
+        DType::F64 => float(t.to_vec::<f64>(), f64::is_nan, f64::to_bits),
+        DType::F16 => float(t.to_vec::<f16>(), f16::is_nan, |v| v.to_bits() as u64),
+        DType::BF16 => float(t.to_vec::<bf16>(), bf16::is_nan, |v| v.to_bits() as u64),
         DType::I32 => t.to_vec::<i32>().iter().map(|&v| v as u32 as u64).collect(),
         DType::U32 => t.to_vec::<u32>().iter().map(|&v| v as u64).collect(),
         DType::U8 => t.to_vec::<u8>().iter().map(|&v| v as u64).collect(),
