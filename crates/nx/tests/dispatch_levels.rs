@@ -61,7 +61,9 @@ const NAN: u64 = u64::MAX;
 /// The result's bits, NaNs as `NAN`.
 fn bits(t: &Tensor) -> Vec<u64> {
     fn float<T: Copy>(v: Vec<T>, is_nan: fn(T) -> bool, bits: fn(T) -> u64) -> Vec<u64> {
-        v.into_iter().map(|x| if is_nan(x) { NAN } else { bits(x) }).collect()
+        v.into_iter()
+            .map(|x| if is_nan(x) { NAN } else { bits(x) })
+            .collect()
     }
     match t.dtype() {
         DType::F32 => float(t.to_vec::<f32>(), f32::is_nan, |v| v.to_bits() as u64),
@@ -105,13 +107,29 @@ fn outputs(x: &[f32]) -> (Vec<(&'static str, Vec<u64>)>, Vec<(&'static str, Vec<
     let y = Tensor::from_slice(&bit_patterns(n, 7), &[n]);
     let small = t.narrow(0, 0, 1000); // below the parallel threshold
     let strided = t.reshape(&[n / 2, 2]).transpose(); // a non-unit-stride view
-    let fin: Vec<f32> = x.iter().map(|v| if v.is_finite() { v.clamp(-1e6, 1e6) } else { 0.5 }).collect();
+    let fin: Vec<f32> = x
+        .iter()
+        .map(|v| {
+            if v.is_finite() {
+                v.clamp(-1e6, 1e6)
+            } else {
+                0.5
+            }
+        })
+        .collect();
     let tf = Tensor::from_slice(&fin, &[n]);
     let m = tf.reshape(&[600, 500]);
     let key = Tensor::from_slice(&[0x1234_5678u32, 0x9abc_def0], &[2]);
     let ctr: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
     let ctr = Tensor::from_slice(&ctr, &[n / 2, 2]);
-    let keys = Tensor::from_slice(&ctr.to_vec::<u32>()[..].iter().rev().copied().collect::<Vec<_>>(), &[n / 2, 2]);
+    let keys = Tensor::from_slice(
+        &ctr.to_vec::<u32>()[..]
+            .iter()
+            .rev()
+            .copied()
+            .collect::<Vec<_>>(),
+        &[n / 2, 2],
+    );
     let exact = vec![
         ("add", bits(&(&t + &y))),
         ("mul", bits(&(&t * &y))),
@@ -136,10 +154,19 @@ fn outputs(x: &[f32]) -> (Vec<(&'static str, Vec<u64>)>, Vec<(&'static str, Vec<
         ("cast f64", bits(&t.cast(DType::F64))),
         ("f16 round trip", bits(&t.cast(DType::F16).cast(DType::F32))),
         ("f16 exp", bits(&t.cast(DType::F16).exp())),
-        ("bf16 mul", bits(&(&t.cast(DType::BF16) * &y.cast(DType::BF16)))),
+        (
+            "bf16 mul",
+            bits(&(&t.cast(DType::BF16) * &y.cast(DType::BF16))),
+        ),
         ("f64 exp", bits(&t.cast(DType::F64).exp())),
-        ("threefry", bits(&nx::bind(Prim::Threefry2x32, &[&key, &ctr]))),
-        ("threefry keys", bits(&nx::bind(Prim::Threefry2x32, &[&keys, &ctr]))),
+        (
+            "threefry",
+            bits(&nx::bind(Prim::Threefry2x32, &[&key, &ctr])),
+        ),
+        (
+            "threefry keys",
+            bits(&nx::bind(Prim::Threefry2x32, &[&keys, &ctr])),
+        ),
     ];
     let poly = vec![
         ("exp", bits(&t.exp())),

@@ -210,7 +210,9 @@ pub(crate) fn run<K: Kernel>(k: K) -> K::Output {
 /// # Safety
 /// The CPU must support x86-64-v3 (`CpuLevel::best()` at least `X86_64V3`).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse3,ssse3,sse4.1,sse4.2,popcnt,avx,avx2,bmi1,bmi2,f16c,fma,lzcnt,movbe")]
+#[target_feature(
+    enable = "sse3,ssse3,sse4.1,sse4.2,popcnt,avx,avx2,bmi1,bmi2,f16c,fma,lzcnt,movbe"
+)]
 unsafe fn run_v3<K: Kernel>(k: K) -> K::Output {
     k.run::<true>()
 }

@@ -407,8 +407,14 @@ pub(crate) fn map2<A: Element, B: Element, U: Element>(
         };
         if let Some((sa, sb)) = contiguous {
             fill_chunks(o, move |start, out| {
-                let a = Src { off: sa.off + sa.step * start as isize, ..sa };
-                let b = Src { off: sb.off + sb.step * start as isize, ..sb };
+                let a = Src {
+                    off: sa.off + sa.step * start as isize,
+                    ..sa
+                };
+                let b = Src {
+                    off: sb.off + sb.step * start as isize,
+                    ..sb
+                };
                 dispatch::run(Row2 { out, a, b, f })
             });
         } else {
@@ -420,8 +426,16 @@ pub(crate) fn map2<A: Element, B: Element, U: Element>(
             let [sa, sb] = walk.row_strides();
             let (da, db): (&[A], &[B]) = (&da, &db);
             walk_rows(&walk, o, &|[oa, ob], out| {
-                let a = Src { data: da, off: oa, step: sa };
-                let b = Src { data: db, off: ob, step: sb };
+                let a = Src {
+                    data: da,
+                    off: oa,
+                    step: sa,
+                };
+                let b = Src {
+                    data: db,
+                    off: ob,
+                    step: sb,
+                };
                 dispatch::run(Row2 { out, a, b, f })
             });
         }
@@ -455,9 +469,21 @@ pub(crate) fn map3<A: Element, B: Element, C: Element, U: Element>(
         let (da, db, dc): (&[A], &[B], &[C]) = (&da, &db, &dc);
         let f = &f;
         walk_rows(&walk, o, &|[oa, ob, oc], out| {
-            let a = Src { data: da, off: oa, step: sa };
-            let b = Src { data: db, off: ob, step: sb };
-            let c = Src { data: dc, off: oc, step: sc };
+            let a = Src {
+                data: da,
+                off: oa,
+                step: sa,
+            };
+            let b = Src {
+                data: db,
+                off: ob,
+                step: sb,
+            };
+            let c = Src {
+                data: dc,
+                off: oc,
+                step: sc,
+            };
             dispatch::run(Row3 { out, a, b, c, f })
         });
     }

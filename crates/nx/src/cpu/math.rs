@@ -648,7 +648,10 @@ mod tests {
             }
         }
         assert!(!trig_big(TRIG_BOUND) && trig_big(f32::from_bits(TRIG_BOUND.to_bits() + 1)));
-        for (sin, cos) in [(sin_f32::<true>, cos_f32::<true>), (sin_f32::<false>, cos_f32::<false>)] {
+        for (sin, cos) in [
+            (sin_f32::<true>, cos_f32::<true>),
+            (sin_f32::<false>, cos_f32::<false>),
+        ] {
             assert_eq!(sin(std::f32::consts::FRAC_PI_2), 1.0);
             assert_eq!(cos(std::f32::consts::PI), -1.0);
         }
