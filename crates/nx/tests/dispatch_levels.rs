@@ -8,8 +8,11 @@
 //! One test: the level is global, and the other tests of a binary would run
 //! beside it.
 
+#[path = "common/ulps.rs"]
+mod ulps;
 use nx::half::{bf16, f16};
 use nx::{CpuLevel, DType, Prim, Tensor};
+use ulps::ulps;
 
 /// xorshift32: any bit pattern (NaNs, infinities, subnormals, huge values).
 fn bit_patterns(n: usize, mut s: u32) -> Vec<f32> {
@@ -75,28 +78,6 @@ fn bits(t: &Tensor) -> Vec<u64> {
         DType::U8 => t.to_vec::<u8>().iter().map(|&v| v as u64).collect(),
         d => panic!("no bits for {d:?}"),
     }
-}
-
-/// Error of `got` in f32 ulps at `want`'s binade; infinities exact.
-fn ulps(got: f32, want: f64) -> f64 {
-    if want.is_nan() {
-        return if got.is_nan() { 0.0 } else { f64::INFINITY };
-    }
-    let overflows = want.abs() >= 2f64.powi(128) - 2f64.powi(103);
-    if overflows || got.is_infinite() {
-        return if got.is_infinite() && overflows && (got > 0.0) == (want > 0.0) {
-            0.0
-        } else {
-            f64::INFINITY
-        };
-    }
-    let a = want.abs();
-    let ulp = if a < f32::MIN_POSITIVE as f64 {
-        2f64.powi(-149)
-    } else {
-        2f64.powi(a.log2().floor() as i32 - 23)
-    };
-    ((got as f64) - want).abs() / ulp
 }
 
 /// Every kernel's output on the inputs, by name; the second list is the

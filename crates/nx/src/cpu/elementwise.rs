@@ -154,35 +154,6 @@ impl<'a, T: Copy> Src<'a, T> {
     }
 }
 
-/// `out[i] = f(x[i])` over one row (the dispatched loop of `map1`).
-struct Row1<'a, T, U, F> {
-    out: &'a mut [U],
-    x: Src<'a, T>,
-    f: &'a F,
-}
-
-impl<T: Element, U: Element, F: ElemFn<T, U>> Kernel for Row1<'_, T, U, F> {
-    type Output = ();
-    #[inline(always)]
-    fn run<const FMA: bool>(self) {
-        row1::<FMA, T, U, F>(self.out, self.x, self.f)
-    }
-}
-
-#[inline(always)]
-fn row1<const FMA: bool, T: Element, U: Element, F: ElemFn<T, U>>(out: &mut [U], x: Src<T>, f: &F) {
-    let n = out.len();
-    if x.step == 1 {
-        for (o, &v) in out.iter_mut().zip(run(x.data, x.off, n)) {
-            *o = f.call::<FMA>(v);
-        }
-    } else {
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = f.call::<FMA>(x.at(i));
-        }
-    }
-}
-
 /// `out[i] = f(a[i], b[i])` over one row (the dispatched loop of `map2`).
 struct Row2<'a, A, B, U, F> {
     out: &'a mut [U],
@@ -327,29 +298,23 @@ fn rows<const FMA: bool, T: Element, U: Element, R: RowFn<T, U>>(out: &mut [U], 
 
 /// `out[i] = f(x[i])`, into a fresh contiguous tensor.
 pub(crate) fn map1<T: Element, U: Element>(x: &Value, f: impl ElemFn<T, U>) -> Tensor {
-    let shape = &x.layout.shape;
-    let n = x.layout.numel();
-    let mut out = Storage::new(U::DTYPE, n);
-    {
-        let o = &mut out.as_mut_slice::<U>()[..n];
-        let data = x.storage.read::<T>();
-        let f = &f;
-        if let Some(xs) = contiguous_slice(x, &data) {
-            fill_chunks(o, move |start, out| {
-                let x = Src::contiguous(xs, start);
-                dispatch::run(Row1 { out, x, f })
-            });
-        } else {
-            let walk = Walk::new(shape, [&x.layout.strides], [x.layout.offset]);
-            let [step] = walk.row_strides();
-            let data: &[T] = &data;
-            walk_rows(&walk, o, &|[off], out| {
-                let x = Src { data, off, step };
-                dispatch::run(Row1 { out, x, f })
-            });
+    map1_rows(x, PerElem(f))
+}
+
+/// An `ElemFn` as a `RowFn`: a run is a loop over its elements.
+struct PerElem<F>(F);
+
+impl<T: Element, U: Element, F: ElemFn<T, U>> RowFn<T, U> for PerElem<F> {
+    #[inline(always)]
+    fn row<const FMA: bool>(&self, xs: &[T], out: &mut [U]) {
+        for (o, &v) in out.iter_mut().zip(xs) {
+            *o = self.0.call::<FMA>(v);
         }
     }
-    Tensor::from_storage(U::DTYPE, shape, out)
+    #[inline(always)]
+    fn elem<const FMA: bool>(&self, x: T) -> U {
+        self.0.call::<FMA>(x)
+    }
 }
 
 /// `map1` for math written a run at a time (`RowFn`): `row` on the
