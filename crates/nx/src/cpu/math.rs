@@ -648,8 +648,9 @@ mod tests {
             }
         }
         assert!(!trig_big(TRIG_BOUND) && trig_big(f32::from_bits(TRIG_BOUND.to_bits() + 1)));
+        type F = fn(f32) -> f32;
         for (sin, cos) in [
-            (sin_f32::<true>, cos_f32::<true>),
+            (sin_f32::<true> as F, cos_f32::<true> as F),
             (sin_f32::<false>, cos_f32::<false>),
         ] {
             assert_eq!(sin(std::f32::consts::FRAC_PI_2), 1.0);
