@@ -11,7 +11,7 @@ own target dir (what a dependent crate gets). Optionally also runs the old
 bench_jit for W4/C1, `--native DIR`). The binaries run alternately, `--rounds`
 times; each row keeps the best per-run min and the best per-run median.
 
-    python3 bench/user_crate.py [--rounds 5] [--native /work/main/target/release/examples] [--levels]
+    python3 bench/user_crate.py [--rounds 5] [--native /work/main/target/release/examples] [--levels] [--no-build]
 
 `--levels` adds the user binary at each lower kernel level (NX_CPU_LEVEL).
 Prints a markdown table.
@@ -47,7 +47,7 @@ def rows(cmd, env=None):
         if not line.startswith("{"):
             continue
         r = json.loads(line)
-        if r["id"] in IDS and "error" not in r and "(jit)" not in r["variant"]:
+        if r.get("id") in IDS and "min" in r and "(jit)" not in r.get("variant", ""):
             got.setdefault(r["id"], (r["min"], r["median"]))
     return got
 
@@ -58,8 +58,12 @@ def main():
     ap.add_argument("--native", default=None,
                     help="folder of the target-cpu=native build's bench_eager and bench_jit")
     ap.add_argument("--levels", action="store_true")
+    ap.add_argument("--no-build", action="store_true", help="run the binaries already built")
     args = ap.parse_args()
-    workspace, user = build()
+    workspace, user = (
+        (os.path.join(ROOT, "target/release/examples/bench_user"),
+         os.path.join(ROOT, "target/rune-user/release/examples/bench_user"))
+        if args.no_build else build())
     runs = {"workspace": [workspace], "user crate": [user]}
     envs = {}
     if args.levels:
