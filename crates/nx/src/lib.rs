@@ -33,6 +33,7 @@ mod tensor;
 pub mod trace;
 
 pub use checkpoint::{load, load_tree, save};
+pub use cpu::dispatch::{cpu_features, force_cpu_level, CpuLevel};
 pub use cpu::pool::threads as num_threads;
 pub use dtype::{Complex, DType, Element, I4, U4};
 pub use half;

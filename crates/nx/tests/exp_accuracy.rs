@@ -3,27 +3,10 @@
 //! contiguous parallel (above the thread-pool threshold), contiguous serial, and
 //! strided views; checked against f64 references computed here.
 
+#[path = "common/ulps.rs"]
+mod ulps;
 use nx::Tensor;
-
-/// Error in f32 ulps (taken at the reference's binade, subnormal spacing
-/// below the normal range); infinities must match exactly.
-fn ulps(got: f32, want: f64) -> f64 {
-    let want_f32_overflows = want >= 2f64.powi(128) - 2f64.powi(103);
-    if want_f32_overflows || got.is_infinite() {
-        return if got.is_infinite() && want_f32_overflows {
-            0.0
-        } else {
-            f64::INFINITY
-        };
-    }
-    let a = want.abs();
-    let ulp = if a < f32::MIN_POSITIVE as f64 {
-        2f64.powi(-149)
-    } else {
-        2f64.powi(a.log2().floor() as i32 - 23)
-    };
-    ((got as f64) - want).abs() / ulp
-}
+use ulps::ulps;
 
 /// Inputs spanning exp's whole range: underflow to 0, subnormal results,
 /// normal results, overflow to inf, and the special values.

@@ -6,25 +6,16 @@
 //! bound against libm's `sinf`/`cosf` bit for bit. f64, f16 and bf16 keep
 //! libm.
 
+#[path = "common/ulps.rs"]
+mod ulps;
 use half::{bf16, f16};
 use nx::{Slice, Tensor};
+use ulps::ulps;
 
 /// The polynomial's bound (nx's `TRIG_BOUND`): beyond it, libm.
 const BOUND: f32 = 32768.0;
 /// The measured bound of the polynomial's error (see cpu/math.rs).
 const MAX_ULP: f64 = 3.0;
-
-/// Error in f32 ulps, at the reference's binade (subnormal spacing below
-/// the normal range).
-fn ulps(got: f32, want: f64) -> f64 {
-    let a = want.abs();
-    let ulp = if a < f32::MIN_POSITIVE as f64 {
-        2f64.powi(-149)
-    } else {
-        2f64.powi(a.log2().floor() as i32 - 23)
-    };
-    ((got as f64) - want).abs() / ulp
-}
 
 /// A dense sweep of [-40, 40], pseudo-random values up to the bound and a
 /// little beyond, random bit patterns (huge values, infinities, NaNs), the

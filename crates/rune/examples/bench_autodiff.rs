@@ -34,6 +34,10 @@ use timing::{bench, emit};
 
 use rune::prelude::*;
 
+#[path = "common/c1.rs"]
+mod c1;
+use c1::chain;
+
 #[path = "common/splitmix.rs"]
 mod splitmix;
 use splitmix::SplitMix;
@@ -223,15 +227,6 @@ fn w10() {
         "ms",
         bench(|| rune::jacrev(f, &x), 10, 500),
     );
-}
-
-/// 100 elementwise operations, bounded for any input.
-fn chain(x: &Tensor) -> Tensor {
-    let mut h = x.clone();
-    for i in 0..25 {
-        h = (&h * 0.9 + 0.01 * i as f64).sin().tanh();
-    }
-    h
 }
 
 fn c1() {

@@ -50,6 +50,10 @@ use std::time::{Duration, Instant};
 mod splitmix;
 use splitmix::SplitMix;
 
+#[path = "common/c1.rs"]
+mod c1;
+use c1::chain;
+
 #[path = "common/w4.rs"]
 mod w4;
 use w4::{mlp_params, w4_inputs, w4_step, Layer};
@@ -136,19 +140,12 @@ fn check<T: Ptree>(id: &str, what: &str, jitted: &T, eager: &T, rtol: f64) {
     );
 }
 
-fn uniform_tensor(rng: &mut SplitMix, n: usize) -> Tensor {
-    let v: Vec<f32> = (0..n)
-        .map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
-        .collect();
-    Tensor::from_vec(v, &[n])
-}
-
 // ---------------------------------------------------------------- W1, W7
 
 fn w1() {
     let mut rng = SplitMix(0);
     let n = 4 * 1024 * 1024;
-    let inp = (uniform_tensor(&mut rng, n), uniform_tensor(&mut rng, n));
+    let inp = (rng.uniform_tensor(n), rng.uniform_tensor(n));
     let f = |(x, y): &(Tensor, Tensor)| x.exp() * y + 1.0;
     let jf = rune::jit(f);
     check(
@@ -703,15 +700,6 @@ fn w10() {
         );
         emit("W10", "jacrev (jit)", "ms", bench(|| j.call(&x), 10, 500));
     });
-}
-
-/// 100 elementwise operations, bounded for any input (bench_autodiff's C1).
-fn chain(x: &Tensor) -> Tensor {
-    let mut h = x.clone();
-    for i in 0..25 {
-        h = (&h * 0.9 + 0.01 * i as f64).sin().tanh();
-    }
-    h
 }
 
 fn c1() {

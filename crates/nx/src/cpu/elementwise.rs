@@ -4,6 +4,7 @@
 //! path, the thread pool above `PAR_MIN` elements); the per-dtype math is
 //! a closure handed to them.
 
+use super::dispatch::{self, Kernel};
 use super::pool;
 use super::strided::Walk;
 use crate::dtype::{Complex, DType, Element, I4, U4};
@@ -98,64 +99,247 @@ fn run<T>(data: &[T], off: isize, n: usize) -> &[T] {
     &data[off as usize..off as usize + n]
 }
 
-/// `out[i] = f(x[i])`, into a fresh contiguous tensor.
-pub(crate) fn map1<T: Element, U: Element>(x: &Value, f: impl Fn(T) -> U + Sync + Send) -> Tensor {
-    let shape = &x.layout.shape;
-    let n = x.layout.numel();
-    let mut out = Storage::new(U::DTYPE, n);
-    {
-        let o = &mut out.as_mut_slice::<U>()[..n];
-        let data = x.storage.read::<T>();
-        if let Some(xs) = contiguous_slice(x, &data) {
-            fill_chunks(o, move |start, o| {
-                let m = o.len();
-                for (o, &v) in o.iter_mut().zip(&xs[start..start + m]) {
-                    *o = f(v);
-                }
-            });
-        } else {
-            let walk = Walk::new(shape, [&x.layout.strides], [x.layout.offset]);
-            let [s] = walk.row_strides();
-            let data: &[T] = &data;
-            walk_rows(&walk, o, &|[off], o| {
-                for (i, o) in o.iter_mut().enumerate() {
-                    *o = f(data[(off + i as isize * s) as usize]);
-                }
-            });
-        }
-    }
-    Tensor::from_storage(U::DTYPE, shape, out)
+/// A per-element function of `map1`. Every `Fn(T) -> U` closure is one;
+/// math whose bits depend on fusing (`math::mla`: f32 exp, log, tanh,
+/// sigmoid) implements it directly, to take the dispatch level's `FMA`.
+pub(crate) trait ElemFn<T, U>: Sync + Send {
+    fn call<const FMA: bool>(&self, x: T) -> U;
 }
 
-/// `map1` for math written a run at a time: `row(xs, out)` fills `out`
-/// from the unit-stride run `xs` (the contiguous chunks, and the rows of a
-/// strided view that steps by one), `elem` one element of any other view;
-/// both must compute the same function.
-pub(crate) fn map1_rows<T: Element, U: Element>(
-    x: &Value,
-    row: impl Fn(&[T], &mut [U]) + Sync + Send,
-    elem: impl Fn(T) -> U + Sync + Send,
-) -> Tensor {
+impl<T, U, F: Fn(T) -> U + Sync + Send> ElemFn<T, U> for F {
+    #[inline(always)]
+    fn call<const FMA: bool>(&self, x: T) -> U {
+        self(x)
+    }
+}
+
+/// Math written a run at a time (`map1_rows`): `row` fills `out` from the
+/// unit-stride run `xs`, `elem` computes one element; both the same function.
+pub(crate) trait RowFn<T, U>: Sync + Send {
+    fn row<const FMA: bool>(&self, xs: &[T], out: &mut [U]);
+    fn elem<const FMA: bool>(&self, x: T) -> U;
+}
+
+/// One operand of a row: its storage, the offset of the row's first
+/// element and the step between elements (0: a broadcast scalar).
+#[derive(Clone, Copy)]
+struct Src<'a, T> {
+    data: &'a [T],
+    off: isize,
+    step: isize,
+}
+
+impl<'a, T: Copy> Src<'a, T> {
+    /// A contiguous operand's elements from `start`.
+    fn contiguous(xs: &'a [T], start: usize) -> Self {
+        Src {
+            data: xs,
+            off: start as isize,
+            step: 1,
+        }
+    }
+
+    /// A broadcast scalar operand (`is_broadcast_scalar`).
+    fn scalar(v: &Value, data: &'a [T]) -> Self {
+        Src {
+            data,
+            off: v.layout.offset as isize,
+            step: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn at(&self, i: usize) -> T {
+        self.data[(self.off + i as isize * self.step) as usize]
+    }
+}
+
+/// `out[i] = f(a[i], b[i])` over one row (the dispatched loop of `map2`).
+struct Row2<'a, A, B, U, F> {
+    out: &'a mut [U],
+    a: Src<'a, A>,
+    b: Src<'a, B>,
+    f: &'a F,
+}
+
+impl<A: Element, B: Element, U: Element, F: Fn(A, B) -> U> Kernel for Row2<'_, A, B, U, F> {
+    type Output = ();
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        row2(self.out, self.a, self.b, self.f)
+    }
+}
+
+#[inline(always)]
+fn row2<A: Element, B: Element, U: Element>(
+    out: &mut [U],
+    a: Src<A>,
+    b: Src<B>,
+    f: &impl Fn(A, B) -> U,
+) {
+    let n = out.len();
+    // Unit-stride runs and broadcast scalars (a bias row, `x * 2`) get loops
+    // the compiler vectorizes; any other step reads element by element.
+    match (a.step, b.step) {
+        (1, 1) => {
+            for ((o, &u), &v) in out
+                .iter_mut()
+                .zip(run(a.data, a.off, n))
+                .zip(run(b.data, b.off, n))
+            {
+                *o = f(u, v);
+            }
+        }
+        (1, 0) => {
+            let v = b.at(0);
+            for (o, &u) in out.iter_mut().zip(run(a.data, a.off, n)) {
+                *o = f(u, v);
+            }
+        }
+        (0, 1) => {
+            let u = a.at(0);
+            for (o, &v) in out.iter_mut().zip(run(b.data, b.off, n)) {
+                *o = f(u, v);
+            }
+        }
+        _ => {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = f(a.at(i), b.at(i));
+            }
+        }
+    }
+}
+
+/// `out[i] = f(a[i], b[i], c[i])` over one row (the dispatched loop of `map3`).
+struct Row3<'a, A, B, C, U, F> {
+    out: &'a mut [U],
+    a: Src<'a, A>,
+    b: Src<'a, B>,
+    c: Src<'a, C>,
+    f: &'a F,
+}
+
+impl<A: Element, B: Element, C: Element, U: Element, F: Fn(A, B, C) -> U> Kernel
+    for Row3<'_, A, B, C, U, F>
+{
+    type Output = ();
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        row3(self.out, self.a, self.b, self.c, self.f)
+    }
+}
+
+#[inline(always)]
+fn row3<A: Element, B: Element, C: Element, U: Element>(
+    out: &mut [U],
+    a: Src<A>,
+    b: Src<B>,
+    c: Src<C>,
+    f: &impl Fn(A, B, C) -> U,
+) {
+    let n = out.len();
+    match (a.step, b.step, c.step) {
+        (1, 1, 1) => {
+            let abc = run(a.data, a.off, n)
+                .iter()
+                .zip(run(b.data, b.off, n))
+                .zip(run(c.data, c.off, n));
+            for (o, ((&x, &y), &z)) in out.iter_mut().zip(abc) {
+                *o = f(x, y, z);
+            }
+        }
+        (1, 1, 0) => {
+            let z = c.at(0);
+            let xy = run(a.data, a.off, n).iter().zip(run(b.data, b.off, n));
+            for (o, (&x, &y)) in out.iter_mut().zip(xy) {
+                *o = f(x, y, z);
+            }
+        }
+        (1, 0, 0) => {
+            // where(c, constant, constant): a select between two scalars
+            let (y, z) = (b.at(0), c.at(0));
+            for (o, &x) in out.iter_mut().zip(run(a.data, a.off, n)) {
+                *o = f(x, y, z);
+            }
+        }
+        _ => {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = f(a.at(i), b.at(i), c.at(i));
+            }
+        }
+    }
+}
+
+/// `map1_rows`' dispatched loop over one row.
+struct Rows<'a, T, U, R> {
+    out: &'a mut [U],
+    x: Src<'a, T>,
+    r: &'a R,
+}
+
+impl<T: Element, U: Element, R: RowFn<T, U>> Kernel for Rows<'_, T, U, R> {
+    type Output = ();
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        rows::<FMA, T, U, R>(self.out, self.x, self.r)
+    }
+}
+
+#[inline(always)]
+fn rows<const FMA: bool, T: Element, U: Element, R: RowFn<T, U>>(out: &mut [U], x: Src<T>, r: &R) {
+    if x.step == 1 {
+        r.row::<FMA>(run(x.data, x.off, out.len()), out);
+    } else {
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = r.elem::<FMA>(x.at(i));
+        }
+    }
+}
+
+/// `out[i] = f(x[i])`, into a fresh contiguous tensor.
+pub(crate) fn map1<T: Element, U: Element>(x: &Value, f: impl ElemFn<T, U>) -> Tensor {
+    map1_rows(x, PerElem(f))
+}
+
+/// An `ElemFn` as a `RowFn`: a run is a loop over its elements.
+struct PerElem<F>(F);
+
+impl<T: Element, U: Element, F: ElemFn<T, U>> RowFn<T, U> for PerElem<F> {
+    #[inline(always)]
+    fn row<const FMA: bool>(&self, xs: &[T], out: &mut [U]) {
+        for (o, &v) in out.iter_mut().zip(xs) {
+            *o = self.0.call::<FMA>(v);
+        }
+    }
+    #[inline(always)]
+    fn elem<const FMA: bool>(&self, x: T) -> U {
+        self.0.call::<FMA>(x)
+    }
+}
+
+/// `map1` for math written a run at a time (`RowFn`): `row` on the
+/// contiguous chunks and on the rows of a strided view that steps by one,
+/// `elem` on the elements of any other view.
+pub(crate) fn map1_rows<T: Element, U: Element>(x: &Value, r: impl RowFn<T, U>) -> Tensor {
     let shape = &x.layout.shape;
     let n = x.layout.numel();
     let mut out = Storage::new(U::DTYPE, n);
     {
         let o = &mut out.as_mut_slice::<U>()[..n];
         let data = x.storage.read::<T>();
+        let r = &r;
         if let Some(xs) = contiguous_slice(x, &data) {
-            fill_chunks(o, move |start, o| row(&xs[start..start + o.len()], o));
+            fill_chunks(o, move |start, out| {
+                let x = Src::contiguous(xs, start);
+                dispatch::run(Rows { out, x, r })
+            });
         } else {
             let walk = Walk::new(shape, [&x.layout.strides], [x.layout.offset]);
-            let [s] = walk.row_strides();
+            let [step] = walk.row_strides();
             let data: &[T] = &data;
-            walk_rows(&walk, o, &|[off], o| {
-                if s == 1 {
-                    row(run(data, off, o.len()), o);
-                } else {
-                    for (i, o) in o.iter_mut().enumerate() {
-                        *o = elem(data[(off + i as isize * s) as usize]);
-                    }
-                }
+            walk_rows(&walk, o, &|[off], out| {
+                let x = Src { data, off, step };
+                dispatch::run(Rows { out, x, r })
             });
         }
     }
@@ -175,72 +359,50 @@ pub(crate) fn map2<A: Element, B: Element, U: Element>(
         let o = &mut out.as_mut_slice::<U>()[..n];
         let da = a.storage.read::<A>();
         let db = b.storage.read::<B>();
-        match (contiguous_slice(a, &da), contiguous_slice(b, &db)) {
-            (Some(xa), Some(xb)) => fill_chunks(o, move |st, o| {
-                let (xa, xb) = (&xa[st..st + o.len()], &xb[st..st + o.len()]);
-                for ((o, &u), &v) in o.iter_mut().zip(xa).zip(xb) {
-                    *o = f(u, v);
-                }
-            }),
+        let f = &f;
+        let contiguous = match (contiguous_slice(a, &da), contiguous_slice(b, &db)) {
+            (Some(xa), Some(xb)) => Some((Src::contiguous(xa, 0), Src::contiguous(xb, 0))),
             (Some(xa), None) if is_broadcast_scalar(b) => {
-                let v = db[b.layout.offset];
-                fill_chunks(o, move |st, o| {
-                    let m = o.len();
-                    for (o, &u) in o.iter_mut().zip(&xa[st..st + m]) {
-                        *o = f(u, v);
-                    }
-                })
+                Some((Src::contiguous(xa, 0), Src::scalar(b, &db)))
             }
             (None, Some(xb)) if is_broadcast_scalar(a) => {
-                let u = da[a.layout.offset];
-                fill_chunks(o, move |st, o| {
-                    let m = o.len();
-                    for (o, &v) in o.iter_mut().zip(&xb[st..st + m]) {
-                        *o = f(u, v);
-                    }
-                })
+                Some((Src::scalar(a, &da), Src::contiguous(xb, 0)))
             }
-            _ => {
-                let walk = Walk::new(
-                    shape,
-                    [&a.layout.strides, &b.layout.strides],
-                    [a.layout.offset, b.layout.offset],
-                );
-                let [sa, sb] = walk.row_strides();
-                let (da, db): (&[A], &[B]) = (&da, &db);
-                walk_rows(&walk, o, &|[oa, ob], o| {
-                    let n = o.len();
-                    match (sa, sb) {
-                        // Unit-stride runs (a row broadcast such as a bias)
-                        // get the vectorizable loops of the contiguous case.
-                        (1, 1) => {
-                            for ((o, &u), &v) in
-                                o.iter_mut().zip(run(da, oa, n)).zip(run(db, ob, n))
-                            {
-                                *o = f(u, v);
-                            }
-                        }
-                        (1, 0) => {
-                            let v = db[ob as usize];
-                            for (o, &u) in o.iter_mut().zip(run(da, oa, n)) {
-                                *o = f(u, v);
-                            }
-                        }
-                        (0, 1) => {
-                            let u = da[oa as usize];
-                            for (o, &v) in o.iter_mut().zip(run(db, ob, n)) {
-                                *o = f(u, v);
-                            }
-                        }
-                        _ => {
-                            for (i, o) in o.iter_mut().enumerate() {
-                                let i = i as isize;
-                                *o = f(da[(oa + i * sa) as usize], db[(ob + i * sb) as usize]);
-                            }
-                        }
-                    }
-                });
-            }
+            _ => None,
+        };
+        if let Some((sa, sb)) = contiguous {
+            fill_chunks(o, move |start, out| {
+                let a = Src {
+                    off: sa.off + sa.step * start as isize,
+                    ..sa
+                };
+                let b = Src {
+                    off: sb.off + sb.step * start as isize,
+                    ..sb
+                };
+                dispatch::run(Row2 { out, a, b, f })
+            });
+        } else {
+            let walk = Walk::new(
+                shape,
+                [&a.layout.strides, &b.layout.strides],
+                [a.layout.offset, b.layout.offset],
+            );
+            let [sa, sb] = walk.row_strides();
+            let (da, db): (&[A], &[B]) = (&da, &db);
+            walk_rows(&walk, o, &|[oa, ob], out| {
+                let a = Src {
+                    data: da,
+                    off: oa,
+                    step: sa,
+                };
+                let b = Src {
+                    data: db,
+                    off: ob,
+                    step: sb,
+                };
+                dispatch::run(Row2 { out, a, b, f })
+            });
         }
     }
     Tensor::from_storage(U::DTYPE, shape, out)
@@ -270,60 +432,40 @@ pub(crate) fn map3<A: Element, B: Element, C: Element, U: Element>(
         );
         let [sa, sb, sc] = walk.row_strides();
         let (da, db, dc): (&[A], &[B], &[C]) = (&da, &db, &dc);
-        walk_rows(&walk, o, &|[oa, ob, oc], o| {
-            let n = o.len();
-            if (sa, sb, sc) == (1, 1, 1) {
-                let abc = run(da, oa, n)
-                    .iter()
-                    .zip(run(db, ob, n))
-                    .zip(run(dc, oc, n));
-                for (o, ((&x, &y), &z)) in o.iter_mut().zip(abc) {
-                    *o = f(x, y, z);
-                }
-            } else if (sa, sb, sc) == (1, 0, 1) {
-                // where(c, constant, x), as relu binds it
-                let y = db[ob as usize];
-                let xz = run(da, oa, n).iter().zip(run(dc, oc, n));
-                for (o, (&x, &z)) in o.iter_mut().zip(xz) {
-                    *o = f(x, y, z);
-                }
-            } else if (sa, sb, sc) == (1, 1, 0) {
-                let z = dc[oc as usize];
-                let xy = run(da, oa, n).iter().zip(run(db, ob, n));
-                for (o, (&x, &y)) in o.iter_mut().zip(xy) {
-                    *o = f(x, y, z);
-                }
-            } else if (sa, sb, sc) == (1, 0, 0) {
-                // where(c, constant, constant): a select between two scalars
-                let (y, z) = (db[ob as usize], dc[oc as usize]);
-                for (o, &x) in o.iter_mut().zip(run(da, oa, n)) {
-                    *o = f(x, y, z);
-                }
-            } else {
-                for (i, o) in o.iter_mut().enumerate() {
-                    let i = i as isize;
-                    *o = f(
-                        da[(oa + i * sa) as usize],
-                        db[(ob + i * sb) as usize],
-                        dc[(oc + i * sc) as usize],
-                    );
-                }
-            }
+        let f = &f;
+        walk_rows(&walk, o, &|[oa, ob, oc], out| {
+            let a = Src {
+                data: da,
+                off: oa,
+                step: sa,
+            };
+            let b = Src {
+                data: db,
+                off: ob,
+                step: sb,
+            };
+            let c = Src {
+                data: dc,
+                off: oc,
+                step: sc,
+            };
+            dispatch::run(Row3 { out, a, b, c, f })
         });
     }
     Tensor::from_storage(U::DTYPE, shape, out)
 }
 
 /// Float math shared by f16, bf16, f32 and f64 (`num_traits::Float` plus erf).
+/// The `_fast` functions take the dispatch level's `FMA` (see `ElemFn`).
 pub(crate) trait FloatElem: Element + Float {
     fn erf(self) -> Self;
-    fn exp_fast(self) -> Self {
+    fn exp_fast<const FMA: bool>(self) -> Self {
         self.exp()
     }
-    fn tanh_fast(self) -> Self {
+    fn tanh_fast<const FMA: bool>(self) -> Self {
         self.tanh()
     }
-    fn ln_fast(self) -> Self {
+    fn ln_fast<const FMA: bool>(self) -> Self {
         self.ln()
     }
     /// `sin` over a whole value (f32: the vectorizable polynomial).
@@ -341,26 +483,92 @@ impl FloatElem for f32 {
     }
     /// Branch-free polynomial exp (≤ 2 ulp) that vectorizes, unlike libm's.
     #[inline(always)]
-    fn exp_fast(self) -> Self {
-        super::math::exp_f32(self)
+    fn exp_fast<const FMA: bool>(self) -> Self {
+        super::math::exp_f32::<FMA>(self)
     }
     /// XLA's rational tanh (≤ 7 ulp), vectorizable.
     #[inline(always)]
-    fn tanh_fast(self) -> Self {
-        super::math::tanh_f32(self)
+    fn tanh_fast<const FMA: bool>(self) -> Self {
+        super::math::tanh_f32::<FMA>(self)
     }
     /// Cephes' logf polynomial (≤ 1 ulp), vectorizable.
     #[inline(always)]
-    fn ln_fast(self) -> Self {
-        super::math::ln_f32(self)
+    fn ln_fast<const FMA: bool>(self) -> Self {
+        super::math::ln_f32::<FMA>(self)
     }
     /// Cody–Waite reduction and minimax polynomials (≤ 2.5 ulp) up to
     /// |x| = 32768, libm's sinf beyond; vectorizable.
     fn sin_kernel(x: &Value) -> Tensor {
-        map1_rows(x, super::math::sin_f32_slice, super::math::sin_f32)
+        map1_rows(x, SinF32)
     }
     fn cos_kernel(x: &Value) -> Tensor {
-        map1_rows(x, super::math::cos_f32_slice, super::math::cos_f32)
+        map1_rows(x, CosF32)
+    }
+}
+
+struct SinF32;
+impl RowFn<f32, f32> for SinF32 {
+    #[inline(always)]
+    fn row<const FMA: bool>(&self, xs: &[f32], out: &mut [f32]) {
+        super::math::sin_f32_slice::<FMA>(xs, out)
+    }
+    #[inline(always)]
+    fn elem<const FMA: bool>(&self, x: f32) -> f32 {
+        super::math::sin_f32::<FMA>(x)
+    }
+}
+
+struct CosF32;
+impl RowFn<f32, f32> for CosF32 {
+    #[inline(always)]
+    fn row<const FMA: bool>(&self, xs: &[f32], out: &mut [f32]) {
+        super::math::cos_f32_slice::<FMA>(xs, out)
+    }
+    #[inline(always)]
+    fn elem<const FMA: bool>(&self, x: f32) -> f32 {
+        super::math::cos_f32::<FMA>(x)
+    }
+}
+
+/// The unary ops whose f32 bits depend on the level's `FMA`.
+struct Exp;
+impl<T: FloatElem> ElemFn<T, T> for Exp {
+    #[inline(always)]
+    fn call<const FMA: bool>(&self, v: T) -> T {
+        v.exp_fast::<FMA>()
+    }
+}
+
+struct Ln;
+impl<T: FloatElem> ElemFn<T, T> for Ln {
+    #[inline(always)]
+    fn call<const FMA: bool>(&self, v: T) -> T {
+        v.ln_fast::<FMA>()
+    }
+}
+
+struct Tanh;
+impl<T: FloatElem> ElemFn<T, T> for Tanh {
+    #[inline(always)]
+    fn call<const FMA: bool>(&self, v: T) -> T {
+        v.tanh_fast::<FMA>()
+    }
+}
+
+/// 1 / (1 + e^-x), written with e = e^-|x| (which never overflows) so that
+/// the negative tail keeps its tiny and subnormal results: x >= 0:
+/// 1 / (1 + e); x < 0: e / (1 + e). NaN stays NaN.
+struct Sigmoid;
+impl<T: FloatElem> ElemFn<T, T> for Sigmoid {
+    #[inline(always)]
+    fn call<const FMA: bool>(&self, v: T) -> T {
+        let e = (-v.abs()).exp_fast::<FMA>();
+        let s = T::one() / (T::one() + e);
+        if v < T::zero() {
+            e * s
+        } else {
+            s
+        }
     }
 }
 impl FloatElem for f64 {
@@ -396,9 +604,9 @@ fn unary_float<T: FloatElem>(op: UnaryOp, x: &Value) -> Tensor {
         UnaryOp::Sqrt => map1(x, move |v: T| v.sqrt()),
         UnaryOp::Rsqrt => map1(x, move |v: T| one / v.sqrt()),
         UnaryOp::Recip => map1(x, move |v: T| one / v),
-        UnaryOp::Exp => map1(x, move |v: T| v.exp_fast()),
+        UnaryOp::Exp => map1::<T, T>(x, Exp),
         UnaryOp::Exp2 => map1(x, move |v: T| v.exp2()),
-        UnaryOp::Log => map1(x, move |v: T| v.ln_fast()),
+        UnaryOp::Log => map1::<T, T>(x, Ln),
         UnaryOp::Log2 => map1(x, move |v: T| v.log2()),
         UnaryOp::Log1p => map1(x, move |v: T| v.ln_1p()),
         UnaryOp::Expm1 => map1(x, move |v: T| v.exp_m1()),
@@ -410,23 +618,12 @@ fn unary_float<T: FloatElem>(op: UnaryOp, x: &Value) -> Tensor {
         UnaryOp::Atan => map1(x, move |v: T| v.atan()),
         UnaryOp::Sinh => map1(x, move |v: T| v.sinh()),
         UnaryOp::Cosh => map1(x, move |v: T| v.cosh()),
-        UnaryOp::Tanh => map1(x, move |v: T| v.tanh_fast()),
+        UnaryOp::Tanh => map1::<T, T>(x, Tanh),
         UnaryOp::Asinh => map1(x, move |v: T| v.asinh()),
         UnaryOp::Acosh => map1(x, move |v: T| v.acosh()),
         UnaryOp::Atanh => map1(x, move |v: T| v.atanh()),
         UnaryOp::Erf => map1(x, move |v: T| v.erf()),
-        // 1 / (1 + e^-x), written with e = e^-|x| (which never overflows) so
-        // that the negative tail keeps its tiny and subnormal results:
-        // x >= 0: 1 / (1 + e); x < 0: e / (1 + e). NaN stays NaN.
-        UnaryOp::Sigmoid => map1(x, move |v: T| {
-            let e = (-v.abs()).exp_fast();
-            let s = one / (one + e);
-            if v < T::zero() {
-                e * s
-            } else {
-                s
-            }
-        }),
+        UnaryOp::Sigmoid => map1::<T, T>(x, Sigmoid),
         UnaryOp::Floor => map1(x, move |v: T| v.floor()),
         UnaryOp::Ceil => map1(x, move |v: T| v.ceil()),
         UnaryOp::Round => map1(x, move |v: T| {
@@ -815,10 +1012,32 @@ pub(crate) fn where_(c: &Value, a: &Value, b: &Value) -> Tensor {
 /// the heavier `map1` machinery (strided walk, pool) is kept out of it.
 fn cast_slice<S: Element, U: Element>(src: &[S], shape: &[usize]) -> Tensor {
     let mut out = Storage::new(U::DTYPE, src.len());
-    for (o, &v) in out.as_mut_slice::<U>().iter_mut().zip(src) {
+    dispatch::run(Cast {
+        src,
+        out: out.as_mut_slice::<U>(),
+    });
+    Tensor::from_storage(U::DTYPE, shape, out)
+}
+
+/// `cast_slice`'s dispatched loop.
+struct Cast<'a, S, U> {
+    src: &'a [S],
+    out: &'a mut [U],
+}
+
+impl<S: Element, U: Element> Kernel for Cast<'_, S, U> {
+    type Output = ();
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        cast_loop(self.src, self.out)
+    }
+}
+
+#[inline(always)]
+fn cast_loop<S: Element, U: Element>(src: &[S], out: &mut [U]) {
+    for (o, &v) in out.iter_mut().zip(src) {
         *o = v.cast::<U>();
     }
-    Tensor::from_storage(U::DTYPE, shape, out)
 }
 
 pub(crate) fn cast(x: &Value, to: DType) -> Tensor {

@@ -1,6 +1,10 @@
 //! Branch-free f32 elementary functions (exp, tanh, ln, sin, cos) written so that a loop
 //! calling them vectorizes (no libm calls, no data-dependent branches, no table lookups).
 //!
+//! Each takes `const FMA: bool`, whether `mla` fuses: the dispatch level's
+//! choice (`dispatch::Kernel::run`), so that the bits match tolk's C, which
+//! fuses when the host has FMA.
+//!
 //! `exp_f32` follows the Cephes/Sleef scheme: `n = round(x·log2 e)`,
 //! `r = x − n·ln 2` in two parts (Cody–Waite), a degree-6 polynomial for
 //! `e^r` on `|r| ≤ ln2/2`, then a scale by `2^n` built from exponent bits.
@@ -94,10 +98,11 @@ fn exp_f32_impl<const FMA: bool>(x: f32) -> f32 {
     p * s1 * s2
 }
 
-/// `e^x` in f32, ≤ 2 ulp, vectorizable.
+/// `e^x` in f32, ≤ 2 ulp, vectorizable; `FMA`: whether `mla` fuses (the
+/// dispatch level has FMA, see `dispatch`).
 #[inline(always)]
-pub(crate) fn exp_f32(x: f32) -> f32 {
-    exp_f32_impl::<{ cfg!(target_feature = "fma") }>(x)
+pub(crate) fn exp_f32<const FMA: bool>(x: f32) -> f32 {
+    exp_f32_impl::<FMA>(x)
 }
 
 /// Beyond this magnitude `tanh_f32` evaluates the rational at the clamp
@@ -144,8 +149,8 @@ fn tanh_f32_impl<const FMA: bool>(x: f32) -> f32 {
 
 /// `tanh(x)` in f32, vectorizable (see the module docs for the error bound).
 #[inline(always)]
-pub(crate) fn tanh_f32(x: f32) -> f32 {
-    tanh_f32_impl::<{ cfg!(target_feature = "fma") }>(x)
+pub(crate) fn tanh_f32<const FMA: bool>(x: f32) -> f32 {
+    tanh_f32_impl::<FMA>(x)
 }
 
 #[allow(clippy::excessive_precision)]
@@ -189,8 +194,8 @@ fn ln_f32_impl<const FMA: bool>(x: f32) -> f32 {
 
 /// `ln(x)` in f32, vectorizable (see the module docs for the error bound).
 #[inline(always)]
-pub(crate) fn ln_f32(x: f32) -> f32 {
-    ln_f32_impl::<{ cfg!(target_feature = "fma") }>(x)
+pub(crate) fn ln_f32<const FMA: bool>(x: f32) -> f32 {
+    ln_f32_impl::<FMA>(x)
 }
 
 /// Up to this magnitude `sin_f32`/`cos_f32` use the polynomial; above it (and
@@ -256,27 +261,24 @@ pub(crate) fn trig_big(x: f32) -> bool {
     !(x.abs() <= TRIG_BOUND)
 }
 
-/// Whether `mla` fuses (the target has FMA), as tolk's C decides with `__FMA__`.
-const HAS_FMA: bool = cfg!(target_feature = "fma");
-
 /// `sin(x)` in f32 for one element: the polynomial, or libm beyond
 /// `TRIG_BOUND`. Equal to what `sin_f32_slice` writes.
 #[inline(always)]
-pub(crate) fn sin_f32(x: f32) -> f32 {
+pub(crate) fn sin_f32<const FMA: bool>(x: f32) -> f32 {
     if trig_big(x) {
         x.sin()
     } else {
-        sincos_f32_impl::<HAS_FMA, false>(x)
+        sincos_f32_impl::<FMA, false>(x)
     }
 }
 
 /// `cos(x)` in f32 for one element (see `sin_f32`).
 #[inline(always)]
-pub(crate) fn cos_f32(x: f32) -> f32 {
+pub(crate) fn cos_f32<const FMA: bool>(x: f32) -> f32 {
     if trig_big(x) {
         x.cos()
     } else {
-        sincos_f32_impl::<HAS_FMA, true>(x)
+        sincos_f32_impl::<FMA, true>(x)
     }
 }
 
@@ -284,11 +286,11 @@ pub(crate) fn cos_f32(x: f32) -> f32 {
 /// vectorizes), noting whether any element is beyond `TRIG_BOUND`; only then
 /// a second, scalar pass replaces those elements with libm's result.
 #[inline(always)]
-fn sincos_f32_slice<const COS: bool>(xs: &[f32], out: &mut [f32]) {
+fn sincos_f32_slice<const FMA: bool, const COS: bool>(xs: &[f32], out: &mut [f32]) {
     let out = &mut out[..xs.len()];
     let mut big = false;
     for (o, &x) in out.iter_mut().zip(xs) {
-        *o = sincos_f32_impl::<HAS_FMA, COS>(x);
+        *o = sincos_f32_impl::<FMA, COS>(x);
         big |= trig_big(x);
     }
     if big {
@@ -307,13 +309,15 @@ fn fix_big<const COS: bool>(xs: &[f32], out: &mut [f32]) {
 }
 
 /// `out[i] = sin(xs[i])` (`sin_f32` per element), vectorized.
-pub(crate) fn sin_f32_slice(xs: &[f32], out: &mut [f32]) {
-    sincos_f32_slice::<false>(xs, out)
+#[inline(always)]
+pub(crate) fn sin_f32_slice<const FMA: bool>(xs: &[f32], out: &mut [f32]) {
+    sincos_f32_slice::<FMA, false>(xs, out)
 }
 
 /// `out[i] = cos(xs[i])` (`cos_f32` per element), vectorized.
-pub(crate) fn cos_f32_slice(xs: &[f32], out: &mut [f32]) {
-    sincos_f32_slice::<true>(xs, out)
+#[inline(always)]
+pub(crate) fn cos_f32_slice<const FMA: bool>(xs: &[f32], out: &mut [f32]) {
+    sincos_f32_slice::<FMA, true>(xs, out)
 }
 
 #[cfg(test)]
@@ -406,7 +410,7 @@ mod tests {
 
     #[test]
     fn exp_special_values() {
-        for f in [exp_f32_impl::<true>, exp_f32_impl::<false>, exp_f32] {
+        for f in [exp_f32::<true>, exp_f32::<false>] {
             assert_eq!(f(0.0), 1.0);
             assert_eq!(f(-0.0), 1.0);
             assert_eq!(f(1.0), std::f32::consts::E);
@@ -493,7 +497,7 @@ mod tests {
 
     #[test]
     fn tanh_ln_special_values() {
-        for f in [tanh_f32_impl::<true>, tanh_f32_impl::<false>, tanh_f32] {
+        for f in [tanh_f32::<true>, tanh_f32::<false>] {
             assert_eq!(f(0.0).to_bits(), 0.0f32.to_bits());
             assert_eq!(f(-0.0).to_bits(), (-0.0f32).to_bits());
             assert_eq!(f(1e-30), 1e-30);
@@ -504,7 +508,7 @@ mod tests {
             assert_eq!(f(f32::MIN), -1.0);
             assert!(f(f32::NAN).is_nan());
         }
-        for f in [ln_f32_impl::<true>, ln_f32_impl::<false>, ln_f32] {
+        for f in [ln_f32::<true>, ln_f32::<false>] {
             assert_eq!(f(1.0).to_bits(), 0);
             assert_eq!(f(0.0), f32::NEG_INFINITY);
             assert_eq!(f(-0.0), f32::NEG_INFINITY);
@@ -547,22 +551,6 @@ mod tests {
         }
     }
 
-    /// sin/cos with the FMA choice made explicit (the libm fallback as in
-    /// `sin_f32`/`cos_f32`).
-    fn sin_with<const FMA: bool>(x: f32) -> f32 {
-        if trig_big(x) {
-            x.sin()
-        } else {
-            sincos_f32_impl::<FMA, false>(x)
-        }
-    }
-    fn cos_with<const FMA: bool>(x: f32) -> f32 {
-        if trig_big(x) {
-            x.cos()
-        } else {
-            sincos_f32_impl::<FMA, true>(x)
-        }
-    }
     fn sin64(x: f64) -> f64 {
         x.sin()
     }
@@ -571,10 +559,10 @@ mod tests {
     }
     type Trig = (&'static str, fn(f32) -> f32, fn(f64) -> f64);
     const TRIG: [Trig; 4] = [
-        ("sin (fma)", sin_with::<true>, sin64),
-        ("sin (no fma)", sin_with::<false>, sin64),
-        ("cos (fma)", cos_with::<true>, cos64),
-        ("cos (no fma)", cos_with::<false>, cos64),
+        ("sin (fma)", sin_f32::<true>, sin64),
+        ("sin (no fma)", sin_f32::<false>, sin64),
+        ("cos (fma)", cos_f32::<true>, cos64),
+        ("cos (no fma)", cos_f32::<false>, cos64),
     ];
 
     /// Where Cody–Waite loses most: the floats nearest each multiple of π/2
@@ -660,8 +648,14 @@ mod tests {
             }
         }
         assert!(!trig_big(TRIG_BOUND) && trig_big(f32::from_bits(TRIG_BOUND.to_bits() + 1)));
-        assert_eq!(sin_f32(std::f32::consts::FRAC_PI_2), 1.0);
-        assert_eq!(cos_f32(std::f32::consts::PI), -1.0);
+        type F = fn(f32) -> f32;
+        for (sin, cos) in [
+            (sin_f32::<true> as F, cos_f32::<true> as F),
+            (sin_f32::<false>, cos_f32::<false>),
+        ] {
+            assert_eq!(sin(std::f32::consts::FRAC_PI_2), 1.0);
+            assert_eq!(cos(std::f32::consts::PI), -1.0);
+        }
     }
 
     /// The slice kernels (polynomial pass, then the libm fix-up of big
@@ -684,13 +678,13 @@ mod tests {
                 .filter(|x| !only_small || !trig_big(*x))
                 .collect();
             let mut out = vec![0.0f32; xs.len()];
-            sin_f32_slice(&xs, &mut out);
+            sin_f32_slice::<true>(&xs, &mut out);
             for (&x, &o) in xs.iter().zip(&out) {
-                assert_eq!(o.to_bits(), sin_f32(x).to_bits(), "sin({x:e})");
+                assert_eq!(o.to_bits(), sin_f32::<true>(x).to_bits(), "sin({x:e})");
             }
-            cos_f32_slice(&xs, &mut out);
+            cos_f32_slice::<false>(&xs, &mut out);
             for (&x, &o) in xs.iter().zip(&out) {
-                assert_eq!(o.to_bits(), cos_f32(x).to_bits(), "cos({x:e})");
+                assert_eq!(o.to_bits(), cos_f32::<false>(x).to_bits(), "cos({x:e})");
             }
         }
     }

@@ -3,6 +3,7 @@
 //! for the view primitives (see `movement`) and `Assign`.
 
 mod conv;
+pub(crate) mod dispatch;
 pub(crate) mod dot;
 mod elementwise;
 mod fill;

@@ -20,6 +20,7 @@
 //!   reducing leading axes), accumulate whole input rows elementwise into a
 //!   row of accumulators.
 
+use super::dispatch::{self, Kernel};
 use super::elementwise::PAR_MIN;
 use super::pool;
 use crate::dtype::{DType, Element};
@@ -385,6 +386,21 @@ fn fold_block<F: Fold>(f: F, xs: &[F::In]) -> F::Lane {
 
 /// A contiguous run on the calling thread.
 fn fold_contig<F: Fold>(f: F, xs: &[F::In]) -> F::Total {
+    dispatch::run(FoldContig(f, xs))
+}
+
+struct FoldContig<'a, F: Fold>(F, &'a [F::In]);
+
+impl<F: Fold> Kernel for FoldContig<'_, F> {
+    type Output = F::Total;
+    #[inline(always)]
+    fn run<const FMA: bool>(self) -> F::Total {
+        fold_contig_loop(self.0, self.1)
+    }
+}
+
+#[inline(always)]
+fn fold_contig_loop<F: Fold>(f: F, xs: &[F::In]) -> F::Total {
     if xs.len() < 2 * LANES {
         let mut a = f.lane0();
         for &x in xs {
@@ -415,6 +431,39 @@ fn fold_contig_par<F: Fold>(f: F, xs: &[F::In]) -> F::Total {
 
 /// `n` elements from `data[off]` by `stride`, in four lanes.
 fn fold_strided<F: Fold>(f: F, data: &[F::In], off: isize, n: usize, stride: isize) -> F::Total {
+    dispatch::run(FoldStrided {
+        f,
+        data,
+        off,
+        n,
+        stride,
+    })
+}
+
+struct FoldStrided<'a, F: Fold> {
+    f: F,
+    data: &'a [F::In],
+    off: isize,
+    n: usize,
+    stride: isize,
+}
+
+impl<F: Fold> Kernel for FoldStrided<'_, F> {
+    type Output = F::Total;
+    #[inline(always)]
+    fn run<const FMA: bool>(self) -> F::Total {
+        fold_strided_loop(self.f, self.data, self.off, self.n, self.stride)
+    }
+}
+
+#[inline(always)]
+fn fold_strided_loop<F: Fold>(
+    f: F,
+    data: &[F::In],
+    off: isize,
+    n: usize,
+    stride: isize,
+) -> F::Total {
     let at = |i: usize| data[(off + i as isize * stride) as usize];
     let mut t = f.total0();
     let mut i = 0;
@@ -680,6 +729,54 @@ impl<F: Fold> VBufs<F> {
 /// Output columns `j0..j0 + out.len()` of output row `r`: accumulate the
 /// input rows elementwise over every reduced position.
 fn vertical_task<F: Fold>(
+    f: F,
+    data: &[F::In],
+    p: &Plan,
+    r: usize,
+    j0: usize,
+    out: &mut [F::In],
+    bufs: &mut VBufs<F>,
+) {
+    dispatch::run(VerticalTask {
+        f,
+        data,
+        p,
+        r,
+        j0,
+        out,
+        bufs,
+    })
+}
+
+struct VerticalTask<'a, F: Fold> {
+    f: F,
+    data: &'a [F::In],
+    p: &'a Plan,
+    r: usize,
+    j0: usize,
+    out: &'a mut [F::In],
+    bufs: &'a mut VBufs<F>,
+}
+
+impl<F: Fold> Kernel for VerticalTask<'_, F> {
+    type Output = ();
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        let VerticalTask {
+            f,
+            data,
+            p,
+            r,
+            j0,
+            out,
+            bufs,
+        } = self;
+        vertical_task_loop(f, data, p, r, j0, out, bufs)
+    }
+}
+
+#[inline(always)]
+fn vertical_task_loop<F: Fold>(
     f: F,
     data: &[F::In],
     p: &Plan,

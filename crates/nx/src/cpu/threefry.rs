@@ -9,6 +9,7 @@
 //! broadcast over the counter (the common case: `rune::rng` broadcasts a
 //! `[2]` key) is read once.
 
+use super::dispatch::{self, Kernel};
 use super::movement;
 use super::pool;
 use crate::dtype::DType;
@@ -73,8 +74,26 @@ fn hash_lanes<const L: usize>(k0: &[u32; L], k1: &[u32; L], x0: &mut [u32; L], x
 
 /// Hashes the interleaved pairs of `ctr` into `out` (same length, even);
 /// `key(p)` is the key pair of the `p`-th pair of this run.
-#[inline(always)]
 fn hash_run(ctr: &[u32], out: &mut [u32], key: impl Fn(usize) -> (u32, u32)) {
+    dispatch::run(HashRun { ctr, out, key })
+}
+
+struct HashRun<'a, K> {
+    ctr: &'a [u32],
+    out: &'a mut [u32],
+    key: K,
+}
+
+impl<K: Fn(usize) -> (u32, u32)> Kernel for HashRun<'_, K> {
+    type Output = ();
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        hash_run_loop(self.ctr, self.out, self.key)
+    }
+}
+
+#[inline(always)]
+fn hash_run_loop(ctr: &[u32], out: &mut [u32], key: impl Fn(usize) -> (u32, u32)) {
     let pairs = ctr.len() / 2;
     let mut p = 0;
     while p + LANES <= pairs {

@@ -32,6 +32,14 @@ impl SplitMix {
         ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
     }
 
+    /// An f32 vector of `n` entries ~ U[0, 1) (24 random bits each).
+    pub fn uniform_tensor(&mut self, n: usize) -> Tensor {
+        let v: Vec<f32> = (0..n)
+            .map(|_| (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
+            .collect();
+        Tensor::from_vec(v, &[n])
+    }
+
     /// An f32 tensor of `shape` with normal entries times `scale`.
     pub fn normal_tensor(&mut self, shape: &[usize], scale: f32) -> Tensor {
         let n = shape.iter().product();

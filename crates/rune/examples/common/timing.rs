@@ -36,7 +36,7 @@ pub fn emit(id: &str, variant: &str, unit: &str, (min, median): (f64, f64)) {
         "{{\"id\": \"{id}\", \"framework\": \"ours\", \"variant\": \"{variant}\", \"unit\": \"{unit}\", \"min\": {}, \"median\": {}, \"threads\": {}}}",
         min * scale,
         median * scale,
-        nx::num_threads()
+        rune::nx::num_threads()
     );
 }
 
