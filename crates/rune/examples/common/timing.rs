@@ -36,8 +36,19 @@ pub fn emit(id: &str, variant: &str, unit: &str, (min, median): (f64, f64)) {
         "{{\"id\": \"{id}\", \"framework\": \"ours\", \"variant\": \"{variant}\", \"unit\": \"{unit}\", \"min\": {}, \"median\": {}, \"threads\": {}}}",
         min * scale,
         median * scale,
-        rune::nx::num_threads()
+        kernel_threads()
     );
+}
+
+/// `nx::num_threads()`, computed the same way (`NX_NUM_THREADS`, else the
+/// cores): this file is shared by nx's, rune's and a user crate's examples,
+/// which do not all see nx under one path.
+fn kernel_threads() -> usize {
+    std::env::var("NX_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// `--only ID` on the command line: whether row `id` runs (all run without
