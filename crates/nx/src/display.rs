@@ -133,28 +133,34 @@ fn format_cells<T: Element>(vals: impl Iterator<Item = T>, dtype: DType) -> Vec<
     strs.into_iter().map(|s| format!("{s:>w$}")).collect()
 }
 
-/// numpy's complex cells: the real parts formatted together as floats, then
-/// the imaginary parts (signed, `j` appended) right-aligned together.
+/// numpy's complex cells (`ComplexFloatingFormat`): the real parts formatted
+/// together as floats, the imaginary parts together with an explicit sign
+/// (formatting their magnitudes and putting the sign before the digits pads
+/// alike), and `j` placed before the imaginary part's trailing padding
+/// (`1. +2.j  `, `-3.5-4.25j`).
 fn format_complex(vals: Vec<crate::Complex<f64>>, part: DType) -> Vec<String> {
     let re: Vec<f64> = vals.iter().map(|v| v.re).collect();
     let im_abs: Vec<f64> = vals.iter().map(|v| v.im.abs()).collect();
     let re = format_floats(&re, part);
-    let im: Vec<String> = format_floats(&im_abs, part)
-        .iter()
+    let im = format_floats(&im_abs, part);
+    re.iter()
+        .zip(&im)
         .zip(&vals)
-        .map(|(s, v)| {
+        .map(|((r, i), v)| {
             let sign = if v.im.is_sign_negative() && !v.im.is_nan() {
                 '-'
             } else {
                 '+'
             };
-            format!("{sign}{}j", s.trim_start())
+            let digits = i.trim();
+            let lead = i.len() - i.trim_start().len();
+            let trail = i.len() - i.trim_end().len();
+            format!(
+                "{r}{}{sign}{digits}j{}",
+                " ".repeat(lead),
+                " ".repeat(trail)
+            )
         })
-        .collect();
-    let w = im.iter().map(String::len).max().unwrap_or(0);
-    re.iter()
-        .zip(&im)
-        .map(|(r, i)| format!("{r}{i:>w$}"))
         .collect()
 }
 

@@ -439,6 +439,11 @@ impl Prim {
                             | BinaryOp::Pow
                     ),
                     Prim::Compare(op) => matches!(op, CmpOp::Eq | CmpOp::Ne),
+                    // Sums and products only: complex numbers have no order.
+                    Prim::Reduce { op, .. } => matches!(op, ReduceOp::Sum | ReduceOp::Prod),
+                    Prim::Cumulative { .. } | Prim::DotGeneral { .. } | Prim::ScatterAdd { .. } => {
+                        true
+                    }
                     _ => false,
                 }
         } else if dtype.is_4bit() {

@@ -7,8 +7,8 @@
 
 use crate::gradient_control::is_inactive;
 use crate::rules::{
-    binary_partials, cumprod_jvp, extremum_weights, prod_others, reduce_sum, unary_partial,
-    WindowSpec,
+    binary_partials, complex_to_real_coeff, cumprod_jvp, extremum_weights, prod_others, reduce_sum,
+    unary_partial, WindowSpec,
 };
 use nx::trace::Tracer;
 use nx::{bind, Aval, BinaryOp, CumOp, Prim, ReduceOp, Tensor, Trace, UnaryOp};
@@ -170,6 +170,10 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             let re = re.cloned().unwrap_or_else(zero);
             let im = im.cloned().unwrap_or_else(zero);
             Some(Tensor::complex(&re, &im))
+        }
+        Prim::Unary(op @ (UnaryOp::Abs | UnaryOp::Angle)) if xs[0].dtype().is_complex() => {
+            let t = ts[0].as_ref()?;
+            Some((t * complex_to_real_coeff(*op, &xs[0], out)).real())
         }
         Prim::Unary(op) => {
             let t = ts[0].as_ref()?;

@@ -75,6 +75,29 @@ pub(crate) fn unary_partial(op: UnaryOp, x: &Tensor, out: &Tensor) -> Partial {
     }
 }
 
+/// `abs` and `angle` of a complex `x` (real outputs, not holomorphic):
+/// `d out = real(c * dx)` for the `c` returned, so the JVP is `real(c * t)`
+/// and the VJP, with JAX's non-conjugating transposes (`real`'s is
+/// `complex(ct, 0)`, a product's the same product), `complex(ct, 0) * c`.
+/// abs: `c = conj(x) / |x|` with `|x| = 0` replaced by 1 (JAX's
+/// `_abs_jvp_rule` and `_replace_zero`: 0 at 0); angle (JAX's
+/// `atan2(imag, real)`): `c = -i conj(x) / |x|^2` (NaN at 0, as atan2's).
+pub(crate) fn complex_to_real_coeff(op: UnaryOp, x: &Tensor, out: &Tensor) -> Tensor {
+    let complex = |re: &Tensor, im: &Tensor| Tensor::complex(re, im);
+    match op {
+        UnaryOp::Abs => {
+            let zero = out.equal(&out.scalar_like(0.0));
+            let safe = Tensor::where_(&zero, &out.scalar_like(1.0), out);
+            x.conj() / complex(&safe, &safe.zeros_like())
+        }
+        UnaryOp::Angle => {
+            let inv = x.abs().square().recip();
+            x.conj() * complex(&inv.zeros_like(), &-inv)
+        }
+        _ => unreachable!("{op:?} of a complex input is holomorphic or linear"),
+    }
+}
+
 /// `(d out / d x, d out / d y)` for `out = op(x, y)`; a partial is computed
 /// only for the inputs in `needs`.
 pub(crate) fn binary_partials(

@@ -14,9 +14,9 @@
 use crate::gradient_control::is_inactive;
 use crate::jvp::Tag;
 use crate::rules::{
-    binary_partials, conv_transpose_lhs, conv_transpose_rhs, cumprod_vjp, dot_transpose_lhs,
-    extremum_weights, inverse_perm, prod_others, reverse_cumsum, sum_to_shape, unary_partial,
-    unreduce, unslice, Partial, WindowSpec,
+    binary_partials, complex_to_real_coeff, conv_transpose_lhs, conv_transpose_rhs, cumprod_vjp,
+    dot_transpose_lhs, extremum_weights, inverse_perm, prod_others, reverse_cumsum, sum_to_shape,
+    unary_partial, unreduce, unslice, Partial, WindowSpec,
 };
 use nx::trace::Tracer;
 use nx::{bind, Aval, BinaryOp, CumOp, Prim, ReduceOp, Tensor, Trace, UnaryOp};
@@ -325,6 +325,10 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         Prim::Binary(BinaryOp::Complex) => {
             let needs = [needs[0], needs[1]];
             Box::new(move |ct, _| vec![needs[0].then(|| ct.real()), needs[1].then(|| -ct.imag())])
+        }
+        Prim::Unary(op @ (UnaryOp::Abs | UnaryOp::Angle)) if xs[0].dtype().is_complex() => {
+            let c = Saved::new(complex_to_real_coeff(*op, &xs[0], out));
+            Box::new(move |ct, op| vec![Some(Tensor::complex(ct, &ct.zeros_like()) * c.get(op))])
         }
         Prim::Unary(op) => {
             let p = unary_partial(*op, &xs[0], out);

@@ -10,7 +10,7 @@
 //! Only an operand whose free or contracting dims cannot be merged into one
 //! stride is first copied into a contiguous `[batch, rows, cols]` buffer.
 //!
-//! f32, f64 and f16 go to `gemm` (f16 accumulates in f32 inside `gemm`);
+//! f32, f64, f16, c64 and c128 go to `gemm` (f16 accumulates in f32 inside `gemm`);
 //! bf16 is converted to f32, multiplied, and rounded back. Integers (and
 //! bool) use plain loops accumulating in `i64` with wrapping arithmetic, which
 //! equals wrapping arithmetic in the element type.
@@ -393,6 +393,11 @@ trait GemmElem: Element {}
 impl GemmElem for f32 {}
 impl GemmElem for f64 {}
 impl GemmElem for f16 {}
+// `gemm::c32`/`c64` are `num_complex`'s `Complex<f32>`/`<f64>` themselves
+// (one num-complex in the lock file), so complex products need no
+// conversion; the conjugation flags stay off (a plain product, as JAX's).
+impl GemmElem for crate::Complex<f32> {}
+impl GemmElem for crate::Complex<f64> {}
 
 fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogue<'_>>) -> Tensor {
     keep_gemm_buffers_mapped();
@@ -447,7 +452,7 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
                     // batch's `m * n` output, and callers give concurrent blocks
                     // disjoint rows or columns, so no element is written twice.
                     // Reads and writes do not overlap: the output is a fresh
-                    // buffer. `gemm` is called only with f32, f64 and f16.
+                    // buffer. `gemm` is called only with f32, f64, f16, c32 and c64.
                     let flush = FlushSubnormals::new();
                     unsafe {
                         gemm::gemm(
@@ -604,6 +609,8 @@ pub(crate) fn dot_general(
         DType::F32 => dot_gemm::<f32>(lhs, rhs, &p, epi),
         DType::F64 => dot_gemm::<f64>(lhs, rhs, &p, epi),
         DType::F16 => dot_gemm::<f16>(lhs, rhs, &p, epi),
+        DType::C64 => dot_gemm::<crate::Complex<f32>>(lhs, rhs, &p, epi),
+        DType::C128 => dot_gemm::<crate::Complex<f64>>(lhs, rhs, &p, epi),
         DType::BF16 => {
             // Converted to f32, multiplied, rounded back.
             let (l32, r32) = (cast(lhs, DType::F32), cast(rhs, DType::F32));

@@ -82,10 +82,12 @@ pub(crate) fn gather(x: &Value, idx: &Value, axis: usize) -> Tensor {
 }
 
 /// `a + b` in `T`: float sums round once (exact in f64, then to `T`),
-/// integers wrap, bools or.
+/// complex likewise per part, integers wrap, bools or.
 #[inline(always)]
 fn add<T: Element>(a: T, b: T) -> T {
-    if T::DTYPE.is_float() {
+    if T::DTYPE.is_complex() {
+        T::from_c128(a.to_c128() + b.to_c128())
+    } else if T::DTYPE.is_float() {
         T::from_f64(a.to_f64() + b.to_f64())
     } else {
         T::from_i128(a.to_i128() + b.to_i128())
@@ -136,10 +138,10 @@ fn scatter_add_typed<T: Element, I: Element>(
 pub(crate) fn scatter_add(x: &Value, idx: &Value, updates: &Value, axis: usize) -> Tensor {
     match idx.dtype {
         DType::I32 => {
-            crate::with_dtype!(x.dtype, T => scatter_add_typed::<T, i32>(x, idx, updates, axis))
+            crate::with_any_dtype!(x.dtype, T => scatter_add_typed::<T, i32>(x, idx, updates, axis))
         }
         DType::I64 => {
-            crate::with_dtype!(x.dtype, T => scatter_add_typed::<T, i64>(x, idx, updates, axis))
+            crate::with_any_dtype!(x.dtype, T => scatter_add_typed::<T, i64>(x, idx, updates, axis))
         }
         d => unreachable!("scatter_add: index dtype {d} is rejected by the op"),
     }

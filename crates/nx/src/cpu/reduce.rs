@@ -863,6 +863,72 @@ fn vertical<F: Fold>(f: F, data: &[F::In], p: &Plan, out: &mut [F::In]) {
     }
 }
 
+/// Complex sum or product (`prod` false: sum), accumulated in
+/// `Complex<f64>` whatever the element type: complex has no order, so no
+/// max/min.
+#[derive(Clone, Copy)]
+struct CFold<T> {
+    prod: bool,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Element> Fold for CFold<T> {
+    type In = T;
+    type Lane = crate::Complex<f64>;
+    type Total = crate::Complex<f64>;
+    #[inline(always)]
+    fn lane0(self) -> Self::Lane {
+        crate::Complex::new(if self.prod { 1.0 } else { 0.0 }, 0.0)
+    }
+    #[inline(always)]
+    fn step(self, a: Self::Lane, x: T) -> Self::Lane {
+        self.merge(a, x.to_c128())
+    }
+    #[inline(always)]
+    fn merge(self, a: Self::Lane, b: Self::Lane) -> Self::Lane {
+        if self.prod {
+            a * b
+        } else {
+            a + b
+        }
+    }
+    #[inline(always)]
+    fn total0(self) -> Self::Total {
+        self.lane0()
+    }
+    #[inline(always)]
+    fn absorb(self, t: Self::Total, l: Self::Lane) -> Self::Total {
+        self.merge(t, l)
+    }
+    #[inline(always)]
+    fn join(self, a: Self::Total, b: Self::Total) -> Self::Total {
+        self.merge(a, b)
+    }
+    #[inline(always)]
+    fn finish(self, t: Self::Total) -> T {
+        T::from_c128(t)
+    }
+}
+
+fn reduce_complex<T: Element>(op: ReduceOp, x: &Value, axes: &[usize]) -> Tensor {
+    let prod = match op {
+        ReduceOp::Sum => false,
+        ReduceOp::Prod => true,
+        _ => panic!(
+            "reduce: {op:?} of {} tensors (complex numbers have no order)",
+            x.dtype
+        ),
+    };
+    reduce_with(
+        CFold::<T> {
+            prod,
+            _t: std::marker::PhantomData,
+        },
+        x,
+        axes,
+    )
+}
+
 fn reduce_with<F: Fold>(f: F, x: &Value, axes: &[usize]) -> Tensor {
     let l = &x.layout;
     let full = axes.len() == l.shape.len();
@@ -940,6 +1006,8 @@ pub(crate) fn reduce(op: ReduceOp, x: &Value, axes: &[usize]) -> Tensor {
             let all = matches!(op, ReduceOp::Min | ReduceOp::Prod);
             reduce_with(BoolFold { all }, x, axes)
         }
+        DType::C64 => reduce_complex::<crate::Complex<f32>>(op, x, axes),
+        DType::C128 => reduce_complex::<crate::Complex<f64>>(op, x, axes),
         d => super::unsupported("reduce", d),
     }
 }
@@ -1128,6 +1196,16 @@ fn cum_float<T: Flt>(op: CumOp, x: &Value, axis: usize) -> Tensor {
     }
 }
 
+fn cum_complex<T: Element>(op: CumOp, x: &Value, axis: usize) -> Tensor {
+    // Running values in Complex<f64>, like the floats' f64.
+    let fin = |a: crate::Complex<f64>| T::from_c128(a);
+    let c = |re: f64| crate::Complex::new(re, 0.0);
+    match op {
+        CumOp::Sum => cum_typed(x, axis, c(0.0), |a, v: T| a + v.to_c128(), fin),
+        CumOp::Prod => cum_typed(x, axis, c(1.0), |a, v: T| a * v.to_c128(), fin),
+    }
+}
+
 fn cum_int<T: Int>(op: CumOp, x: &Value, axis: usize) -> Tensor {
     match op {
         CumOp::Sum => cum_typed(x, axis, T::zero(), |a: T, v: T| a.wrapping_add(&v), |a| a),
@@ -1155,6 +1233,8 @@ pub(crate) fn cumulative(op: CumOp, x: &Value, axis: usize) -> Tensor {
             CumOp::Sum => cum_typed(x, axis, false, |a, v: bool| a | v, |a| a),
             CumOp::Prod => cum_typed(x, axis, true, |a, v: bool| a & v, |a| a),
         },
+        DType::C64 => cum_complex::<crate::Complex<f32>>(op, x, axis),
+        DType::C128 => cum_complex::<crate::Complex<f64>>(op, x, axis),
         d => super::unsupported("cumulative", d),
     }
 }

@@ -7,7 +7,7 @@
 //! `self`'s values and shape; `sum_all`/`mean_all` reduce every axis.
 //! `keepdims` keeps each reduced axis with size 1 (a reshape of the result).
 
-use super::{require_float, require_numeric};
+use super::{require_float, require_inexact, require_numeric};
 use crate::prim::{drop_axes, ArgOp, CumOp, Prim, ReduceOp};
 use crate::shape::{normalize_axes, normalize_axis};
 use crate::tensor::Tensor;
@@ -82,7 +82,8 @@ fn mean_norm(x: &Tensor, axes: &[usize], keepdims: bool) -> Tensor {
 }
 
 fn mean_axes(op: &str, x: &Tensor, axes: &[isize], keepdims: bool) -> Tensor {
-    require_float(op, x);
+    // Complex means divide by the (real) count like floats.
+    require_inexact(op, x);
     let axes = normalize_axes(op, axes, x.ndim());
     in_f32(x, |x| mean_norm(x, &axes, keepdims))
 }
@@ -131,12 +132,12 @@ impl Tensor {
         sum_axes("sum_all", self, &all, false)
     }
 
-    /// Arithmetic mean over `axes` (float tensors only). An empty axis gives NaN.
+    /// Arithmetic mean over `axes` (float and complex tensors only). An empty axis gives NaN.
     pub fn mean(&self, axes: &[isize], keepdims: bool) -> Tensor {
         mean_axes("mean", self, axes, keepdims)
     }
 
-    /// Mean of every element, as a 0-d tensor of the same (float) dtype.
+    /// Mean of every element, as a 0-d tensor of the same (float or complex) dtype.
     pub fn mean_all(&self) -> Tensor {
         let all: Vec<isize> = (0..self.ndim() as isize).collect();
         mean_axes("mean_all", self, &all, false)
