@@ -47,7 +47,7 @@ pub(crate) fn require_float(op: &str, x: &Tensor) {
 /// A real float or a complex tensor.
 pub(crate) fn require_inexact(op: &str, x: &Tensor) {
     if !x.dtype().is_inexact() {
-        panic!("{op}: expects a float or complex tensor, got {}", x.dtype());
+        panic!("{op}: expects a float tensor, got {}", x.dtype());
     }
 }
 
