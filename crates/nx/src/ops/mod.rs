@@ -51,9 +51,14 @@ pub(crate) fn require_inexact(op: &str, x: &Tensor) {
     }
 }
 
-/// Any dtype but `Bool` and the complex ones (operations that need an order).
+/// Any dtype but `Bool` and the complex ones (arithmetic that needs an order).
 pub(crate) fn require_real(op: &str, x: &Tensor) {
     require_numeric(op, x);
+    require_ordered(op, x);
+}
+
+/// Any dtype but the complex ones (`Bool` is ordered: false < true).
+pub(crate) fn require_ordered(op: &str, x: &Tensor) {
     if x.dtype().is_complex() {
         panic!(
             "{op}: expects a real tensor, got {} (use real(), imag() or abs() first)",
