@@ -36,21 +36,15 @@ impl DType {
     /// The 13 real dtypes every operation accepts (`Bool` through `F64`), in
     /// declaration order. The complex and 4-bit dtypes, which only some
     /// operations accept, are in [`DType::EVERY`].
-    pub const ALL: [DType; 13] = [
-        DType::Bool,
-        DType::U8,
-        DType::U16,
-        DType::U32,
-        DType::U64,
-        DType::I8,
-        DType::I16,
-        DType::I32,
-        DType::I64,
-        DType::F16,
-        DType::BF16,
-        DType::F32,
-        DType::F64,
-    ];
+    pub const ALL: [DType; 13] = {
+        let mut all = [DType::Bool; 13];
+        let mut i = 0;
+        while i < 13 {
+            all[i] = DType::EVERY[i];
+            i += 1;
+        }
+        all
+    };
 
     /// Every dtype: [`DType::ALL`], then `C64`, `C128`, `I4`, `U4`.
     pub const EVERY: [DType; 17] = [

@@ -653,3 +653,21 @@ fn duplicate_names_are_refused_on_save() {
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     assert!(e.to_string().contains("\"a.0\""), "{e}");
 }
+
+#[test]
+fn complex_and_4bit_tensors_are_refused_by_save() {
+    for (k, t) in [
+        Tensor::from_slice(&[nx::Complex::new(1.0f32, 2.0)], &[1]),
+        Tensor::from_slice(&[nx::I4(3)], &[1]),
+        Tensor::from_slice(&[nx::U4(9)], &[1]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = TempPath::new(&format!("refused_{k}"));
+        let err = nx::save(&t, &p.0).expect_err("save must refuse the dtype");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("cannot be saved"), "{err}");
+        assert!(!p.0.exists(), "nothing is written");
+    }
+}

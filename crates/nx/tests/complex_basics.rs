@@ -439,4 +439,17 @@ fn real_tensors_cast_into_complex() {
 fn casting_c128_to_f64_panics() {
     let a = Tensor::from_slice(&[Complex::new(1.0f64, 0.0)], &[1]);
     let _ = a.cast(DType::F64);
+
+#[test]
+#[should_panic(expected = "angle: expects a float or complex tensor")]
+fn angle_of_an_integer_tensor_panics() {
+    let a = Tensor::from_slice(&[1i32, -2], &[2]);
+    let _ = a.angle();
+}
+
+#[test]
+#[should_panic(expected = "complex: the parts must be f32 or f64")]
+fn complex_of_half_parts_panics() {
+    let re = Tensor::zeros(&[2], DType::F16);
+    let _ = Tensor::complex(&re, &re);
 }

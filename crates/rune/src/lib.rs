@@ -106,3 +106,8 @@ pub mod prelude {
     };
     pub use nx::{DType, Ptree, Slice, Tensor, Tree};
 }
+
+/// The README's example, compiled and run as a doctest so that it never rots.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -719,57 +719,11 @@ int_elem!(false; u8, u16, u32, u64);
 macro_rules! nibble_elem {
     ($t:ident, $b:ty, $signed:expr) => {
         impl IntElem for $t {
-            #[inline(always)]
-            fn wneg(self) -> Self {
-                $t::wrapping(self.0.wneg())
-            }
-            #[inline(always)]
-            fn wabs(self) -> Self {
-                $t::wrapping(self.0.wabs())
-            }
+            nibble_elem!(@unary $t; wneg, wabs, not);
+            nibble_elem!(@binary $t; wadd, wsub, wmul, div0, rem0, ipow, and, or, xor);
             #[inline(always)]
             fn sign(self) -> Self {
                 $t(self.0.sign())
-            }
-            #[inline(always)]
-            fn not(self) -> Self {
-                $t::wrapping(!self.0)
-            }
-            #[inline(always)]
-            fn wadd(self, o: Self) -> Self {
-                $t::wrapping(self.0.wadd(o.0))
-            }
-            #[inline(always)]
-            fn wsub(self, o: Self) -> Self {
-                $t::wrapping(self.0.wsub(o.0))
-            }
-            #[inline(always)]
-            fn wmul(self, o: Self) -> Self {
-                $t::wrapping(self.0.wmul(o.0))
-            }
-            #[inline(always)]
-            fn div0(self, o: Self) -> Self {
-                $t::wrapping(self.0.div0(o.0))
-            }
-            #[inline(always)]
-            fn rem0(self, o: Self) -> Self {
-                $t::wrapping(self.0.rem0(o.0))
-            }
-            #[inline(always)]
-            fn ipow(self, o: Self) -> Self {
-                $t::wrapping(self.0.ipow(o.0))
-            }
-            #[inline(always)]
-            fn and(self, o: Self) -> Self {
-                $t(self.0 & o.0)
-            }
-            #[inline(always)]
-            fn or(self, o: Self) -> Self {
-                $t(self.0 | o.0)
-            }
-            #[inline(always)]
-            fn xor(self, o: Self) -> Self {
-                $t(self.0 ^ o.0)
             }
             #[inline(always)]
             fn shl(self, o: Self) -> Self {
@@ -793,6 +747,20 @@ macro_rules! nibble_elem {
             }
         }
     };
+    // The byte's operation, then its low 4 bits (a no-op for and/or/xor/not
+    // of normalized values, kept for uniformity).
+    (@unary $t:ident; $($f:ident),*) => {$(
+        #[inline(always)]
+        fn $f(self) -> Self {
+            $t::wrapping(IntElem::$f(self.0))
+        }
+    )*};
+    (@binary $t:ident; $($f:ident),*) => {$(
+        #[inline(always)]
+        fn $f(self, o: Self) -> Self {
+            $t::wrapping(IntElem::$f(self.0, o.0))
+        }
+    )*};
 }
 nibble_elem!(I4, i8, true);
 nibble_elem!(U4, u8, false);

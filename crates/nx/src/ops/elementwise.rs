@@ -1,7 +1,9 @@
 //! Elementwise operations: math, arithmetic, comparisons, logic, selection,
 //! casts, and the activation functions composed from them.
 
-use super::{broadcast_pair, require_float, require_inexact, require_numeric, require_real};
+use super::{
+    broadcast_pair, require_float, require_inexact, require_numeric, require_ordered, require_real,
+};
 use crate::prim::{BinaryOp, CmpOp, Prim, UnaryOp};
 use crate::tensor::Tensor;
 use crate::trace::bind;
@@ -184,13 +186,13 @@ impl Tensor {
 
     /// Elementwise maximum; NaN wins.
     pub fn maximum(&self, other: &Tensor) -> Tensor {
-        require_real("maximum", self);
+        require_ordered("maximum", self);
         binary("maximum", self, other, BinaryOp::Max)
     }
 
     /// Elementwise minimum; NaN wins.
     pub fn minimum(&self, other: &Tensor) -> Tensor {
-        require_real("minimum", self);
+        require_ordered("minimum", self);
         binary("minimum", self, other, BinaryOp::Min)
     }
 

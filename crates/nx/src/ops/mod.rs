@@ -47,13 +47,18 @@ pub(crate) fn require_float(op: &str, x: &Tensor) {
 /// A real float or a complex tensor.
 pub(crate) fn require_inexact(op: &str, x: &Tensor) {
     if !x.dtype().is_inexact() {
-        panic!("{op}: expects a float or complex tensor, got {}", x.dtype());
+        panic!("{op}: expects a float tensor, got {}", x.dtype());
     }
 }
 
-/// Any dtype but `Bool` and the complex ones (operations that need an order).
+/// Any dtype but `Bool` and the complex ones (arithmetic that needs an order).
 pub(crate) fn require_real(op: &str, x: &Tensor) {
     require_numeric(op, x);
+    require_ordered(op, x);
+}
+
+/// Any dtype but the complex ones (`Bool` is ordered: false < true).
+pub(crate) fn require_ordered(op: &str, x: &Tensor) {
     if x.dtype().is_complex() {
         panic!(
             "{op}: expects a real tensor, got {} (use real(), imag() or abs() first)",
