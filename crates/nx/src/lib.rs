@@ -20,6 +20,7 @@ mod checkpoint;
 mod cpu;
 mod display;
 mod dtype;
+pub mod fft;
 mod layout;
 pub mod linalg;
 mod ops;
@@ -42,7 +43,7 @@ pub use nx_derive::Ptree;
 pub use ops::{einsum, ConvOpts, Padding, Slice};
 pub use prim::{
     conv_out_size, dilate_size, drop_axes, window_out_shape, ArgOp, Aval, BinaryOp, CmpOp, CumOp,
-    Prim, ReduceOp, UnaryOp,
+    FftKind, Prim, ReduceOp, UnaryOp,
 };
 #[doc(hidden)]
 pub use ptree::__private as __ptree;

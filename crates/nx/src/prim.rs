@@ -139,6 +139,22 @@ pub enum ArgOp {
     Argmin,
 }
 
+/// Which transform `Prim::Fft` computes (XLA's `FftType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FftKind {
+    /// Complex to complex, `X_k = sum_j x_j e^{-2 pi i jk/n}` (unnormalized).
+    Fft,
+    /// Complex to complex, `x_j = (1/n) sum_k X_k e^{+2 pi i jk/n}` (scaled
+    /// by one over the product of the lengths, as XLA's).
+    Ifft,
+    /// Real to complex: the FFT's first `n/2 + 1` entries along the last axis.
+    Rfft,
+    /// Complex (the `n/2 + 1` Hermitian half on the last axis) to real: the
+    /// inverse of `Rfft`, scaled like `Ifft`; the imaginary parts of the
+    /// zero-frequency (and, for even `n`, the Nyquist) entries are ignored.
+    Irfft,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CumOp {
     Sum,
@@ -339,6 +355,17 @@ pub enum Prim {
     Svd {
         full_matrices: bool,
     },
+    /// JAX's `fft_p` (eager only, like linear algebra: kernel in
+    /// `cpu/fft.rs`, public operations in `nx::fft`): the `kind` transform
+    /// over the trailing `lengths.len()` axes (1 or more), every leading
+    /// axis a batch axis. `lengths` are the signal lengths: the input's
+    /// trailing sizes, except `Irfft`'s last input size `n/2 + 1`; `Rfft`'s
+    /// output has `n/2 + 1` on the last axis. `Fft`/`Ifft` take and give
+    /// C64/C128, `Rfft` F32/F64 to C64/C128, `Irfft` the reverse.
+    Fft {
+        kind: FftKind,
+        lengths: Vec<usize>,
+    },
 }
 
 impl Prim {
@@ -382,6 +409,7 @@ impl Prim {
             Prim::Qr { .. } => "qr".into(),
             Prim::Eigh => "eigh".into(),
             Prim::Svd { .. } => "svd".into(),
+            Prim::Fft { kind, .. } => format!("{kind:?}").to_lowercase(),
         }
     }
 
@@ -443,6 +471,9 @@ impl Prim {
                     Prim::Reduce { op, .. } => matches!(op, ReduceOp::Sum | ReduceOp::Prod),
                     Prim::Cumulative { .. } | Prim::DotGeneral { .. } | Prim::ScatterAdd { .. } => {
                         true
+                    }
+                    Prim::Fft { kind, .. } => {
+                        matches!(kind, FftKind::Fft | FftKind::Ifft | FftKind::Irfft)
                     }
                     _ => false,
                 }
@@ -603,6 +634,23 @@ impl Prim {
                 let mut shape = s[..s.len() - 2].to_vec();
                 shape.push(svd_packed_len(m, n, *full_matrices));
                 Aval::new(&shape, ins[0].dtype)
+            }
+            Prim::Fft { kind, lengths } => {
+                let mut shape = ins[0].shape.clone();
+                let last = shape.len() - 1;
+                let n = lengths[lengths.len() - 1];
+                let dtype = match kind {
+                    FftKind::Fft | FftKind::Ifft => ins[0].dtype,
+                    FftKind::Rfft => {
+                        shape[last] = n / 2 + 1;
+                        ins[0].dtype.complex_dtype()
+                    }
+                    FftKind::Irfft => {
+                        shape[last] = n;
+                        ins[0].dtype.real_dtype()
+                    }
+                };
+                Aval::new(&shape, dtype)
             }
         }
     }

@@ -277,6 +277,9 @@ impl BatchTrace {
                 apply(prim.clone(), &xs[..1])
             }
             Prim::TriangularSolve { .. } | Prim::Solve => apply(prim.clone(), &lifted()),
+            // Transforms the trailing axes: the leading batch axis is one
+            // more batch axis of the kernel.
+            Prim::Fft { .. } => apply(prim.clone(), &xs[..1]),
         }
     }
 

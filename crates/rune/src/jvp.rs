@@ -306,6 +306,8 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             out,
             ts[0].as_ref()?,
         )),
+        // Linear: the same transform of the tangent.
+        Prim::Fft { .. } => linear(&ts[0]),
     }
 }
 

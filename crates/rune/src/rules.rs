@@ -4,7 +4,7 @@
 //! ordinary tensor operations, so derivatives are themselves differentiable
 //! and batchable.
 
-use nx::{bind, BinaryOp, CumOp, DType, Prim, ReduceOp, Tensor, UnaryOp};
+use nx::{bind, BinaryOp, CumOp, DType, FftKind, Prim, ReduceOp, Tensor, UnaryOp};
 
 /// The partial derivative of an elementwise operation with respect to one
 /// input: a multiplier applied to a tangent or a cotangent.
@@ -319,6 +319,53 @@ pub(crate) fn reverse_cumsum(ct: &Tensor, axis: usize) -> Tensor {
 
 /// The transpose of `Slice { start, step }` taken from a tensor of `shape`:
 /// `ct` placed at the sliced positions, zeros elsewhere.
+/// The transpose of `Prim::Fft { kind, lengths }` applied to `ct`, as JAX's
+/// `_fft_transpose_rule` (jax/_src/lax/fft.py). Transposes of complex-linear
+/// maps are plain (not conjugate) transposes, so that with JAX's cotangent
+/// convention `Re sum(ct * J t) = Re sum(J^T ct * t)`.
+pub(crate) fn fft_transpose(kind: FftKind, lengths: &[usize], ct: &Tensor) -> Tensor {
+    let fft = |kind, x: &Tensor| {
+        bind(
+            Prim::Fft {
+                kind,
+                lengths: lengths.to_vec(),
+            },
+            &[x],
+        )
+    };
+    let last = ct.ndim() - 1;
+    let n = lengths[lengths.len() - 1];
+    match kind {
+        // The DFT matrix is symmetric, and so is its inverse.
+        FftKind::Fft | FftKind::Ifft => fft(kind, ct),
+        // JAX transposes a naive rfft, `fft(complex(x, 0))[..., :n/2+1]`:
+        // zero-pad the cotangent back to n, the same fft, the real part.
+        FftKind::Rfft => {
+            let mut pads = vec![(0, 0); ct.ndim()];
+            pads[last] = (0, n - ct.shape()[last]);
+            fft(FftKind::Fft, &ct.pad(&pads, 0.0)).real()
+        }
+        // JAX's `_irfft_transpose`: the rfft of the cotangent, times the
+        // mask [1, 2, ..., 2, (1 if n is even)] (the entries irfft counts
+        // twice, once for their conjugate) and 1/prod(lengths), conjugated
+        // ("JAX's convention for complex gradients", jax#6223).
+        FftKind::Irfft => {
+            let x = fft(FftKind::Rfft, ct);
+            let h = x.shape()[last];
+            let total: f64 = lengths.iter().map(|&l| l as f64).product();
+            let mask: Vec<f64> = (0..h)
+                .map(|k| {
+                    let twice = k > 0 && (k < h - 1 || n % 2 == 1);
+                    (if twice { 2.0 } else { 1.0 }) / total
+                })
+                .collect();
+            let re = Tensor::from_slice(&mask, &[h]).cast(ct.dtype());
+            let mask = Tensor::complex(&re, &re.zeros_like());
+            (&x * &mask).conj()
+        }
+    }
+}
+
 pub(crate) fn unslice(ct: &Tensor, shape: &[usize], start: &[usize], step: &[usize]) -> Tensor {
     let mut t = ct.clone();
     let mut pads = Vec::with_capacity(shape.len());

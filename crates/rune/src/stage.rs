@@ -260,6 +260,9 @@ impl Trace for StageTrace {
         ) {
             self.eager_only(&format!("linalg::{}", prim.name()));
         }
+        if matches!(prim, Prim::Fft { .. }) {
+            self.eager_only(&format!("fft::{}", prim.name()));
+        }
         let mut st = self.state.borrow_mut();
         let vars: Vec<Var> = inputs
             .iter()

@@ -508,6 +508,10 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         Prim::Qr { complete } => crate::linalg_rules::qr_vjp(*complete, &xs[0], out),
         Prim::Eigh => crate::linalg_rules::eigh_vjp(out),
         Prim::Svd { full_matrices } => crate::linalg_rules::svd_vjp(*full_matrices, &xs[0], out),
+        Prim::Fft { kind, lengths } => {
+            let (kind, lengths) = (*kind, lengths.clone());
+            Box::new(move |ct, _| vec![Some(crate::rules::fft_transpose(kind, &lengths, ct))])
+        }
     };
     Some(rule)
 }

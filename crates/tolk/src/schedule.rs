@@ -244,7 +244,8 @@ fn kind(prim: &Prim) -> Kind {
         | Prim::Slogdet
         | Prim::Qr { .. }
         | Prim::Eigh
-        | Prim::Svd { .. } => Kind::Library,
+        | Prim::Svd { .. }
+        | Prim::Fft { .. } => Kind::Library,
     }
 }
 

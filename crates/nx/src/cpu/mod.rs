@@ -6,6 +6,7 @@ mod conv;
 pub(crate) mod dispatch;
 pub(crate) mod dot;
 mod elementwise;
+mod fft;
 mod fill;
 mod index;
 mod linalg;
@@ -133,5 +134,6 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
         Prim::Qr { complete } => linalg::qr(v(0), complete),
         Prim::Eigh => linalg::eigh(v(0)),
         Prim::Svd { full_matrices } => linalg::svd(v(0), full_matrices),
+        Prim::Fft { kind, lengths } => fft::fft(v(0), kind, &lengths),
     }
 }
