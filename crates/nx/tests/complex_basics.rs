@@ -439,6 +439,7 @@ fn real_tensors_cast_into_complex() {
 fn casting_c128_to_f64_panics() {
     let a = Tensor::from_slice(&[Complex::new(1.0f64, 0.0)], &[1]);
     let _ = a.cast(DType::F64);
+}
 
 #[test]
 #[should_panic(expected = "angle: expects a float or complex tensor")]

@@ -1,7 +1,7 @@
 //! Derivatives, batching and jit refusal of `nx::fft`: the JVP of a
 //! transform is the transform of the tangent; reverse against forward mode
 //! through the pairing JAX's transposes satisfy; `check_grads` (f64, real
-//! leaves) on real-valued losses built from real()/imag(), including the
+//! and complex leaves) on real-valued losses built from real()/imag(), including the
 //! Hermitian halves of rfft/irfft for even and odd n; `vmap` against a loop;
 //! each transform inside `jit`/`pmap` is a `JitError` naming it.
 
@@ -473,4 +473,101 @@ fn frequencies_and_shifts_compile_under_jit() {
         + fft::rfftfreq(14, 1.0, DType::F64).narrow(0, 0, 8))
     .to_vec::<f64>();
     assert_eq!(got, want);
+}
+
+#[test]
+fn check_grads_on_complex_leaves() {
+    for norm in [FftNorm::Backward, FftNorm::Ortho, FftNorm::Forward] {
+        for n in [1usize, 2, 7, 8] {
+            let z = crand(40, &[2, n]);
+            type F = Box<dyn Fn(&Tensor) -> Tensor>;
+            let fs: [(&str, F); 4] = [
+                (
+                    "fft",
+                    Box::new(move |z| fft::fft(z, None, -1, norm).abs().sum_all()),
+                ),
+                (
+                    "ifft",
+                    Box::new(move |z| weigh(&fft::ifft(z, None, 0, norm), 41)),
+                ),
+                (
+                    "irfft",
+                    Box::new(move |z| weigh(&fft::irfft(z, Some(2 * n - 1), -1, norm), 42)),
+                ),
+                // a complex objective: checked as its real and imaginary parts
+                (
+                    "fft sum",
+                    Box::new(move |z| (fft::fft(z, None, -1, norm) * z).sum_all()),
+                ),
+            ];
+            for (name, f) in fs {
+                rune::check_grads(|z: &Tensor| f(z), &z)
+                    .unwrap_or_else(|e| panic!("{name} {n} {norm:?}: {e}"));
+            }
+        }
+    }
+    let z = crand(43, &[3, 4, 2]);
+    rune::check_grads(
+        |z: &Tensor| weigh(&fft::fftn(z, Some(&[5, 2]), &[0, 1], FftNorm::Ortho), 44),
+        &z,
+    )
+    .unwrap_or_else(|e| panic!("fftn: {e}"));
+}
+
+#[test]
+fn parseval_on_complex_tensors_and_its_gradient() {
+    // sum |fft(z)|^2 = n sum |z|^2, so in JAX's convention (grad of |z|^2 is
+    // 2 conj(z)) the gradient of the left side is 2 n conj(z).
+    let n = 12usize;
+    let z = crand(50, &[n]);
+    let energy = |z: &Tensor| z.abs().square().sum_all();
+    let lhs = energy(&fft::fft(&z, None, -1, FftNorm::Backward)).item::<f64>();
+    let rhs = energy(&z).item::<f64>() * n as f64;
+    assert!((lhs - rhs).abs() < 1e-12 * rhs, "Parseval: {lhs} vs {rhs}");
+    let ortho = energy(&fft::fft(&z, None, -1, FftNorm::Ortho)).item::<f64>();
+    assert!(
+        (ortho - rhs / n as f64).abs() < 1e-12 * rhs,
+        "ortho keeps the energy"
+    );
+    let g = rune::grad(
+        |z: &Tensor| energy(&fft::fft(z, None, -1, FftNorm::Backward)),
+        &z,
+    );
+    let (g, z) = (g.to_vec::<C>(), z.to_vec::<C>());
+    for (g, z) in g.iter().zip(&z) {
+        let want = z.conj() * (2.0 * n as f64);
+        assert!((g - want).norm() < 1e-11, "gradient {g} vs {want}");
+    }
+}
+
+#[test]
+fn vjp_of_complex_losses_through_mean_and_sum() {
+    // mean(fft(z)) is z[0] (the DC term over n is the mean; the mean of the
+    // spectrum is the first sample): its cotangent 1 lands on z[0] alone.
+    let z = crand(60, &[6]);
+    let one = Tensor::from_slice(&[Complex::new(1.0, 0.0)], &[]);
+    let (out, ct) = rune::vjp(
+        |z: &Tensor| fft::fft(z, None, -1, FftNorm::Backward).mean_all(),
+        &z,
+        &one,
+    );
+    let z0 = z.to_vec::<C>()[0];
+    assert!(
+        (out.item::<C>() - z0).norm() < 1e-12,
+        "{} vs {z0}",
+        out.item::<C>()
+    );
+    let ct = ct.to_vec::<C>();
+    for (k, c) in ct.iter().enumerate() {
+        let want = if k == 0 { 1.0 } else { 0.0 };
+        assert!(
+            (c - Complex::new(want, 0.0)).norm() < 1e-12,
+            "ct[{k}] = {c}"
+        );
+    }
+    // sum(ifft(z)) is z[0] too
+    let s = fft::ifft(&z, None, -1, FftNorm::Backward)
+        .sum_all()
+        .item::<C>();
+    assert!((s - z0).norm() < 1e-12);
 }
