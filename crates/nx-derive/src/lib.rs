@@ -12,6 +12,8 @@
 //! The generated code names `nx` as `::nx` when the crate depends on `nx` (or
 //! is `nx`), and as `::rune::nx` when it depends on `rune` alone.
 
+#![warn(missing_docs)]
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2, TokenTree};
 use proc_macro_crate::{crate_name, FoundCrate};

@@ -13,6 +13,8 @@
 //! assert_eq!(y.shape(), &[3]);
 //! ```
 
+#![warn(missing_docs)]
+
 // Lets `#[derive(Ptree)]` name this crate `::nx` from inside it too.
 extern crate self as nx;
 

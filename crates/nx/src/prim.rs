@@ -12,54 +12,90 @@ use crate::shape::numel;
 /// Abstract value: what a trace knows about a tensor without its data.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Aval {
+    /// The tensor's shape (row-major sizes, one per axis).
     pub shape: Vec<usize>,
+    /// The tensor's element type.
     pub dtype: DType,
 }
 
 impl Aval {
+    /// An abstract value of `shape` and `dtype`.
     pub fn new(shape: &[usize], dtype: DType) -> Aval {
         Aval {
             shape: shape.to_vec(),
             dtype,
         }
     }
+    /// The number of elements (the product of the shape; 1 for a scalar).
     pub fn numel(&self) -> usize {
         numel(&self.shape)
     }
 }
 
+/// An elementwise operation of one input ([`Prim::Unary`]); the output has
+/// the input's shape and dtype (except where [`UnaryOp::complex_to_real`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
+    /// `-x` (wrapping on integers).
     Neg,
+    /// `|x|` (wrapping on integers: `abs(MIN) = MIN`); the modulus on complex, as its real dtype.
     Abs,
+    /// -1, 0 or 1 by the sign of `x`; on floats 0, -0.0 and NaN are kept as they are.
     Sign,
+    /// `sqrt(x)`.
     Sqrt,
+    /// `1 / sqrt(x)`.
     Rsqrt,
+    /// `1 / x`.
     Recip,
+    /// `e^x`.
     Exp,
+    /// `2^x`.
     Exp2,
+    /// The natural logarithm `ln(x)`.
     Log,
+    /// The base-2 logarithm.
     Log2,
+    /// `ln(1 + x)`, accurate near 0.
     Log1p,
+    /// `e^x - 1`, accurate near 0.
     Expm1,
+    /// `sin(x)` (radians).
     Sin,
+    /// `cos(x)` (radians).
     Cos,
+    /// `tan(x)` (radians).
     Tan,
+    /// `asin(x)`.
     Asin,
+    /// `acos(x)`.
     Acos,
+    /// `atan(x)`.
     Atan,
+    /// `sinh(x)`.
     Sinh,
+    /// `cosh(x)`.
     Cosh,
+    /// `tanh(x)`.
     Tanh,
+    /// `asinh(x)`.
     Asinh,
+    /// `acosh(x)`.
     Acosh,
+    /// `atanh(x)`.
     Atanh,
+    /// The error function `erf(x)`.
     Erf,
+    /// The logistic function `1 / (1 + e^-x)`.
     Sigmoid,
+    /// Rounds toward -inf (identity on integers).
     Floor,
+    /// Rounds toward +inf (identity on integers).
     Ceil,
-    /// Half to even, as numpy and JAX.
+    /// Rounds to the nearest integer, ties to even, as numpy and JAX
+    /// (identity on integers).
     Round,
+    /// Rounds toward zero (identity on integers).
     Trunc,
     /// Logical not on `Bool`, bitwise not on integers.
     Not,
@@ -87,55 +123,85 @@ impl UnaryOp {
     }
 }
 
+/// An elementwise operation of two inputs of one shape and dtype
+/// ([`Prim::Binary`]); the output has that shape and dtype (except
+/// [`BinaryOp::Complex`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
+    /// `a + b` (wrapping on integers).
     Add,
+    /// `a - b` (wrapping on integers).
     Sub,
+    /// `a * b` (wrapping on integers).
     Mul,
-    /// Integer division truncates toward zero; division by zero gives 0.
+    /// `a / b`. Integer division truncates toward zero; division by zero gives 0.
     Div,
-    /// Remainder with the sign of the dividend (C's fmod, Rust's `%`).
+    /// `a % b`: the remainder with the sign of the dividend (C's fmod, Rust's
+    /// `%`); an integer remainder by zero gives 0.
     Rem,
+    /// `a^b`; on integers by repeated squaring (wrapping), and a negative exponent gives 0 except for bases 1 and -1.
     Pow,
-    /// NaN-propagating.
+    /// The larger of `a` and `b`, NaN-propagating (`max(-0.0, 0.0) = 0.0`).
     Max,
-    /// NaN-propagating.
+    /// The smaller of `a` and `b`, NaN-propagating (`min(-0.0, 0.0) = -0.0`).
     Min,
+    /// `atan2(a, b)`: the angle of the point `(x = b, y = a)`, in `[-pi, pi]`.
     Atan2,
     /// Logical on `Bool`, bitwise on integers.
     And,
+    /// Logical or on `Bool`, bitwise or on integers.
     Or,
+    /// Logical exclusive or on `Bool`, bitwise on integers.
     Xor,
-    /// Shifts by the second operand; shifting by the bit width or more gives 0
-    /// (or -1 for an arithmetic right shift of a negative value).
+    /// `a << b` (integers). Shifting by a negative amount or by the bit
+    /// width or more gives 0.
     Shl,
+    /// `a >> b` (integers; arithmetic on signed types). Shifting by a
+    /// negative amount or by the bit width or more gives 0 (-1 for a negative
+    /// `a`).
     Shr,
     /// `re + i im` from two real (`F32` or `F64`) operands of one dtype: the
     /// one binary operation whose output dtype differs (`C64` or `C128`).
     Complex,
 }
 
+/// An elementwise comparison ([`Prim::Compare`]): two inputs of one shape
+/// and dtype, a `Bool` output of that shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CmpOp {
+    /// `a < b`.
     Lt,
+    /// `a <= b`.
     Le,
+    /// `a > b`.
     Gt,
+    /// `a >= b`.
     Ge,
+    /// `a == b` (false when either is NaN).
     Eq,
+    /// `a != b` (true when either is NaN).
     Ne,
 }
 
+/// The combining operation of [`Prim::Reduce`] and [`Prim::ReduceWindow`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
+    /// The sum (wrapping on integers); 0 over an empty axis.
     Sum,
+    /// The product (wrapping on integers); 1 over an empty axis.
     Prod,
+    /// The maximum, NaN-propagating.
     Max,
+    /// The minimum, NaN-propagating.
     Min,
 }
 
+/// Which extreme [`Prim::ArgReduce`] locates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ArgOp {
+    /// The index of the maximum (the first on ties; the first NaN wins).
     Argmax,
+    /// The index of the minimum (the first on ties; the first NaN wins).
     Argmin,
 }
 
@@ -155,9 +221,12 @@ pub enum FftKind {
     Irfft,
 }
 
+/// The running operation of [`Prim::Cumulative`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CumOp {
+    /// The running sum.
     Sum,
+    /// The running product.
     Prod,
 }
 
@@ -166,14 +235,20 @@ pub enum CumOp {
 pub enum Prim {
     /// A new tensor of `shape` filled with `value` (converted to `dtype`). No inputs.
     Full {
+        /// The output's shape.
         shape: Vec<usize>,
+        /// The output's dtype.
         dtype: DType,
+        /// The fill value, converted to `dtype`.
         value: f64,
     },
     /// `0, 1, 2, ...` along `axis`, broadcast over the other axes. No inputs.
     Iota {
+        /// The output's shape.
         shape: Vec<usize>,
+        /// The axis along which the values count up.
         axis: usize,
+        /// The output's dtype.
         dtype: DType,
     },
     /// Elementwise, one input.
@@ -184,51 +259,71 @@ pub enum Prim {
     Compare(CmpOp),
     /// `where(cond, a, b)`: `cond` is `Bool`; all three share one shape.
     Where,
+    /// Converts every element to the given dtype, as [`Tensor::cast`](crate::Tensor::cast)
+    /// describes (never complex to real: the operation refuses it).
     Cast(DType),
     /// Reduces over `axes` (sorted, distinct), which disappear from the shape.
     Reduce {
+        /// The combining operation.
         op: ReduceOp,
+        /// The reduced axes (sorted, distinct).
         axes: Vec<usize>,
     },
     /// Index (`I32`) of the first extreme value along `axis`, which disappears.
     ArgReduce {
+        /// Maximum or minimum.
         op: ArgOp,
+        /// The searched axis.
         axis: usize,
     },
     /// Inclusive running sum or product along `axis`.
     Cumulative {
+        /// Running sum or product.
         op: CumOp,
+        /// The axis along which it runs.
         axis: usize,
     },
     /// Same elements in row-major order, new shape.
     Reshape {
+        /// The new shape (same number of elements).
         shape: Vec<usize>,
     },
     /// Numpy broadcasting to `shape` (input dims aligned on the right).
     Broadcast {
+        /// The target shape.
         shape: Vec<usize>,
     },
     /// Output axis `i` is input axis `perm[i]`.
     Permute {
+        /// A permutation of `0..rank`.
         perm: Vec<usize>,
     },
     /// `start..end` by `step` (> 0) on every axis.
     Slice {
+        /// First index per axis.
         start: Vec<usize>,
+        /// One past the last index per axis (exclusive).
         end: Vec<usize>,
+        /// Stride per axis (> 0).
         step: Vec<usize>,
     },
+    /// Reverses the order of the elements along `axes`.
     Flip {
+        /// The reversed axes.
         axes: Vec<usize>,
     },
     /// Pads `lo[i]` elements before and `hi[i]` after axis `i` with `value`.
     Pad {
+        /// Elements added before each axis.
         lo: Vec<usize>,
+        /// Elements added after each axis.
         hi: Vec<usize>,
+        /// The padding value, converted to the input's dtype.
         value: f64,
     },
     /// Joins the inputs (same dtype, shapes equal except on `axis`).
     Concat {
+        /// The axis the inputs are joined along.
         axis: usize,
     },
     /// A fresh contiguous copy.
@@ -239,18 +334,24 @@ pub enum Prim {
     /// `take_along_axis(x, idx, axis)`: `idx` (I32/I64) has `x`'s rank and,
     /// off `axis`, its sizes; out has `idx`'s shape.
     Gather {
+        /// The axis indexed by `idx`.
         axis: usize,
     },
     /// `scatter_add(x, idx, updates, axis)`: the transpose of `Gather`;
     /// `updates` has `idx`'s shape; out is `x` with the updates added.
     ScatterAdd {
+        /// The axis indexed by `idx`.
         axis: usize,
     },
     /// XLA's dot_general: out = batch dims, then lhs free dims, then rhs free dims.
     DotGeneral {
+        /// Batch axes of the lhs, paired in order with `rhs_batch`.
         lhs_batch: Vec<usize>,
+        /// Batch axes of the rhs.
         rhs_batch: Vec<usize>,
+        /// Contracted axes of the lhs, paired in order with `rhs_contract`.
         lhs_contract: Vec<usize>,
+        /// Contracted axes of the rhs.
         rhs_contract: Vec<usize>,
     },
     /// Writes `src` (same shape and dtype) into `dst` in place; returns `dst`.
@@ -268,10 +369,15 @@ pub enum Prim {
     /// spatial dim; a negative entry crops (the transposes of a convolution
     /// need that, as in XLA). Floats only.
     Conv {
+        /// Window strides per spatial dim (>= 1).
         strides: Vec<usize>,
+        /// `(lo, hi)` padding per spatial dim (negative crops).
         padding: Vec<(isize, isize)>,
+        /// Input dilation per spatial dim (>= 1; > 1 for transposed convolutions).
         lhs_dilation: Vec<usize>,
+        /// Kernel dilation per spatial dim (>= 1; atrous convolution).
         rhs_dilation: Vec<usize>,
+        /// Number of channel groups (1 for a dense convolution, `C` for depthwise).
         feature_group_count: usize,
     },
     /// XLA's `reduce_window` with `op` `Sum` or `Max` over every axis:
@@ -281,9 +387,13 @@ pub enum Prim {
     /// `(n + lo + hi - window) / stride + 1` (the padded size is at least
     /// the window).
     ReduceWindow {
+        /// `Sum` or `Max`.
         op: ReduceOp,
+        /// Window size per axis.
         window: Vec<usize>,
+        /// Window stride per axis (>= 1).
         strides: Vec<usize>,
+        /// `(lo, hi)` padding per axis.
         padding: Vec<(usize, usize)>,
     },
     /// The index (`I32`) of the first maximum of each window of
@@ -294,9 +404,13 @@ pub enum Prim {
     /// no padding); a padding element that wins gives the index one past
     /// the end (`prod(shape[flat_from..])`). No derivative (integers).
     WindowArgmax {
+        /// Window size per axis.
         window: Vec<usize>,
+        /// Window stride per axis (>= 1).
         strides: Vec<usize>,
+        /// `(lo, hi)` padding per axis.
         padding: Vec<(usize, usize)>,
+        /// The first axis the index is taken over.
         flat_from: usize,
     },
     /// The permutation (`I32`) that stably sorts along `axis`: ascending
@@ -304,7 +418,9 @@ pub enum Prim {
     /// keys keep their order in both directions. Same shape as the input.
     /// No derivative (integers).
     Argsort {
+        /// The sorted axis.
         axis: usize,
+        /// Largest first when true.
         descending: bool,
     },
     /// The first `k` entries of the descending `Argsort` along the last
@@ -312,6 +428,7 @@ pub enum Prim {
     /// index): out is the input's shape with `k` on the last axis. No
     /// derivative (integers).
     TopK {
+        /// How many indices to keep (at most the last axis's size).
         k: usize,
     },
     // linear algebra (eager only: jit refuses them; kernels in `cpu/linalg.rs`,
@@ -327,9 +444,13 @@ pub enum Prim {
     /// `unit_diagonal` its diagonal is taken as ones), `op(A) = Aᵀ` when
     /// `transpose`; `B` is `[..., m, k]` (left) or `[..., k, m]` (right).
     TriangularSolve {
+        /// Read `A`'s lower triangle (else its upper one).
         lower: bool,
+        /// Solve `op(A) X = B` (else `X op(A) = B`).
         left: bool,
+        /// Use `Aᵀ` for `op(A)` (else `A`).
         transpose: bool,
+        /// Take `A`'s diagonal as ones.
         unit_diagonal: bool,
     },
     /// Solves `A X = B` by LU with partial pivoting: `A` `[..., n, n]`, `B`
@@ -342,6 +463,7 @@ pub enum Prim {
     /// `[..., m, min(m, n)]`, or `[..., m, m]` when `complete` (`R` is
     /// `triu(Qᵀ A)`, computed by `linalg::qr` from it).
     Qr {
+        /// Give the square `[..., m, m]` `Q` (else the reduced one).
         complete: bool,
     },
     /// Symmetric eigendecomposition of `[..., n, n]` (faer's), packed as
@@ -353,6 +475,7 @@ pub enum Prim {
     /// values descending (`k = min(m, n)`), `vt` (`kv`×`n`, row-major);
     /// `ku = kv = k`, or `ku = m`, `kv = n` when `full_matrices`.
     Svd {
+        /// Give square `u` and `vt` (else the reduced ones).
         full_matrices: bool,
     },
     /// JAX's `fft_p` (eager only, like linear algebra: kernel in
@@ -363,7 +486,9 @@ pub enum Prim {
     /// output has `n/2 + 1` on the last axis. `Fft`/`Ifft` take and give
     /// C64/C128, `Rfft` F32/F64 to C64/C128, `Irfft` the reverse.
     Fft {
+        /// Which transform.
         kind: FftKind,
+        /// The signal lengths of the transformed trailing axes.
         lengths: Vec<usize>,
     },
 }

@@ -58,6 +58,8 @@
 //! assert_eq!(g.item::<f64>(), 4.0);
 //! ```
 
+#![warn(missing_docs)]
+
 pub use nx;
 
 mod autodiff;

@@ -13,6 +13,8 @@
 //!
 //! `cache` keeps compiled programs on disk across processes.
 
+#![warn(missing_docs)]
+
 pub mod c_ops;
 pub mod cache;
 pub mod compile;
