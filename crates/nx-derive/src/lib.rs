@@ -20,6 +20,11 @@ use proc_macro_crate::{crate_name, FoundCrate};
 use quote::quote;
 use syn::{parse_macro_input, parse_quote, Data, DeriveInput, Fields, Ident, Index, Member};
 
+/// Derives `nx::Ptree` for a struct whose fields are parameter trees
+/// (tensors, `Vec`s, maps, tuples, other `Ptree` structs), visiting the
+/// fields in declaration order; `#[ptree(ignore)]` on a field keeps it as
+/// `Clone` metadata instead of a subtree. See the `Ptree` trait's docs in
+/// `nx` for an example. Enums and unions are refused with a compile error.
 #[proc_macro_derive(Ptree, attributes(ptree))]
 pub fn derive_ptree(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

@@ -9,18 +9,31 @@ use std::fmt;
 /// The element type of a tensor.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
 pub enum DType {
+    /// Boolean (`bool`), one per byte.
     Bool,
+    /// 8-bit unsigned integer (`u8`).
     U8,
+    /// 16-bit unsigned integer (`u16`).
     U16,
+    /// 32-bit unsigned integer (`u32`).
     U32,
+    /// 64-bit unsigned integer (`u64`).
     U64,
+    /// 8-bit signed integer (`i8`).
     I8,
+    /// 16-bit signed integer (`i16`).
     I16,
+    /// 32-bit signed integer (`i32`).
     I32,
+    /// 64-bit signed integer (`i64`).
     I64,
+    /// IEEE half precision float (`half::f16`).
     F16,
+    /// bfloat16 (`half::bf16`): `f32`'s exponent range with 8 mantissa bits.
     BF16,
+    /// IEEE single precision float (`f32`).
     F32,
+    /// IEEE double precision float (`f64`).
     F64,
     /// Complex with `f32` parts (`Complex<f32>`).
     C64,
@@ -122,6 +135,7 @@ impl DType {
         self.is_signed_int() || self.is_unsigned_int()
     }
 
+    /// `I8`, `I16`, `I32`, `I64` or `I4`.
     pub fn is_signed_int(self) -> bool {
         matches!(
             self,
@@ -129,6 +143,7 @@ impl DType {
         )
     }
 
+    /// `U8`, `U16`, `U32`, `U64` or `U4`.
     pub fn is_unsigned_int(self) -> bool {
         matches!(
             self,
@@ -177,10 +192,18 @@ impl fmt::Display for DType {
 /// (`to_f64` drops the imaginary part, `from_f64` sets it to 0); `Tensor::cast`
 /// refuses complex-to-real casts, so only `real`/`abs` drop a part.
 pub trait Element: Copy + Send + Sync + PartialEq + Default + fmt::Debug + 'static {
+    /// The dtype tag of this type.
     const DTYPE: DType;
+    /// The value as an `f64` (exact for every type but 64-bit integers
+    /// beyond 2^53; a complex gives its real part).
     fn to_f64(self) -> f64;
+    /// An `f64` converted to this type (see the trait's conversion rules).
     fn from_f64(v: f64) -> Self;
+    /// The value as an `i128` (floats truncate toward zero and saturate,
+    /// NaN gives 0; a complex gives its real part, truncated).
     fn to_i128(self) -> i128;
+    /// An `i128` converted to this type (integers wrap, floats round to
+    /// nearest even, `bool` tests `!= 0`).
     fn from_i128(v: i128) -> Self;
 
     /// The value as a complex number (real types: imaginary part 0).
@@ -380,7 +403,9 @@ pub struct I4(pub i8);
 pub struct U4(pub u8);
 
 impl I4 {
+    /// The smallest value, -8.
     pub const MIN: I4 = I4(-8);
+    /// The largest value, 7.
     pub const MAX: I4 = I4(7);
     /// The low 4 bits of `v`, sign-extended.
     #[inline(always)]
@@ -390,7 +415,9 @@ impl I4 {
 }
 
 impl U4 {
+    /// The smallest value, 0.
     pub const MIN: U4 = U4(0);
+    /// The largest value, 15.
     pub const MAX: U4 = U4(15);
     /// The low 4 bits of `v`.
     #[inline(always)]
@@ -454,7 +481,7 @@ impl Element for U4 {
 
 /// Runs `$body` with `$T` bound to the Rust element type of `$dtype`, for the
 /// 13 real dtypes of [`DType::ALL`]; the complex and 4-bit dtypes panic (the
-/// operations that accept them dispatch with [`with_any_dtype!`] or by hand,
+/// operations that accept them dispatch with [`with_any_dtype!`](crate::with_any_dtype!) or by hand,
 /// and `cpu::eval` refuses the others first, naming the primitive).
 #[macro_export]
 macro_rules! with_dtype {

@@ -4,14 +4,21 @@
 
 use crate::shape::{contiguous_strides, numel};
 
+/// Where each element of a concrete tensor lies in its storage: element
+/// `idx` is at `offset + sum(idx[i] * strides[i])`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// The size of each axis.
     pub shape: Vec<usize>,
+    /// The step, in elements, between neighbours along each axis (zero for a
+    /// broadcast axis, negative for a flipped one).
     pub strides: Vec<isize>,
+    /// The storage index, in elements, of the first element.
     pub offset: usize,
 }
 
 impl Layout {
+    /// The row-major layout of `shape` at offset 0.
     pub fn contiguous(shape: &[usize]) -> Layout {
         Layout {
             shape: shape.to_vec(),
@@ -20,6 +27,7 @@ impl Layout {
         }
     }
 
+    /// The number of elements.
     pub fn numel(&self) -> usize {
         numel(&self.shape)
     }
@@ -128,6 +136,7 @@ impl Layout {
         })
     }
 
+    /// The view whose axis `i` is axis `perm[i]` of this one.
     pub fn permute(&self, perm: &[usize]) -> Layout {
         Layout {
             shape: perm.iter().map(|&p| self.shape[p]).collect(),

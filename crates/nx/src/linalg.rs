@@ -51,9 +51,13 @@ use crate::DType;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TriangularSolveOpts {
+    /// Read `A`'s lower triangle (else its upper one).
     pub lower: bool,
+    /// Solve `op(A) X = B` (else `X op(A) = B`).
     pub left: bool,
+    /// `op(A) = Aᵀ` (else `A`).
     pub transpose: bool,
+    /// Take `A`'s diagonal as ones (its stored diagonal is not read).
     pub unit_diagonal: bool,
 }
 
@@ -311,11 +315,17 @@ pub fn eigh(a: &Tensor) -> (Tensor, Tensor) {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Norm {
+    /// Frobenius norm: `sqrt(Σ|a_ij|²)` over the last two axes.
     Fro,
+    /// Nuclear norm: the sum of the singular values.
     Nuc,
+    /// The largest column sum of magnitudes.
     One,
+    /// The spectral norm: the largest singular value.
     Two,
+    /// The largest row sum of magnitudes.
     Inf,
+    /// The vector `p`-norm over the last axis.
     Vector(f64),
 }
 

@@ -518,8 +518,11 @@ impl<T: Ptree> Ptree for BTreeMap<String, T> {
 /// vector's order; keys are expected to be distinct).
 #[derive(Clone, Debug)]
 pub enum Tree {
+    /// A leaf.
     Tensor(Tensor),
+    /// A list of subtrees, in order.
     List(Vec<Tree>),
+    /// Named subtrees, in the vector's order.
     Dict(Vec<(String, Tree)>),
 }
 
@@ -548,6 +551,7 @@ impl Tree {
         }
     }
 
+    /// Whether this is a leaf.
     pub fn is_tensor(&self) -> bool {
         matches!(self, Tree::Tensor(_))
     }

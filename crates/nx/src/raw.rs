@@ -39,6 +39,7 @@ pub struct ReadView<'a> {
 }
 
 impl ReadView<'_> {
+    /// The address of the tensor's first element.
     pub fn ptr(&self) -> *const u8 {
         self.ptr
     }
@@ -51,6 +52,7 @@ pub struct WriteView<'a> {
 }
 
 impl WriteView<'_> {
+    /// The address of the tensor's first element.
     pub fn ptr(&self) -> *mut u8 {
         self.ptr
     }
@@ -138,7 +140,7 @@ pub fn shares_storage(a: &Tensor, b: &Tensor) -> bool {
 
 /// Runs a `Prim::DotGeneral` like [`eval`], calling `epilogue` on each block
 /// of the product's output as soon as it is computed, on the thread that
-/// computed it (see [`crate::cpu::dot::Epilogue`]): `epilogue(out, rows,
+/// computed it (nx's internal `cpu::dot::Epilogue`): `epilogue(out, rows,
 /// cols)` gets the output's first element and a block of rows and columns
 /// of the output seen as a row-major `[R, N]` matrix, where `R` is the
 /// product of the batch and lhs free dims and `N` that of the rhs free dims.

@@ -315,6 +315,7 @@ impl Storage {
         s
     }
 
+    /// The buffer's size in bytes.
     pub fn len_bytes(&self) -> usize {
         self.bytes
     }
@@ -384,6 +385,8 @@ impl Drop for Storage {
     }
 }
 
+/// Shared access to a storage's elements as a `[T]` slice ([`Storage::read`]),
+/// holding its read lock until dropped.
 pub struct ReadGuard<'a, T> {
     _guard: RwLockReadGuard<'a, ()>,
     slice: &'a [T],
@@ -396,6 +399,8 @@ impl<T> std::ops::Deref for ReadGuard<'_, T> {
     }
 }
 
+/// Exclusive access to a storage's elements as a `[T]` slice
+/// ([`Storage::write`]), holding its write lock until dropped.
 pub struct WriteGuard<'a, T> {
     _guard: RwLockWriteGuard<'a, ()>,
     slice: &'a mut [T],

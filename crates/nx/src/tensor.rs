@@ -60,6 +60,7 @@ impl Tensor {
         Arc::as_ptr(&self.0) as *const u8 as usize
     }
 
+    /// Whether this tensor is a transformation's tracer (not a concrete value).
     pub fn is_traced(&self) -> bool {
         matches!(&*self.0, Repr::Traced(_))
     }
@@ -72,7 +73,8 @@ impl Tensor {
         }
     }
 
-    /// A copy of `data` shaped `shape`.
+    /// A copy of `data` shaped `shape` (row-major); the dtype is `T`'s.
+    /// Panics when `data.len()` is not the shape's element count.
     ///
     /// ```
     /// let x = nx::Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
@@ -94,7 +96,8 @@ impl Tensor {
         Tensor::from_storage(T::DTYPE, shape, Storage::from_slice(data))
     }
 
-    /// `data` shaped `shape`.
+    /// `data` shaped `shape` (row-major). Panics when `data.len()` is not
+    /// the shape's element count.
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Tensor {
         assert_eq!(
             data.len(),
@@ -111,6 +114,7 @@ impl Tensor {
         Tensor::from_slice(&[value], &[])
     }
 
+    /// The size of each axis (empty for a scalar).
     pub fn shape(&self) -> &[usize] {
         match &*self.0 {
             Repr::Value(v) => &v.layout.shape,
@@ -118,6 +122,7 @@ impl Tensor {
         }
     }
 
+    /// The element type.
     pub fn dtype(&self) -> DType {
         match &*self.0 {
             Repr::Value(v) => v.dtype,
@@ -125,14 +130,17 @@ impl Tensor {
         }
     }
 
+    /// The abstract value: shape and dtype.
     pub fn aval(&self) -> Aval {
         Aval::new(self.shape(), self.dtype())
     }
 
+    /// The number of axes (the rank).
     pub fn ndim(&self) -> usize {
         self.shape().len()
     }
 
+    /// The number of elements (1 for a scalar).
     pub fn numel(&self) -> usize {
         numel(self.shape())
     }
@@ -197,7 +205,8 @@ impl Tensor {
         t
     }
 
-    /// The elements in row-major order. `T` must be the tensor's element type.
+    /// The elements in row-major order (reading through tracers that allow
+    /// it). Panics unless `T` is the tensor's element type.
     pub fn to_vec<T: Element>(&self) -> Vec<T> {
         if T::DTYPE != self.dtype() {
             panic!(
@@ -210,7 +219,8 @@ impl Tensor {
         crate::cpu::strided::to_vec::<T>(t.value())
     }
 
-    /// The single element of a one-element tensor. `T` must be its element type.
+    /// The single element of a one-element tensor. Panics unless `T` is its
+    /// element type and it has exactly one element.
     pub fn item<T: Element>(&self) -> T {
         if T::DTYPE != self.dtype() {
             panic!(

@@ -52,6 +52,7 @@ pub trait Tracer: Send + Sync + 'static {
     /// The value behind this tracer, for `to_vec`/`item`. A trace that cannot
     /// produce one (a staged or batched value) panics with its own message.
     fn read(&self) -> Tensor;
+    /// The tracer as `Any`, so that its trace can downcast it to its own type.
     fn as_any(&self) -> &dyn Any;
     /// For a tracer whose transformation has returned: the value it stood
     /// for, which later operations use as a constant (a differentiation
@@ -82,6 +83,8 @@ pub struct TraceGuard {
 }
 
 impl TraceGuard {
+    /// The level of the trace this guard pushed (its 1-based depth on the
+    /// thread's trace stack).
     pub fn level(&self) -> usize {
         self.level
     }

@@ -131,7 +131,8 @@ pub(crate) fn rest() -> Rest {
     Rest
 }
 
-/// See [`rest`].
+/// The guard of nx's internal `rest()`: while any is alive, idle pool
+/// workers park at once instead of spinning; dropping it ends that.
 pub struct Rest;
 
 impl Drop for Rest {

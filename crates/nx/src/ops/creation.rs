@@ -18,22 +18,34 @@ impl Tensor {
         )
     }
 
+    /// A tensor of `shape` filled with zeros.
+    ///
+    /// ```
+    /// use nx::{Tensor, DType};
+    /// let z = Tensor::zeros(&[2, 3], DType::F32);
+    /// assert_eq!(z.shape(), &[2, 3]);
+    /// assert_eq!(z.to_vec::<f32>(), vec![0.0; 6]);
+    /// ```
     pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
         Tensor::full(shape, 0.0, dtype)
     }
 
+    /// A tensor of `shape` filled with ones (`true` for `Bool`).
     pub fn ones(shape: &[usize], dtype: DType) -> Tensor {
         Tensor::full(shape, 1.0, dtype)
     }
 
+    /// Zeros of `self`'s shape and dtype.
     pub fn zeros_like(&self) -> Tensor {
         Tensor::zeros(self.shape(), self.dtype())
     }
 
+    /// Ones of `self`'s shape and dtype.
     pub fn ones_like(&self) -> Tensor {
         Tensor::ones(self.shape(), self.dtype())
     }
 
+    /// `value` (converted to `self`'s dtype) in `self`'s shape.
     pub fn full_like(&self, value: f64) -> Tensor {
         Tensor::full(self.shape(), value, self.dtype())
     }

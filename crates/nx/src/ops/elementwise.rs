@@ -97,61 +97,92 @@ macro_rules! comparison {
 
 impl Tensor {
     // Float or complex (principal branches for complex, as numpy).
+    // Each panics on an integer or bool tensor.
     inexact_unary! {
+        /// Elementwise square root (the principal one for complex).
         sqrt => Sqrt,
         /// `1 / sqrt(x)`.
         rsqrt => Rsqrt,
         /// `1 / x`.
         recip => Recip,
+        /// Elementwise `e^x`.
         exp => Exp,
         /// Natural logarithm.
         log => Log,
+        /// Elementwise sine (radians).
         sin => Sin,
+        /// Elementwise cosine (radians).
         cos => Cos,
+        /// Elementwise tangent (radians).
         tan => Tan,
+        /// Elementwise hyperbolic sine.
         sinh => Sinh,
+        /// Elementwise hyperbolic cosine.
         cosh => Cosh,
+        /// Elementwise hyperbolic tangent.
         tanh => Tanh,
     }
 
+    // Real floats only: each panics on any other dtype.
     float_unary! {
+        /// Elementwise `2^x`.
         exp2 => Exp2,
+        /// Elementwise base-2 logarithm.
         log2 => Log2,
         /// `log(1 + x)`, accurate near 0.
         log1p => Log1p,
         /// `exp(x) - 1`, accurate near 0.
         expm1 => Expm1,
+        /// Elementwise arcsine.
         asin => Asin,
+        /// Elementwise arccosine.
         acos => Acos,
+        /// Elementwise arctangent.
         atan => Atan,
+        /// Elementwise inverse hyperbolic sine.
         asinh => Asinh,
+        /// Elementwise inverse hyperbolic cosine.
         acosh => Acosh,
+        /// Elementwise inverse hyperbolic tangent.
         atanh => Atanh,
+        /// Elementwise error function.
         erf => Erf,
         /// `1 / (1 + exp(-x))`.
         sigmoid => Sigmoid,
     }
 
+    // Any dtype but bool (each panics on bool).
     numeric_unary! {
+        /// Elementwise negation (wrapping on integers).
         neg => Neg,
         /// Absolute value; of a complex tensor, its modulus as the real dtype
         /// (`C64` -> `F32`, `C128` -> `F64`).
         abs => Abs,
     }
 
+    // Real numbers: each panics on bool and complex tensors.
     real_unary! {
         /// -1, 0 or 1 (NaN stays NaN, -0 stays -0).
         sign => Sign,
+        /// Rounds toward -inf (identity on integers).
         floor => Floor,
+        /// Rounds toward +inf (identity on integers).
         ceil => Ceil,
         /// Rounds half to even, as numpy and JAX.
         round => Round,
+        /// Rounds toward zero (identity on integers).
         trunc => Trunc,
     }
 
+    // Operands broadcast to a common shape; each panics on bool operands, on
+    // a dtype mismatch (no implicit promotion) or on shapes that do not
+    // broadcast.
     numeric_binary! {
+        /// Elementwise `self + other` (wrapping on integers).
         add => Add,
+        /// Elementwise `self - other` (wrapping on integers).
         sub => Sub,
+        /// Elementwise `self * other` (wrapping on integers).
         mul => Mul,
         /// Float division; integer division truncates toward zero (x / 0 = 0).
         div => Div,
@@ -166,15 +197,23 @@ impl Tensor {
         binary("rem", self, other, BinaryOp::Rem)
     }
 
+    // Operands broadcast; each panics on complex tensors or a dtype mismatch.
     ordering! {
+        /// Elementwise `self < other`, as `Bool`.
         less => Lt,
+        /// Elementwise `self <= other`, as `Bool`.
         less_equal => Le,
+        /// Elementwise `self > other`, as `Bool`.
         greater => Gt,
+        /// Elementwise `self >= other`, as `Bool`.
         greater_equal => Ge,
     }
 
+    // Operands broadcast; each panics on a dtype mismatch.
     comparison! {
+        /// Elementwise `self == other`, as `Bool` (NaN equals nothing).
         equal => Eq,
+        /// Elementwise `self != other`, as `Bool`.
         not_equal => Ne,
     }
 
@@ -247,6 +286,7 @@ impl Tensor {
         self * &self.sigmoid()
     }
 
+    /// Elementwise "is NaN", as `Bool` (all false for non-float dtypes).
     pub fn isnan(&self) -> Tensor {
         if self.dtype().is_float() {
             self.not_equal(self)
@@ -255,6 +295,7 @@ impl Tensor {
         }
     }
 
+    /// Elementwise "is +inf or -inf", as `Bool` (all false for non-float dtypes).
     pub fn isinf(&self) -> Tensor {
         if self.dtype().is_float() {
             self.abs().equal(&self.scalar_like(f64::INFINITY))
@@ -263,6 +304,8 @@ impl Tensor {
         }
     }
 
+    /// Elementwise "is neither infinite nor NaN", as `Bool` (all true for
+    /// non-float dtypes).
     pub fn isfinite(&self) -> Tensor {
         if self.dtype().is_float() {
             self.abs().less(&self.scalar_like(f64::INFINITY))
@@ -280,6 +323,8 @@ impl Tensor {
         }
     }
 
+    /// Elementwise logical and of the operands' truth values (non-zero is
+    /// true), broadcasting; a `Bool` result.
     pub fn logical_and(&self, other: &Tensor) -> Tensor {
         binary(
             "logical_and",
@@ -289,10 +334,12 @@ impl Tensor {
         )
     }
 
+    /// Elementwise logical or of the operands' truth values (non-zero is true).
     pub fn logical_or(&self, other: &Tensor) -> Tensor {
         binary("logical_or", &self.truthy(), &other.truthy(), BinaryOp::Or)
     }
 
+    /// Elementwise logical exclusive or of the operands' truth values.
     pub fn logical_xor(&self, other: &Tensor) -> Tensor {
         binary(
             "logical_xor",
@@ -302,6 +349,7 @@ impl Tensor {
         )
     }
 
+    /// Elementwise logical not of the truth value (non-zero is true), as `Bool`.
     pub fn logical_not(&self) -> Tensor {
         unary(&self.truthy(), UnaryOp::Not)
     }
@@ -315,21 +363,38 @@ impl Tensor {
         }
     }
 
+    /// Elementwise bitwise and (logical on `Bool`), broadcasting.
+    ///
+    /// # Panics
+    ///
+    /// On float or complex operands, or a dtype mismatch.
     pub fn bitwise_and(&self, other: &Tensor) -> Tensor {
         self.require_bits("bitwise_and");
         binary("bitwise_and", self, other, BinaryOp::And)
     }
 
+    /// Elementwise bitwise or (logical on `Bool`), broadcasting.
+    ///
+    /// # Panics
+    ///
+    /// On float or complex operands, or a dtype mismatch.
     pub fn bitwise_or(&self, other: &Tensor) -> Tensor {
         self.require_bits("bitwise_or");
         binary("bitwise_or", self, other, BinaryOp::Or)
     }
 
+    /// Elementwise bitwise exclusive or (logical on `Bool`), broadcasting.
+    ///
+    /// # Panics
+    ///
+    /// On float or complex operands, or a dtype mismatch.
     pub fn bitwise_xor(&self, other: &Tensor) -> Tensor {
         self.require_bits("bitwise_xor");
         binary("bitwise_xor", self, other, BinaryOp::Xor)
     }
 
+    /// Elementwise bitwise not (logical on `Bool`). Panics on float or
+    /// complex tensors.
     pub fn bitwise_not(&self) -> Tensor {
         self.require_bits("bitwise_not");
         unary(self, UnaryOp::Not)
@@ -357,7 +422,20 @@ impl Tensor {
         binary("shift_right", self, other, BinaryOp::Shr)
     }
 
-    /// Elementwise `cond ? a : b`, broadcasting all three. `cond` must be `Bool`.
+    /// Elementwise `cond ? a : b`, broadcasting all three.
+    ///
+    /// ```
+    /// use nx::{Tensor, DType};
+    /// let x = Tensor::from_slice(&[-1.0f32, 2.0, -3.0], &[3]);
+    /// let zero = Tensor::scalar(0.0f32);
+    /// let r = Tensor::where_(&x.less(&zero), &zero, &x);
+    /// assert_eq!(r.to_vec::<f32>(), vec![0.0, 2.0, 0.0]);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `cond` is not `Bool`, `a` and `b` differ in dtype, or the shapes
+    /// do not broadcast.
     pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
         if cond.dtype() != DType::Bool {
             panic!("where_: the condition must be bool, got {}", cond.dtype());
@@ -378,8 +456,17 @@ impl Tensor {
     /// integer to integer wraps (to 4 bits for `I4`/`U4`), non-zero is
     /// `true`; a real value becomes a complex one with imaginary part 0.
     ///
-    /// Panics when casting a complex tensor to a real dtype (which would drop
-    /// the imaginary part silently): use [`Tensor::real`] or [`Tensor::abs`].
+    /// ```
+    /// use nx::{Tensor, DType};
+    /// let x = Tensor::from_slice(&[-1.7f32, 0.5, 2.9, f32::NAN], &[4]);
+    /// assert_eq!(x.cast(DType::I32).to_vec::<i32>(), vec![-1, 0, 2, 0]);
+    /// assert_eq!(x.cast(DType::Bool).to_vec::<bool>(), vec![true, true, true, true]);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When casting a complex tensor to a real dtype (which would drop the
+    /// imaginary part silently): use [`Tensor::real`] or [`Tensor::abs`].
     pub fn cast(&self, dtype: DType) -> Tensor {
         if self.dtype() == dtype {
             return self.clone();

@@ -16,12 +16,17 @@ use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToIncl
 /// `Slice::from(1..4).step(-1)` picks indices 3, 2, 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slice {
+    /// The first index of the range (negative counts from the end).
     pub start: isize,
+    /// One past the last index of the range (negative counts from the end);
+    /// `None` is the end of the axis.
     pub end: Option<isize>,
+    /// Take every `step`-th index; negative walks backwards. Non-zero.
     pub step: isize,
 }
 
 impl Slice {
+    /// `start..end` by `step`.
     pub fn new(start: isize, end: Option<isize>, step: isize) -> Slice {
         Slice { start, end, step }
     }

@@ -19,9 +19,12 @@
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Padding {
+    /// No padding: windows lie inside the input.
     #[default]
     Valid,
+    /// Pads so that the output size is `ceil(in / stride)` per axis.
     Same,
+    /// Explicit `(lo, hi)` pairs, one per spatial axis.
     Explicit(Vec<(usize, usize)>),
 }
 
