@@ -34,7 +34,11 @@ impl Default for JitOpts {
 /// Transfer counters of compiled functions (the seed's `jit_stats`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JitStats {
+    /// Bytes copied from the host to a device since the last
+    /// [`reset_jit_stats`] (0 on the CPU device).
     pub bytes_to_device: u64,
+    /// Bytes copied from a device back to the host since the last
+    /// [`reset_jit_stats`] (0 on the CPU device).
     pub bytes_from_device: u64,
     /// Device bytes held now by unread outputs (live; not reset).
     pub resident_bytes: u64,

@@ -24,6 +24,7 @@ pub struct JitError {
 }
 
 impl JitError {
+    /// An error carrying `message`.
     pub fn new(message: impl Into<String>) -> JitError {
         JitError {
             message: message.into(),

@@ -116,6 +116,7 @@ pub fn key(structure: &str, flags: &[&str], compiler: &str) -> String {
 
 /// What an entry's `.meta` holds.
 pub struct Entry {
+    /// The program's plan of steps over buffers.
     pub plan: Plan,
     /// Per kernel: symbol name, outer extent, output dtype and shape.
     pub kernels: Vec<(String, usize, DType, Vec<usize>)>,

@@ -178,6 +178,7 @@ pub fn unique_suffix() -> String {
 pub struct Loaded {
     // Keeps the code mapped while the function pointers are in use.
     _lib: libloading::Library,
+    /// The kernels' entry points, in the order their symbols were asked for.
     pub fns: Vec<KernelFn>,
 }
 

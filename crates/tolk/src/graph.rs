@@ -13,8 +13,11 @@ pub type Var = usize;
 /// One primitive application: `out = prim(inputs)`.
 #[derive(Clone, Debug)]
 pub struct Eqn {
+    /// The primitive and its static parameters.
     pub prim: Prim,
+    /// The argument variables, in the primitive's order.
     pub inputs: Vec<Var>,
+    /// The variable it defines.
     pub out: Var,
 }
 
@@ -28,6 +31,7 @@ pub struct Graph {
     pub inputs: Vec<Var>,
     /// Captured concrete tensors: compile-time constants, bound once.
     pub consts: Vec<(Var, Tensor)>,
+    /// The equations, in program order.
     pub eqns: Vec<Eqn>,
     /// Output variables, one per output leaf, in traversal order (a variable
     /// may appear several times, and inputs and constants may be outputs).
@@ -43,6 +47,7 @@ impl Graph {
         self.avals.len() - 1
     }
 
+    /// The shape and dtype of `v`.
     pub fn aval(&self, v: Var) -> &Aval {
         &self.avals[v]
     }

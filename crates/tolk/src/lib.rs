@@ -66,7 +66,9 @@ pub enum Origin {
 
 /// A compiled program and how it was obtained.
 pub struct Compiled {
+    /// The program, ready to run.
     pub program: Program,
+    /// Whether it came from the disk cache or was compiled now.
     pub origin: Origin,
     /// Seconds spent simplifying, scheduling, compiling and loading.
     pub seconds: f64,
@@ -96,12 +98,12 @@ pub struct Options {
     /// Kernels that read a product's output at the element they write run
     /// as epilogues of the product ([`schedule::Step::Epilogue`]); off, each
     /// is a pass of its own (the results are the same bit for bit).
-    /// [`compile`] turns them on only with `TOLK_EPILOGUE=1`
+    /// [`compile()`] turns them on only with `TOLK_EPILOGUE=1`
     /// ([`schedule::epilogues_enabled`] says why).
     pub epilogues: bool,
 }
 
-/// [`compile`] with explicit [`Options`].
+/// [`compile()`] with explicit [`Options`].
 pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
     let start = Instant::now();
     let g = simplify::simplify(graph);

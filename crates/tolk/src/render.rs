@@ -17,7 +17,11 @@ use std::fmt::Write;
 /// and strides over them. For a reduction, the first `kept` dims are the
 /// output's and the rest are reduced.
 pub struct LoopNest {
+    /// The loop extents, outermost first (adjacent dims merged where every
+    /// load's strides allow).
     pub dims: Vec<usize>,
+    /// How many leading dims are the output's (all of them for a kernel
+    /// without a reduction).
     pub kept: usize,
     /// For each node index that is a load: (offset, strides over `dims`).
     loads: Vec<Option<(usize, Vec<isize>)>>,

@@ -9,7 +9,7 @@
 //! Intermediates that kernels write live in the program's arena: one
 //! buffer allocated with the program and kept across calls, cut into
 //! slots; each value is assigned at compile time to a slot that no value
-//! alive at the same time uses ([`ArenaLayout`]). Kernels write and read
+//! alive at the same time uses (`ArenaLayout`). Kernels write and read
 //! arena values through the slots' addresses, with no allocation and no
 //! lock. Outputs and writeback values (and values that an output is a
 //! view of) are fresh buffers every call, computed in place by their
@@ -42,7 +42,9 @@ const PAR_CHUNK: usize = 1 << 14;
 /// (what the disk cache stores beside the shared object).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
+    /// The steps, in execution order.
     pub steps: Vec<Step>,
+    /// `frees[i]`: the buffers whose last use is step `i`, dropped after it.
     pub frees: Vec<Vec<Var>>,
 }
 

@@ -33,21 +33,29 @@ pub enum Node {
     /// Element of kernel argument `arg` (a buffer) at `layout` (whose shape is
     /// the kernel's shape).
     Load {
+        /// Index into the kernel's argument buffers.
         arg: usize,
+        /// Where each iteration point's element lies in that buffer.
         layout: Layout,
     },
     /// A constant; the value's bits, so that `0.0` and `-0.0` differ (two
     /// kernels compare equal only if they compute the same bits).
     Lit {
+        /// The literal's dtype.
         dtype: DType,
+        /// The value as an `f64`'s bits (`f64::to_bits`), converted to `dtype` when rendered.
         bits: u64,
     },
     /// `Prim::Iota` seen through `layout`: the element at linear index `l`
     /// of the iota's own contiguous layout holds `(l / stride) % len`.
     Iota {
+        /// The iota's layout as seen by this kernel.
         layout: Layout,
+        /// The iota's row-major stride along its axis.
         stride: usize,
+        /// The iota's size along its axis.
         len: usize,
+        /// The element dtype.
         dtype: DType,
     },
     /// `Prim::Iota` as an affine function of the loop indices: the element
@@ -56,35 +64,60 @@ pub enum Node {
     /// seen through the movement ops. No division, so it vectorizes; used
     /// whenever the movement ops keep the coordinate affine.
     Coord {
+        /// The coordinate's layout seen through the movement ops.
         layout: Layout,
+        /// The element dtype.
         dtype: DType,
     },
+    /// `op(x)` elementwise, as [`Prim::Unary`].
     Unary {
+        /// The operation.
         op: UnaryOp,
+        /// The operand's dtype.
         dtype: DType,
+        /// The operand node.
         x: usize,
     },
+    /// `op(a, b)` elementwise, as [`Prim::Binary`].
     Binary {
+        /// The operation.
         op: BinaryOp,
+        /// The operands' dtype.
         dtype: DType,
+        /// The first operand node.
         a: usize,
+        /// The second operand node.
         b: usize,
     },
+    /// `op(a, b)` elementwise, as [`Prim::Compare`]; a `Bool` result.
     Compare {
+        /// The comparison.
         op: CmpOp,
+        /// The operands' dtype (the result is `Bool`).
         dtype: DType,
+        /// The first operand node.
         a: usize,
+        /// The second operand node.
         b: usize,
     },
+    /// `c ? a : b`, as [`Prim::Where`].
     Where {
+        /// The dtype of `a`, `b` and the result.
         dtype: DType,
+        /// The `Bool` condition node.
         c: usize,
+        /// The node taken where the condition holds.
         a: usize,
+        /// The node taken elsewhere.
         b: usize,
     },
+    /// `x` converted from `from` to `to`, as [`Prim::Cast`].
     Cast {
+        /// The operand's dtype.
         from: DType,
+        /// The result's dtype.
         to: DType,
+        /// The operand node.
         x: usize,
     },
 }
@@ -94,9 +127,11 @@ pub enum Node {
 pub struct Kernel {
     /// The iteration space (for a reduction: kept dims, then reduced ones).
     pub shape: Vec<usize>,
+    /// The dtype of the buffer it writes.
     pub out_dtype: DType,
     /// Argument buffers: dtype of each.
     pub arg_dtypes: Vec<DType>,
+    /// The body, in topological order.
     pub nodes: Vec<Node>,
     /// The node whose value is stored.
     pub root: usize,
@@ -128,12 +163,18 @@ impl Kernel {
 pub enum Step {
     /// Runs kernel `kernel` writing buffer `out` from `args`.
     Kernel {
+        /// Index into [`Schedule::kernels`].
         kernel: usize,
+        /// The buffer it writes.
         out: Var,
+        /// Its argument buffers, in the kernel's argument order.
         args: Vec<Var>,
     },
     /// Runs graph equation `eqn` with nx's eager kernel.
-    Library { eqn: usize },
+    Library {
+        /// Index into the graph's equations.
+        eqn: usize,
+    },
     /// Runs kernel `kernel` (a `block` kernel) as an epilogue of the
     /// nearest preceding `Library` step, a `dot_general`: on each block of
     /// the product's output right after the block is computed, on the same
@@ -141,8 +182,11 @@ pub enum Step {
     /// the product's output and earlier epilogues' outputs only at the same
     /// element (every other argument was computed before the product).
     Epilogue {
+        /// Index into [`Schedule::kernels`] (a `block` kernel).
         kernel: usize,
+        /// The buffer it writes.
         out: Var,
+        /// Its argument buffers, in the kernel's argument order.
         args: Vec<Var>,
     },
 }
@@ -151,7 +195,9 @@ pub enum Step {
 /// each buffer dies.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Schedule {
+    /// The distinct kernels, indexed by the steps.
     pub kernels: Vec<Kernel>,
+    /// The steps, in execution order.
     pub steps: Vec<Step>,
     /// `frees[i]`: buffers whose last use is step `i` (never inputs,
     /// constants or outputs).
@@ -685,7 +731,7 @@ fn shared_values(g: &Graph, buffers: &BTreeSet<Var>, kinds: &[Kind]) -> Vec<Var>
     shared
 }
 
-/// Whether [`crate::compile`] makes kernels epilogues of products: off
+/// Whether [`crate::compile()`] makes kernels epilogues of products: off
 /// unless `TOLK_EPILOGUE=1` (part of the cache key). Off by default because
 /// on the 2-core machine it measured no faster: W4's step 0.6% and W9's
 /// 2% slower, a single 128x784x512 layer with bias and relu 0-1% slower

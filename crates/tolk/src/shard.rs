@@ -26,8 +26,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// How a value is laid out across the devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Sharding {
+    /// Every device holds the whole value.
     Rep,
+    /// Split along this axis: device `d` holds the `d`-th of `n` equal slices.
     Split(usize),
+    /// Every device holds its shard's reduction with this op; the value is
+    /// their all-reduce.
     Partial(ReduceOp),
 }
 
@@ -703,14 +707,18 @@ impl ShardedProgram {
 /// A pmap input leaf: a host tensor, or values already on the devices in
 /// the layout the program expects (an unread output of an earlier call).
 pub enum Input {
+    /// A host tensor, sharded by the program's input layout.
     Global(Tensor),
+    /// One value per device, already in the layout the program expects.
     OnDevices(Vec<Tensor>),
 }
 
 /// An output as the devices hold it: one value per device, split along
 /// `split` (`Some(axis)`) or replicated.
 pub struct Output {
+    /// The axis the values split the output along (`None`: replicated).
     pub split: Option<usize>,
+    /// One value per device.
     pub values: Vec<Tensor>,
 }
 
@@ -809,7 +817,9 @@ fn run_on_worker(
 /// Bytes a call moved between the host and devices with memory of their own.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Transfers {
+    /// Bytes copied from the host to the devices.
     pub to_device: u64,
+    /// Bytes copied from the devices back to the host.
     pub from_device: u64,
 }
 

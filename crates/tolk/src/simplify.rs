@@ -8,6 +8,8 @@ use crate::graph::{Eqn, Graph, Var};
 use nx::Prim;
 use rustc_hash::FxHashMap as HashMap;
 
+/// `g` with constants folded, common subexpressions merged and dead
+/// equations removed, in that order.
 pub fn simplify(g: &Graph) -> Graph {
     let g = fold_constants(g);
     let g = cse(&g);
