@@ -1,18 +1,54 @@
-//! tolk: Rune's compiler. It takes a staged [`Graph`] (never a closure; it
-//! knows nothing of rune) and turns it into a [`Program`]:
+//! tolk: Rune's compiler. It takes a staged [`Graph`] (a typed SSA list of
+//! `nx` primitives; never a closure, and it knows nothing of rune) and turns
+//! it into a [`Program`] of native kernels and eager library steps.
 //!
-//! 1. `simplify`: constant folding, common subexpressions, dead code;
-//! 2. `schedule`: elementwise and movement ops fuse into kernels (movement
-//!    as index arithmetic); the other primitives are library steps run by
-//!    nx's eager kernels (`dot_general` through the GEMM crate);
-//! 3. `render`: each distinct kernel becomes a C loop nest (`c_ops` holds the
-//!    per-element C, bit-exact with nx's eager kernels);
-//! 4. `compile`: all kernels into one shared object with the system C
-//!    compiler, loaded with `libloading`;
-//! 5. `runtime`: the plan of steps over buffers.
+//! ```
+//! use nx::{Aval, DType, Prim, Tensor, UnaryOp, BinaryOp};
+//! use tolk::{Eqn, Graph};
 //!
-//! `cache` keeps compiled programs on disk across processes.
-
+//! // y = exp(x) * x, for x: f32[3]
+//! let mut g = Graph::default();
+//! let x = g.new_var(Aval::new(&[3], DType::F32));
+//! let e = g.new_var(Aval::new(&[3], DType::F32));
+//! let y = g.new_var(Aval::new(&[3], DType::F32));
+//! g.inputs.push(x);
+//! g.eqns.push(Eqn { prim: Prim::Unary(UnaryOp::Exp), inputs: vec![x], out: e });
+//! g.eqns.push(Eqn { prim: Prim::Binary(BinaryOp::Mul), inputs: vec![e, x], out: y });
+//! g.outputs.push(y);
+//!
+//! let compiled = tolk::compile(&g, false).expect("needs a C compiler (cc)");
+//! assert_eq!(compiled.program.num_kernels(), 1); // both equations fuse into one loop
+//! let xs = Tensor::from_slice(&[0.0f32, 1.0, 2.0], &[3]);
+//! let out = compiled.program.run(&[xs.clone()]);
+//! assert_eq!(out[0].to_vec::<f32>(), (xs.exp() * &xs).to_vec::<f32>()); // bit for bit
+//! ```
+//!
+//! # Pipeline
+//!
+//! [`compile()`] (or [`compile_with`]) runs, in order:
+//!
+//! 1. [`simplify`]: constant folding, common subexpressions, dead code;
+//! 2. [`cache`] lookup: a program with the same structure, flags, compiler,
+//!    CPU features and executable is loaded from disk (`JITCACHE=0` skips it);
+//! 3. [`schedule`]: elementwise and movement ops fuse into [`Kernel`]s
+//!    (movement as index arithmetic on each load), and so do reductions
+//!    of computed values; the other primitives are library steps run by
+//!    nx's eager kernels (`dot_general` through the GEMM crate); the plan
+//!    frees each buffer at its last use;
+//! 4. [`render`]: each kernel is lowered to a loop nest ([`render::lower`])
+//!    and rendered as a C function ([`render::render`]; [`c_ops`] holds the
+//!    per-element C, bit-exact with nx's eager kernels); identical C shares
+//!    one function;
+//! 5. [`compile`](mod@compile): all kernels into one shared object with the
+//!    system C compiler (`$CC`, else `cc`), then loaded with `libloading`;
+//!    the entry is written to the [`cache`];
+//! 6. [`runtime`]: [`Program::run`] executes the plan of steps over buffers
+//!    (intermediates in an arena kept with the program).
+//!
+//! [`shard`] turns one graph into per-device programs and the collectives
+//! between them, for rune's `pmap`.
+//!
+//! [`Kernel`]: schedule::Kernel
 #![warn(missing_docs)]
 
 pub mod c_ops;

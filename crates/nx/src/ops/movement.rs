@@ -100,6 +100,15 @@ impl From<RangeToInclusive<isize>> for Slice {
 impl Tensor {
     /// The same elements in row-major order under a new shape (a view when
     /// the strides allow it).
+    ///
+    /// ```
+    /// use nx::Tensor;
+    /// let x = Tensor::arange(0.0, 6.0, 1.0, nx::DType::I32).reshape(&[2, 3]);
+    /// assert_eq!(x.shape(), &[2, 3]);
+    /// assert_eq!(x.reshape(&[3, 2]).get(1).to_vec::<i32>(), vec![2, 3]);
+    /// ```
+    ///
+    /// Panics when `shape` holds a different number of elements.
     pub fn reshape(&self, shape: &[usize]) -> Tensor {
         if numel(shape) != self.numel() {
             panic!(
@@ -125,7 +134,18 @@ impl Tensor {
         self.reshape(&[self.numel()])
     }
 
-    /// Output axis `i` is input axis `perm[i]`.
+    /// Reorders the axes: output axis `i` is input axis `perm[i]` (negative
+    /// entries count from the end). A view; nothing is copied.
+    ///
+    /// ```
+    /// use nx::Tensor;
+    /// let x = Tensor::arange(0.0, 6.0, 1.0, nx::DType::I32).reshape(&[1, 2, 3]);
+    /// let y = x.permute(&[2, 0, 1]);
+    /// assert_eq!(y.shape(), &[3, 1, 2]);
+    /// assert_eq!(y.to_vec::<i32>(), vec![0, 3, 1, 4, 2, 5]);
+    /// ```
+    ///
+    /// Panics unless `perm` is a permutation of the axes.
     pub fn permute(&self, perm: &[isize]) -> Tensor {
         let n = self.ndim();
         if perm.len() != n {

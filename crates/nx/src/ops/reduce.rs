@@ -132,7 +132,23 @@ impl Tensor {
         sum_axes("sum_all", self, &all, false)
     }
 
-    /// Arithmetic mean over `axes` (float and complex tensors only). An empty axis gives NaN.
+    /// Arithmetic mean over `axes` (negative axes count from the end; `&[]`
+    /// reduces nothing). An empty axis gives NaN. f16/bf16 are averaged in
+    /// f32 and rounded back once.
+    ///
+    /// ```
+    /// use nx::Tensor;
+    /// let x = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    /// assert_eq!(x.mean(&[1], false).to_vec::<f64>(), vec![2.0, 5.0]);
+    /// assert_eq!(x.mean(&[0], true).to_vec::<f64>(), vec![2.5, 3.5, 4.5]);
+    /// assert_eq!(x.mean(&[0], true).shape(), &[1, 3]);
+    /// assert_eq!(x.mean_all().item::<f64>(), 3.5);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// On integer and bool tensors (cast first), and on an axis out of range
+    /// or repeated.
     pub fn mean(&self, axes: &[isize], keepdims: bool) -> Tensor {
         mean_axes("mean", self, axes, keepdims)
     }
