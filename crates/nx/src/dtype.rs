@@ -29,7 +29,7 @@ pub enum DType {
     I64,
     /// IEEE half precision float (`half::f16`).
     F16,
-    /// bfloat16 (`half::bf16`): `f32`'s exponent range with 8 mantissa bits.
+    /// bfloat16 (`half::bf16`): `f32`'s exponent range, 7 stored mantissa bits.
     BF16,
     /// IEEE single precision float (`f32`).
     F32,
