@@ -104,6 +104,54 @@ fn run(
     }
 }
 
+/// The same block through faer's matmul (private-gemm-x86 on AVX2/AVX-512).
+fn run_faer(
+    s: &Shape,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    r: std::ops::Range<usize>,
+    cc: std::ops::Range<usize>,
+) {
+    let (n, k) = (s.n, s.k);
+    let (lrs, lcs) = if s.lt {
+        (1isize, s.m as isize)
+    } else {
+        (k as isize, 1isize)
+    };
+    let (rrs, rcs) = if s.rt {
+        (1isize, k as isize)
+    } else {
+        (n as isize, 1isize)
+    };
+    // SAFETY: the views cover rows `r` of the lhs, columns `cc` of the rhs
+    // and that block of the output, all inside their buffers.
+    unsafe {
+        let lhs = faer::MatRef::<f32>::from_raw_parts(
+            a.as_ptr().offset(r.start as isize * lrs),
+            r.len(),
+            k,
+            lrs,
+            lcs,
+        );
+        let rhs = faer::MatRef::<f32>::from_raw_parts(
+            b.as_ptr().offset(cc.start as isize * rcs),
+            k,
+            cc.len(),
+            rrs,
+            rcs,
+        );
+        let dst = faer::MatMut::<f32>::from_raw_parts_mut(
+            c.as_mut_ptr().add(r.start * n + cc.start),
+            r.len(),
+            cc.len(),
+            n as isize,
+            1,
+        );
+        faer::linalg::matmul::matmul(dst, faer::Accum::Replace, lhs, rhs, 1.0f32, faer::Par::Seq);
+    }
+}
+
 #[derive(Clone, Copy)]
 struct P(*mut f32);
 unsafe impl Send for P {}
@@ -301,6 +349,19 @@ fn main() {
                 run(s, &a, &b, &mut c, 0..m, 0..n, Parallelism::Rayon(2))
             }),
         );
+        add(
+            "faer-st",
+            time(reps, || run_faer(s, &a, &b, &mut c, 0..m, 0..n)),
+        );
+        let ffr = move |p: usize| {
+            let c = unsafe { std::slice::from_raw_parts_mut(cp.get(), len) };
+            if m >= n {
+                run_faer(s, ar, br, c, m * p / 2..m * (p + 1) / 2, 0..n)
+            } else {
+                run_faer(s, ar, br, c, 0..m, n * p / 2..n * (p + 1) / 2)
+            }
+        };
+        add("faer-2", time(reps, || nx::raw::parallel_for(2, &ffr)));
         let mut t = vec![0f32; m * n];
         add(
             "st-cm+T",

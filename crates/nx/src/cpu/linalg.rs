@@ -63,6 +63,19 @@ fn per_matrix<T: Send>(
     work: usize,
     f: &(dyn Fn(usize, &mut [T]) + Sync),
 ) {
+    per_matrix_with(data, mats, work, &|| (), &|_, i, m| f(i, m));
+}
+
+/// `per_matrix` with a scratch state made by `init` once per task and
+/// handed to each of its pieces (a batch of tiny matrices would otherwise
+/// spend its time allocating workspaces).
+fn per_matrix_with<T: Send, S>(
+    data: &mut [T],
+    mats: usize,
+    work: usize,
+    init: &(dyn Fn() -> S + Sync),
+    f: &(dyn Fn(&mut S, usize, &mut [T]) + Sync),
+) {
     if mats == 0 || data.is_empty() {
         return;
     }
@@ -74,13 +87,15 @@ fn per_matrix<T: Send>(
             .min(mats.div_ceil(2))
             .max(1);
         pool::chunks_mut(data, per * len, &|c, chunk| {
+            let mut state = init();
             for (j, m) in chunk.chunks_mut(len).enumerate() {
-                f(c * per + j, m);
+                f(&mut state, c * per + j, m);
             }
         });
     } else {
+        let mut state = init();
         for (i, m) in data.chunks_mut(len).enumerate() {
-            f(i, m);
+            f(&mut state, i, m);
         }
     }
 }
@@ -229,28 +244,69 @@ fn triangular_solve_t<T: Real>(
 }
 
 /// LU with partial pivoting of the column-major `lu` in place (`P A = L
-/// U`): the row permutation (`perm[i]`: the row of `A` now at row `i`)
-/// and the number of transpositions. A zero pivot leaves a zero on `U`'s
-/// diagonal (singular: infinities or NaNs from the solves).
-fn lu1<T: Real>(lu: MatMut<'_, T>, perm: &mut [usize], perm_inv: &mut [usize], par: Par) -> usize {
-    let (r, c) = lu.shape();
-    let mut mem = scratch(
-        lu::partial_pivoting::factor::lu_in_place_scratch::<usize, T>(
-            r,
-            c,
-            par,
-            Default::default(),
-        ),
-    );
+/// U`) with the workspace `mem` (of `lu_scratch`'s size): the row
+/// permutation (`perm[i]`: the row of `A` now at row `i`) and the number
+/// of transpositions. A zero pivot leaves a zero on `U`'s diagonal
+/// (singular: infinities or NaNs from the solves).
+fn lu1<T: Real>(
+    lu: MatMut<'_, T>,
+    perm: &mut [usize],
+    perm_inv: &mut [usize],
+    par: Par,
+    mem: &mut MemBuffer,
+) -> usize {
     let (info, _) = lu::partial_pivoting::factor::lu_in_place(
         lu,
         perm,
         perm_inv,
         par,
-        MemStack::new(&mut mem),
+        MemStack::new(mem),
         Default::default(),
     );
     info.transposition_count
+}
+
+/// The workspace of one LU solve of an `n`×`n` system with `k` columns,
+/// reused across a task's matrices.
+struct LuScratch<T: Real> {
+    lu: Mat<T>,
+    perm: Vec<usize>,
+    perm_inv: Vec<usize>,
+    mem: MemBuffer,
+    rows: Vec<T>,
+}
+
+impl<T: Real> LuScratch<T> {
+    fn new(n: usize, k: usize, par: Par) -> LuScratch<T> {
+        LuScratch {
+            lu: Mat::zeros(n, n),
+            perm: vec![0; n],
+            perm_inv: vec![0; n],
+            mem: scratch(
+                lu::partial_pivoting::factor::lu_in_place_scratch::<usize, T>(
+                    n,
+                    n,
+                    par,
+                    Default::default(),
+                ),
+            ),
+            rows: vec![<T as Element>::from_f64(0.0); n * k],
+        }
+    }
+
+    /// Factors the row-major `a` (`P A = L U`) into `self.lu`, `self.perm`;
+    /// the number of transpositions.
+    fn factor(&mut self, a: &[T], par: Par) -> usize {
+        let n = self.perm.len();
+        self.lu.copy_from(MatRef::from_row_major_slice(a, n, n));
+        lu1(
+            self.lu.as_mut(),
+            &mut self.perm,
+            &mut self.perm_inv,
+            par,
+            &mut self.mem,
+        )
+    }
 }
 
 /// `Prim::Solve`: `A X = B` through LU with partial pivoting.
@@ -266,19 +322,23 @@ fn solve_t<T: Real>(a: &Value, b: &Value) -> Tensor {
     let mut bv = load::<T>(b);
     let work = n * n * n / 3 + n * n * k + 1;
     let par = par_for(batch(&shape), work);
-    per_matrix(&mut bv, batch(&shape), work, &|i, rhs| {
-        let mut lu = to_mat(&av[i * n * n..(i + 1) * n * n], n, n);
-        let (mut perm, mut perm_inv) = (vec![0usize; n], vec![0usize; n]);
-        lu1(lu.as_mut(), &mut perm, &mut perm_inv, par);
-        // P B: rows of the row-major right-hand side are contiguous.
-        let orig = rhs.to_vec();
-        for (row, &p) in perm.iter().enumerate() {
-            rhs[row * k..(row + 1) * k].copy_from_slice(&orig[p * k..(p + 1) * k]);
-        }
-        let mut x = MatMut::from_row_major_slice_mut(rhs, n, k);
-        trs::solve_unit_lower_triangular_in_place(lu.as_ref(), x.as_mut(), par);
-        trs::solve_upper_triangular_in_place(lu.as_ref(), x, par);
-    });
+    per_matrix_with(
+        &mut bv,
+        batch(&shape),
+        work,
+        &|| LuScratch::<T>::new(n, k, par),
+        &|s, i, rhs| {
+            s.factor(&av[i * n * n..(i + 1) * n * n], par);
+            // P B: rows of the row-major right-hand side are contiguous.
+            s.rows.copy_from_slice(rhs);
+            for (row, &p) in s.perm.iter().enumerate() {
+                rhs[row * k..(row + 1) * k].copy_from_slice(&s.rows[p * k..(p + 1) * k]);
+            }
+            let mut x = MatMut::from_row_major_slice_mut(rhs, n, k);
+            trs::solve_unit_lower_triangular_in_place(s.lu.as_ref(), x.as_mut(), par);
+            trs::solve_upper_triangular_in_place(s.lu.as_ref(), x, par);
+        },
+    );
     store(&shape, &bv)
 }
 
@@ -297,10 +357,10 @@ fn slogdet_t<T: Real>(x: &Value) -> Tensor {
     let mut out = vec![<T as Element>::from_f64(0.0); mats * 2];
     let work = n * n * n / 3 + 1;
     let par = par_for(mats, work);
-    per_matrix(&mut out, mats, work, &|i, res| {
-        let mut lu = to_mat(&data[i * n * n..(i + 1) * n * n], n, n);
-        let (mut perm, mut perm_inv) = (vec![0usize; n], vec![0usize; n]);
-        let swaps = lu1(lu.as_mut(), &mut perm, &mut perm_inv, par);
+    let init = || LuScratch::<T>::new(n, 0, par);
+    per_matrix_with(&mut out, mats, work, &init, &|s, i, res| {
+        let swaps = s.factor(&data[i * n * n..(i + 1) * n * n], par);
+        let lu = &s.lu;
         // Accumulate in f64: the log-magnitude of an f32 matrix then
         // rounds once.
         let mut sign = if swaps % 2 == 0 { 1.0 } else { -1.0 };
