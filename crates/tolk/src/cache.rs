@@ -73,6 +73,8 @@ fn executable_identity() -> String {
 
 /// The host's instruction-set features the C compiler may use.
 pub fn cpu_features() -> String {
+    // Only x86-64 appends features (elsewhere the architecture stands alone).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut f = String::from(std::env::consts::ARCH);
     #[cfg(target_arch = "x86_64")]
     {
