@@ -7,11 +7,10 @@
 
 mod common;
 
-use common::panic_message;
+use common::check_refused;
 use rune::nx::fft::{self, FftNorm};
 use rune::nx::{Complex, FftKind, Prim};
 use rune::prelude::*;
-use rune::JitError;
 
 type C = Complex<f64>;
 
@@ -344,23 +343,6 @@ fn vmap_equals_the_loop_over_lanes() {
 }
 
 // ----------------------------------------------------------------------- jit
-
-#[track_caller]
-fn check_refused<P: Ptree, Q: Ptree>(f: &rune::Jit<impl Fn(&P) -> Q, P, Q>, p: &P, op: &str) {
-    let e: JitError = match f.try_call(p) {
-        Ok(_) => panic!("{op}: expected a JitError"),
-        Err(e) => e,
-    };
-    let m = e.message().to_string();
-    assert!(m.contains(op), "message lacks {op:?}: {m}");
-    assert!(m.contains("runs eagerly outside jit"), "{m}");
-    assert_eq!(
-        panic_message(|| drop(f.call(p))),
-        m,
-        "call panics with the message"
-    );
-    assert_eq!(rune::nx::trace::depth(), 0, "a trace was left on the stack");
-}
 
 #[test]
 fn every_transform_is_refused_by_jit_naming_it() {
