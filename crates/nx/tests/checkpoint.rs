@@ -8,16 +8,10 @@
 
 use nx::{DType, Ptree, Tensor, Tree};
 use std::collections::BTreeMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
+#[path = "common/panics.rs"]
+mod panics;
+use panics::panic_message;
 
 /// A fresh path in the temp dir, removed when dropped.
 struct TempPath(PathBuf);

@@ -7,6 +7,9 @@ mod conv_ref;
 
 use conv_ref::{cases, conv_ref, conv_ref_opts, conv_transpose_ref, values};
 use nx::{ConvOpts, DType, Padding, Tensor};
+#[path = "common/panics.rs"]
+mod panics;
+use panics::panic_message;
 
 fn close(got: &[f64], want: &[f64], tol: f64, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
@@ -332,15 +335,6 @@ fn conv_transpose_is_conv_with_a_flipped_transposed_kernel() {
     assert_eq!(y.shape(), &shape[..]);
     assert_eq!(y.shape(), &[2, 2, 10, 8]);
     close(&y.to_vec::<f64>(), &want, 1e-12, "flipped kernel");
-}
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 #[test]

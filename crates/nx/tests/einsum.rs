@@ -8,15 +8,9 @@
 
 use nx::{DType, Tensor};
 use std::collections::BTreeMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
+#[path = "common/panics.rs"]
+mod panics;
+use panics::panic_message;
 
 /// Deterministic values in [-1, 1), distinct per seed.
 fn values(n: usize, seed: u64) -> Vec<f64> {

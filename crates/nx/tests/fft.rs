@@ -5,6 +5,9 @@
 
 use nx::fft::{self, FftNorm};
 use nx::{Complex, DType, Tensor};
+#[path = "common/panics.rs"]
+mod panics;
+use panics::panic_message;
 
 type C = Complex<f64>;
 
@@ -613,15 +616,6 @@ fn real_inputs_are_cast_to_complex_and_batches_are_rows() {
         FftNorm::Backward,
     );
     assert_eq!(e.shape(), &[0, 5]);
-}
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 #[test]

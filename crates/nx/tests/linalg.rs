@@ -7,6 +7,9 @@
 
 use nx::linalg::{self, TriangularSolveOpts};
 use nx::{DType, Tensor};
+#[path = "common/panics.rs"]
+mod panics;
+use panics::panic_message;
 
 /// Deterministic uniform values in [-1, 1) (splitmix64).
 fn uniform(seed: u64, n: usize) -> Vec<f64> {
@@ -459,15 +462,6 @@ fn det_of_a_singular_matrix_is_zero_and_slogdet_is_zero_and_minus_infinity() {
 }
 
 // -------------------------------------------------------------------- errors
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
 
 #[test]
 fn non_square_non_float_and_mismatched_inputs_panic_naming_the_op() {

@@ -6,6 +6,9 @@ mod common;
 
 use nx::half::{bf16, f16};
 use nx::{DType, Padding, Tensor};
+#[path = "common/panics.rs"]
+mod panics;
+use panics::panic_message;
 
 /// SplitMix64: the test's own small deterministic generator.
 struct Rng(u64);
@@ -25,15 +28,6 @@ impl Rng {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-}
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 fn values_f64(t: &Tensor) -> Vec<f64> {
