@@ -21,18 +21,19 @@ struct Shape {
     rt: bool, // rhs stored transposed ([n, k] row-major)
 }
 
+impl Shape {
+    /// The (row, column) strides of the lhs and of the rhs, in elements.
+    fn strides(&self) -> ((isize, isize), (isize, isize)) {
+        let (m, n, k) = (self.m as isize, self.n as isize, self.k as isize);
+        let l = if self.lt { (1, m) } else { (k, 1) };
+        let r = if self.rt { (1, k) } else { (n, 1) };
+        (l, r)
+    }
+}
+
 fn run_cm(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
     let (m, n, k) = (s.m, s.n, s.k);
-    let (lrs, lcs) = if s.lt {
-        (1isize, s.m as isize)
-    } else {
-        (k as isize, 1isize)
-    };
-    let (rrs, rcs) = if s.rt {
-        (1isize, k as isize)
-    } else {
-        (n as isize, 1isize)
-    };
+    let ((lrs, lcs), (rrs, rcs)) = s.strides();
     unsafe {
         gemm::gemm(
             m,
@@ -69,16 +70,7 @@ fn run(
 ) {
     let (m, n, k) = (s.m, s.n, s.k);
     let _ = m;
-    let (lrs, lcs) = if s.lt {
-        (1isize, s.m as isize)
-    } else {
-        (k as isize, 1isize)
-    };
-    let (rrs, rcs) = if s.rt {
-        (1isize, k as isize)
-    } else {
-        (n as isize, 1isize)
-    };
+    let ((lrs, lcs), (rrs, rcs)) = s.strides();
     unsafe {
         gemm::gemm(
             r.len(),
@@ -114,16 +106,7 @@ fn run_faer(
     cc: std::ops::Range<usize>,
 ) {
     let (n, k) = (s.n, s.k);
-    let (lrs, lcs) = if s.lt {
-        (1isize, s.m as isize)
-    } else {
-        (k as isize, 1isize)
-    };
-    let (rrs, rcs) = if s.rt {
-        (1isize, k as isize)
-    } else {
-        (n as isize, 1isize)
-    };
+    let ((lrs, lcs), (rrs, rcs)) = s.strides();
     // SAFETY: the views cover rows `r` of the lhs, columns `cc` of the rhs
     // and that block of the output, all inside their buffers.
     unsafe {
