@@ -55,8 +55,66 @@ impl Graph {
     /// The signature of the structure the compiled code depends on: every
     /// equation, input, constant (shape and dtype, never data), output and
     /// writeback. Two graphs with equal keys compile to the same program.
+    ///
+    /// A digest of a binary encoding rather than the `Debug` text: a traced
+    /// 1000-step scan has tens of thousands of equations, and formatting
+    /// them was most of the key's cost. Each distinct primitive is encoded
+    /// once, by its `Debug` text, and referred to by number after.
     pub fn structure_key(&self) -> String {
-        format!("{self:?}")
+        let mut words: Vec<u64> = Vec::with_capacity(16 * self.eqns.len() + 64);
+        let mut texts: Vec<u8> = Vec::new();
+        let aval = |w: &mut Vec<u64>, a: &Aval| {
+            w.push(a.dtype as u64);
+            w.push(a.shape.len() as u64);
+            w.extend(a.shape.iter().map(|&d| d as u64));
+        };
+        let list = |w: &mut Vec<u64>, v: &[Var]| {
+            w.push(v.len() as u64);
+            w.extend(v.iter().map(|&x| x as u64));
+        };
+        for &x in &self.inputs {
+            aval(&mut words, &self.avals[x]);
+        }
+        for (c, t) in &self.consts {
+            words.push(*c as u64);
+            aval(&mut words, &self.avals[*c]);
+            words.push(t.is_contiguous() as u64);
+        }
+        // Distinct primitives by a hash of their kind and main parameters,
+        // told apart within a bucket by their parameters' bits (a `0.0`
+        // and a `-0.0` fill are different programs).
+        let mut prims: rustc_hash::FxHashMap<u64, Vec<(&Prim, u64)>> = Default::default();
+        let mut n_prims = 0u64;
+        for e in &self.eqns {
+            words.push(e.out as u64);
+            aval(&mut words, &self.avals[e.out]);
+            let mut h = rustc_hash::FxHasher::default();
+            crate::simplify::prim_hash(&e.prim, &mut h);
+            let bucket = prims.entry(std::hash::Hasher::finish(&h)).or_default();
+            let id = match bucket
+                .iter()
+                .find(|(p, _)| crate::simplify::same_prim(p, &e.prim))
+            {
+                Some(&(_, id)) => id,
+                None => {
+                    bucket.push((&e.prim, n_prims));
+                    texts.extend_from_slice(format!("{n_prims}:{:?}\n", e.prim).as_bytes());
+                    n_prims += 1;
+                    n_prims - 1
+                }
+            };
+            words.push(id);
+            list(&mut words, &e.inputs);
+        }
+        for &(i, v) in &self.writebacks {
+            words.extend([i as u64, v as u64]);
+        }
+        list(&mut words, &self.outputs);
+        let mut bytes: Vec<u8> = Vec::with_capacity(8 * words.len());
+        for w in &words {
+            bytes.extend_from_slice(&w.to_le_bytes());
+        }
+        crate::cache::hash(&[&bytes, &texts])
     }
 }
 
@@ -138,5 +196,48 @@ impl fmt::Debug for Graph {
         }
         writeln!(f, "wb {:?}", self.writebacks)?;
         write!(f, "out {:?}", self.outputs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nx::DType;
+
+    /// `x + fill` over `[n]` with the fill's value `value`.
+    fn add_fill(n: usize, value: f64) -> Graph {
+        let mut g = Graph::default();
+        let x = g.new_var(Aval::new(&[n], DType::F32));
+        g.inputs = vec![x];
+        let c = g.new_var(Aval::new(&[n], DType::F32));
+        g.eqns.push(Eqn {
+            prim: Prim::Full {
+                shape: vec![n],
+                dtype: DType::F32,
+                value,
+            },
+            inputs: vec![],
+            out: c,
+        });
+        let y = g.new_var(Aval::new(&[n], DType::F32));
+        g.eqns.push(Eqn {
+            prim: Prim::Binary(nx::BinaryOp::Add),
+            inputs: vec![x, c],
+            out: y,
+        });
+        g.outputs = vec![y];
+        g
+    }
+
+    /// The cache key tells apart what compiles differently (a shape, a
+    /// constant's bits, the sign of a zero) and nothing else.
+    #[test]
+    fn structure_key_separates_programs_by_shape_and_constant_bits() {
+        let k = |n, v| add_fill(n, v).structure_key();
+        assert_eq!(k(4, 1.5), k(4, 1.5), "the same program, the same key");
+        assert_ne!(k(4, 1.5), k(5, 1.5), "another shape");
+        assert_ne!(k(4, 1.5), k(4, 2.5), "another constant");
+        assert_ne!(k(4, 0.0), k(4, -0.0), "0.0 and -0.0 compile differently");
+        assert_eq!(k(4, f64::NAN), k(4, f64::NAN), "a NaN fill keys like itself");
     }
 }

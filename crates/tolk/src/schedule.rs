@@ -329,7 +329,10 @@ struct Builder<'g> {
     root: Var,
     nodes: Vec<Node>,
     args: Vec<Var>,
-    memo: HashMap<(Var, Vec<usize>), usize>,
+    /// Nodes already built: (value, movement chain) and its node. A kernel
+    /// has at most [`MAX_NODES`] nodes, so a list is quicker than a map
+    /// (whose lookups would allocate the key).
+    memo: Vec<(Var, Vec<usize>, usize)>,
     /// Nesting of elementwise nodes above the current one.
     depth: usize,
     /// Values this kernel loads because it grew too big to compute them.
@@ -368,8 +371,7 @@ impl Builder<'_> {
     /// The node computing `var` seen through `chain` (movement equations
     /// applied after `var`, innermost first).
     fn expr(&mut self, var: Var, chain: &[usize]) -> Result<usize, NeedBuffer> {
-        let key = (var, chain.to_vec());
-        if let Some(&n) = self.memo.get(&key) {
+        if let Some(&(_, _, n)) = self.memo.iter().find(|(v, c, _)| *v == var && c == chain) {
             return Ok(n);
         }
         let eqn = self.def[var].map(|e| &self.g.eqns[e]);
@@ -502,7 +504,7 @@ impl Builder<'_> {
                 self.push(Node::Load { arg, layout })
             }
         };
-        self.memo.insert(key, node);
+        self.memo.push((var, chain.to_vec(), node));
         Ok(node)
     }
 }
@@ -598,7 +600,7 @@ pub fn schedule_with(g: &Graph, epilogues: bool) -> Schedule {
                 root,
                 nodes: Vec::new(),
                 args: Vec::new(),
-                memo: HashMap::default(),
+                memo: Vec::new(),
                 depth: 0,
                 spilled: Vec::new(),
                 fused: Vec::new(),
@@ -684,7 +686,6 @@ fn shared_values(g: &Graph, buffers: &BTreeSet<Var>, kinds: &[Kind]) -> Vec<Var>
     const MANY: usize = usize::MAX - 1;
     let n = g.avals.len();
     let mut cheap = vec![false; n];
-    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, e) in g.eqns.iter().enumerate() {
         cheap[e.out] = match kinds[i] {
             Kind::Fill => true,
@@ -694,38 +695,33 @@ fn shared_values(g: &Graph, buffers: &BTreeSet<Var>, kinds: &[Kind]) -> Vec<Var>
             }
             _ => false,
         };
-        for &v in &e.inputs {
-            if consumers[v].last() != Some(&i) {
-                consumers[v].push(i);
-            }
-        }
     }
+    // `group[v]`: the kernel computing `v`; `consumers[v]`: the kernel its
+    // consumers (all seen before `v` in this reverse pass) agree on.
     let mut group = vec![NONE; n];
+    let mut consumers = vec![NONE; n];
     let mut shared = Vec::new();
     for (ei, e) in g.eqns.iter().enumerate().rev() {
         let v = e.out;
         if buffers.contains(&v) || kinds[ei] == Kind::Library {
             group[v] = v;
-            continue;
+        } else if consumers[v] == MANY && !cheap[v] {
+            shared.push(v);
+            group[v] = v;
+        } else {
+            group[v] = consumers[v];
         }
-        let mut mine = NONE;
-        for &c in &consumers[v] {
-            let ce = &g.eqns[c];
-            if kinds[c] == Kind::Library {
-                continue; // a library input is a buffer or an eager view already
-            }
-            mine = match (mine, group[ce.out]) {
+        if kinds[ei] == Kind::Library {
+            continue; // a library input is a buffer or an eager view already
+        }
+        let mine = group[v];
+        for &u in &e.inputs {
+            consumers[u] = match (consumers[u], mine) {
                 (m, NONE) => m,
                 (NONE, x) => x,
                 (m, x) if m == x => m,
                 _ => MANY,
             };
-        }
-        if mine == MANY && !cheap[v] {
-            shared.push(v);
-            group[v] = v;
-        } else {
-            group[v] = mine;
         }
     }
     shared
@@ -953,32 +949,32 @@ fn plan(
         }
     }
     // Last use of every buffer.
-    let mut last: HashMap<Var, usize> = HashMap::default();
+    let mut last: Vec<Option<usize>> = vec![None; g.avals.len()];
     for (s, step) in steps.iter().enumerate() {
-        let reads: Vec<Var> = match step {
-            Step::Kernel { args, .. } | Step::Epilogue { args, .. } => args.clone(),
-            Step::Library { eqn } => g.eqns[*eqn].inputs.clone(),
+        let reads: &[Var] = match step {
+            Step::Kernel { args, .. } | Step::Epilogue { args, .. } => args,
+            Step::Library { eqn } => &g.eqns[*eqn].inputs,
         };
-        for v in reads {
-            last.insert(v, s);
+        for &v in reads {
+            last[v] = Some(s);
         }
     }
-    let keep: BTreeSet<Var> = g
+    let mut keep = vec![false; g.avals.len()];
+    for &v in g
         .inputs
         .iter()
         .chain(g.consts.iter().map(|(v, _)| v))
         .chain(g.outputs.iter())
         .chain(g.writebacks.iter().map(|(_, v)| v))
-        .copied()
-        .collect();
-    let mut frees = vec![Vec::new(); steps.len()];
-    for (v, s) in last {
-        if !keep.contains(&v) {
-            frees[s].push(v);
-        }
+    {
+        keep[v] = true;
     }
-    for f in &mut frees {
-        f.sort_unstable();
+    // In variable order, so each step's list is sorted.
+    let mut frees = vec![Vec::new(); steps.len()];
+    for (v, s) in last.iter().enumerate() {
+        if let (Some(s), false) = (s, keep[v]) {
+            frees[*s].push(v);
+        }
     }
     Schedule {
         kernels: distinct,

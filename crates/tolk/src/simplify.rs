@@ -9,28 +9,14 @@ use nx::Prim;
 use rustc_hash::FxHashMap as HashMap;
 
 /// `g` with constants folded, common subexpressions merged and dead
-/// equations removed, in that order.
+/// equations removed, in that order. Each pass after the first moves the
+/// graph along rather than copying it: a traced 1000-step scan has tens of
+/// thousands of equations, and copying them (and their avals) per pass was
+/// most of the pass's time.
 pub fn simplify(g: &Graph) -> Graph {
     let g = fold_constants(g);
-    let g = cse(&g);
-    dce(&g)
-}
-
-/// `g` without its equations (cloning only the rest).
-fn without_eqns(g: &Graph, capacity: usize) -> Graph {
-    Graph {
-        avals: g.avals.clone(),
-        inputs: g.inputs.clone(),
-        consts: g.consts.clone(),
-        eqns: Vec::with_capacity(capacity),
-        outputs: g.outputs.clone(),
-        writebacks: g.writebacks.clone(),
-    }
-}
-
-/// Replaces every variable by its representative in `subst`.
-fn rename(v: Var, subst: &[Var]) -> Var {
-    subst[v]
+    let g = cse(g);
+    dce(g)
 }
 
 /// The scalar every element of `v` holds, if `v` is a `Full` seen through
@@ -85,188 +71,212 @@ fn identity_of<'a>(g: &Graph, e: &Eqn, def: &impl Fn(Var) -> Option<&'a Eqn>) ->
     found.filter(|&v| same(v))
 }
 
-/// An equation as common-subexpression elimination compares it: the same
-/// primitive with the same parameters (constants compared by their bits,
-/// so `0.0` and `-0.0` stay apart) on the same inputs.
-struct CseKey(Prim, Vec<Var>);
+/// Whether common-subexpression elimination may merge `a` and `b`: the
+/// same primitive ([`same_prim`]) on the same inputs.
+fn same_expression(a: &Eqn, b: &Eqn) -> bool {
+    same_prim(&a.prim, &b.prim) && a.inputs == b.inputs
+}
 
-impl PartialEq for CseKey {
-    fn eq(&self, other: &CseKey) -> bool {
-        let same_prim = match (&self.0, &other.0) {
-            (
-                Prim::Full {
-                    shape,
-                    dtype,
-                    value,
-                },
-                Prim::Full {
-                    shape: s2,
-                    dtype: d2,
-                    value: v2,
-                },
-            ) => shape == s2 && dtype == d2 && value.to_bits() == v2.to_bits(),
-            (
-                Prim::Pad { lo, hi, value },
-                Prim::Pad {
-                    lo: l2,
-                    hi: h2,
-                    value: v2,
-                },
-            ) => lo == l2 && hi == h2 && value.to_bits() == v2.to_bits(),
-            (a, b) => a == b,
-        };
-        same_prim && self.1 == other.1
+/// The same primitive with the same parameters, constants compared by
+/// their bits (so `0.0` and `-0.0` stay apart, and a NaN fill equals
+/// itself).
+pub(crate) fn same_prim(a: &Prim, b: &Prim) -> bool {
+    match (a, b) {
+        (
+            Prim::Full {
+                shape,
+                dtype,
+                value,
+            },
+            Prim::Full {
+                shape: s2,
+                dtype: d2,
+                value: v2,
+            },
+        ) => shape == s2 && dtype == d2 && value.to_bits() == v2.to_bits(),
+        (
+            Prim::Pad { lo, hi, value },
+            Prim::Pad {
+                lo: l2,
+                hi: h2,
+                value: v2,
+            },
+        ) => lo == l2 && hi == h2 && value.to_bits() == v2.to_bits(),
+        (p, q) => p == q,
     }
 }
 
-impl Eq for CseKey {}
+/// A hash of what [`same_expression`] compares: the primitive's kind, the
+/// inputs, and the parameters that tell input-less equations apart (every
+/// `Full` would land in one bucket otherwise). Cheap, and equal
+/// expressions hash alike.
+fn expression_hash(e: &Eqn) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    e.inputs.hash(&mut h);
+    prim_hash(&e.prim, &mut h);
+    h.finish()
+}
 
-impl std::hash::Hash for CseKey {
-    /// The primitive's kind, the inputs, and the parameters that tell
-    /// input-less equations apart (every `Full` would land in one bucket
-    /// otherwise): cheap, and equal keys hash alike.
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        std::mem::discriminant(&self.0).hash(h);
-        self.1.hash(h);
-        match &self.0 {
-            Prim::Full { shape, value, .. } => {
-                shape.hash(h);
-                value.to_bits().hash(h);
-            }
-            Prim::Iota { shape, axis, .. } => {
-                shape.hash(h);
-                axis.hash(h);
-            }
-            Prim::Reshape { shape } | Prim::Broadcast { shape } => shape.hash(h),
-            Prim::Permute { perm: v } | Prim::Flip { axes: v } | Prim::Reduce { axes: v, .. } => {
-                v.hash(h)
-            }
-            // A scan slices the same input once per step.
-            Prim::Slice { start, end, step } => {
-                start.hash(h);
-                end.hash(h);
-                step.hash(h);
-            }
-            Prim::Pad { lo, hi, .. } => {
-                lo.hash(h);
-                hi.hash(h);
-            }
-            Prim::ArgReduce { axis, .. }
-            | Prim::Cumulative { axis, .. }
-            | Prim::Concat { axis }
-            | Prim::Gather { axis }
-            | Prim::ScatterAdd { axis } => axis.hash(h),
-            Prim::Conv {
-                strides, padding, ..
-            } => {
-                strides.hash(h);
-                padding.hash(h);
-            }
-            Prim::ReduceWindow {
-                window,
-                strides,
-                padding,
-                ..
-            }
-            | Prim::WindowArgmax {
-                window,
-                strides,
-                padding,
-                ..
-            } => {
-                window.hash(h);
-                strides.hash(h);
-                padding.hash(h);
-            }
-            Prim::Argsort { axis, descending } => {
-                axis.hash(h);
-                descending.hash(h);
-            }
-            Prim::TopK { k } => k.hash(h),
-            _ => {}
+/// Feeds `h` the primitive's kind and the parameters that most often tell
+/// primitives of one kind apart. Not every parameter (a `dot_general`'s
+/// axes are left out): equal primitives hash alike, and users compare
+/// with `==` within a bucket.
+pub(crate) fn prim_hash(prim: &Prim, h: &mut impl std::hash::Hasher) {
+    use std::hash::Hash;
+    let h = &mut *h;
+    std::mem::discriminant(prim).hash(h);
+    match prim {
+        Prim::Full { shape, value, .. } => {
+            shape.hash(h);
+            value.to_bits().hash(h);
         }
+        Prim::Iota { shape, axis, .. } => {
+            shape.hash(h);
+            axis.hash(h);
+        }
+        Prim::Reshape { shape } | Prim::Broadcast { shape } => shape.hash(h),
+        Prim::Permute { perm: v } | Prim::Flip { axes: v } | Prim::Reduce { axes: v, .. } => {
+            v.hash(h)
+        }
+        // A scan slices the same input once per step.
+        Prim::Slice { start, end, step } => {
+            start.hash(h);
+            end.hash(h);
+            step.hash(h);
+        }
+        Prim::Pad { lo, hi, .. } => {
+            lo.hash(h);
+            hi.hash(h);
+        }
+        Prim::ArgReduce { axis, .. }
+        | Prim::Cumulative { axis, .. }
+        | Prim::Concat { axis }
+        | Prim::Gather { axis }
+        | Prim::ScatterAdd { axis } => axis.hash(h),
+        Prim::Conv {
+            strides, padding, ..
+        } => {
+            strides.hash(h);
+            padding.hash(h);
+        }
+        Prim::ReduceWindow {
+            window,
+            strides,
+            padding,
+            ..
+        }
+        | Prim::WindowArgmax {
+            window,
+            strides,
+            padding,
+            ..
+        } => {
+            window.hash(h);
+            strides.hash(h);
+            padding.hash(h);
+        }
+        Prim::Argsort { axis, descending } => {
+            axis.hash(h);
+            descending.hash(h);
+        }
+        Prim::TopK { k } => k.hash(h),
+        _ => {}
     }
 }
 
 /// Merges equations with the same primitive and the same inputs, and drops
 /// algebraic identities (except where the result is an output or a
 /// writeback: those stay fresh tensors, as eager's results are).
-fn cse(g: &Graph) -> Graph {
+fn cse(mut g: Graph) -> Graph {
     let mut subst: Vec<Var> = (0..g.avals.len()).collect();
-    let mut seen: HashMap<CseKey, Var> = HashMap::default();
-    // Defining equation of each kept variable, as an index into `out.eqns`.
+    // Kept equations by expression hash: the latest kept index with that
+    // hash, and for each kept index the previous one with the same hash.
+    let mut latest: HashMap<u64, usize> = HashMap::default();
+    let mut previous: Vec<Option<usize>> = Vec::with_capacity(g.eqns.len());
+    // Defining equation of each kept variable, as an index into `kept`.
     let mut def: Vec<Option<usize>> = vec![None; g.avals.len()];
     let mut keep = vec![false; g.avals.len()];
     for &v in g.outputs.iter().chain(g.writebacks.iter().map(|(_, v)| v)) {
         keep[v] = true;
     }
-    let mut out = without_eqns(g, g.eqns.len());
-    for e in &g.eqns {
-        let renamed = Eqn {
-            prim: e.prim.clone(),
-            inputs: e.inputs.iter().map(|&v| rename(v, &subst)).collect(),
-            out: e.out,
-        };
+    let eqns = std::mem::take(&mut g.eqns);
+    let mut kept: Vec<Eqn> = Vec::with_capacity(eqns.len());
+    for mut e in eqns {
+        for v in e.inputs.iter_mut() {
+            *v = subst[*v];
+        }
         if !keep[e.out] {
-            let lookup = |v: Var| def[v].map(|i| &out.eqns[i]);
-            if let Some(v) = identity_of(g, &renamed, &lookup) {
+            let lookup = |v: Var| def[v].map(|i| &kept[i]);
+            if let Some(v) = identity_of(&g, &e, &lookup) {
                 subst[e.out] = v;
                 continue;
             }
         }
-        let key = CseKey(renamed.prim.clone(), renamed.inputs.clone());
-        if let Some(&v) = seen.get(&key) {
-            subst[e.out] = v;
+        let h = expression_hash(&e);
+        let mut candidate = latest.get(&h).copied();
+        while let Some(i) = candidate {
+            if same_expression(&kept[i], &e) {
+                break;
+            }
+            candidate = previous[i];
+        }
+        if let Some(i) = candidate {
+            subst[e.out] = kept[i].out;
             continue;
         }
-        seen.insert(key, e.out);
-        def[e.out] = Some(out.eqns.len());
-        out.eqns.push(renamed);
+        previous.push(latest.insert(h, kept.len()));
+        def[e.out] = Some(kept.len());
+        kept.push(e);
     }
-    out.outputs = g.outputs.iter().map(|&v| rename(v, &subst)).collect();
-    out.writebacks = g
-        .writebacks
-        .iter()
-        .map(|&(i, v)| (i, rename(v, &subst)))
-        .collect();
-    out
+    g.eqns = kept;
+    for v in g.outputs.iter_mut() {
+        *v = subst[*v];
+    }
+    for (_, v) in g.writebacks.iter_mut() {
+        *v = subst[*v];
+    }
+    g
 }
 
 /// Drops equations whose results nothing uses, and constants likewise.
-fn dce(g: &Graph) -> Graph {
+fn dce(mut g: Graph) -> Graph {
     let mut live = vec![false; g.avals.len()];
     for &v in g.outputs.iter().chain(g.writebacks.iter().map(|(_, v)| v)) {
         live[v] = true;
     }
-    let mut keep = vec![false; g.eqns.len()];
-    for (i, e) in g.eqns.iter().enumerate().rev() {
+    for e in g.eqns.iter().rev() {
         if live[e.out] {
-            keep[i] = true;
             for &v in &e.inputs {
                 live[v] = true;
             }
         }
     }
-    let mut out = without_eqns(g, 0);
-    out.eqns = g
-        .eqns
-        .iter()
-        .zip(&keep)
-        .filter(|(_, &k)| k)
-        .map(|(e, _)| e.clone())
-        .collect();
-    out.consts.retain(|(v, _)| live[*v]);
-    out
+    g.eqns.retain(|e| live[e.out]);
+    g.consts.retain(|(v, _)| live[*v]);
+    g
 }
 
 /// Evaluates equations whose inputs are all constants (a captured weight
 /// transposed, a constant table cast) into new constants.
 fn fold_constants(g: &Graph) -> Graph {
-    let mut values: HashMap<Var, nx::Tensor> = g.consts.iter().cloned().collect();
-    let mut out = without_eqns(g, g.eqns.len());
+    let mut is_const = vec![false; g.avals.len()];
+    let mut values: HashMap<Var, nx::Tensor> = HashMap::default();
+    for (v, t) in &g.consts {
+        is_const[*v] = true;
+        values.insert(*v, t.clone());
+    }
+    let mut out = Graph {
+        avals: g.avals.clone(),
+        inputs: g.inputs.clone(),
+        consts: g.consts.clone(),
+        eqns: Vec::with_capacity(g.eqns.len()),
+        outputs: g.outputs.clone(),
+        writebacks: g.writebacks.clone(),
+    };
     for e in &g.eqns {
         let foldable = !e.inputs.is_empty()
-            && e.inputs.iter().all(|v| values.contains_key(v))
+            && e.inputs.iter().all(|&v| is_const[v])
             && !matches!(
                 e.prim,
                 // Views stay views of the capture (folding a broadcast would
@@ -283,6 +293,7 @@ fn fold_constants(g: &Graph) -> Graph {
             let t = nx::raw::eval(e.prim.clone(), &ins);
             out.consts.push((e.out, t.clone()));
             values.insert(e.out, t);
+            is_const[e.out] = true;
         } else {
             out.eqns.push(e.clone());
         }
@@ -332,7 +343,7 @@ mod tests {
             outs.push(eqn(&mut g, Prim::Unary(nx::UnaryOp::Neg), vec![v], &shape));
         }
         g.outputs = outs.clone();
-        let s = cse(&g);
+        let s = cse(g);
         // Output `i`, after renaming: merged equations share a variable.
         let o = |i: usize| s.outputs[i];
         assert_eq!(o(0), o(2), "equal fills merge");
