@@ -84,8 +84,16 @@ const UNIT_MIN_KERNELS: usize = 16;
 /// does not inline the prelude's helpers into a function with other
 /// optimization options). Results are the same bit for bit at either level
 /// (no fast-math, so no reassociation).
+///
+/// A product's multiply-adds count at 1/[`PRODUCT_SPEED`] of a kernel's
+/// work point: the GEMM runs them about that much faster than a kernel
+/// built at `-O1` runs its points (45 G multiply-adds/s on one core here,
+/// against 1.2 G points/s for W9's bias-gradient reduction). Counted at
+/// par, a reduction run once per scan step passed as small beside W9's
+/// products and was 7% of the T = 1000 run.
 const SMALL_WORK: usize = 8192;
 const SMALL_SHARE: usize = 200;
+const PRODUCT_SPEED: usize = 32;
 
 /// The attribute that compiles a small kernel at `-O1` (gcc only; clang
 /// ignores `optimize`, so its kernels all build at the flags' level).
@@ -341,6 +349,7 @@ fn small_bodies(
                     nx::Prim::DotGeneral { lhs_contract, .. } => {
                         let lhs = &g.aval(e.inputs[0]).shape;
                         out * lhs_contract.iter().map(|&a| lhs[a]).product::<usize>()
+                            / PRODUCT_SPEED
                     }
                     _ => out,
                 };
