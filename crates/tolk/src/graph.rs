@@ -238,6 +238,10 @@ mod tests {
         assert_ne!(k(4, 1.5), k(5, 1.5), "another shape");
         assert_ne!(k(4, 1.5), k(4, 2.5), "another constant");
         assert_ne!(k(4, 0.0), k(4, -0.0), "0.0 and -0.0 compile differently");
-        assert_eq!(k(4, f64::NAN), k(4, f64::NAN), "a NaN fill keys like itself");
+        assert_eq!(
+            k(4, f64::NAN),
+            k(4, f64::NAN),
+            "a NaN fill keys like itself"
+        );
     }
 }

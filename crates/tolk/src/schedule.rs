@@ -678,24 +678,48 @@ fn reduce_of(g: &Graph, def: &[Option<usize>], root: Var) -> Option<(ReduceOp, u
 
 /// Values that would be computed by more than one kernel: each becomes a
 /// buffer, computed once. One pass in reverse program order: a value's
-/// kernel is its consumers' kernel when they agree. Cheap values (constants
-/// and views of constants or buffers) are recomputed instead: they cost
-/// index arithmetic only.
+/// kernel is its consumers' kernel when they agree. Cheap values are
+/// recomputed by each kernel instead: constants and views of constants or
+/// buffers (index arithmetic only), and up to [`RECOMPUTE_MAX`] light
+/// elementwise operations over those. A relu's pre-activation `x @ w + b`
+/// and its mask `(x @ w + b) <= 0`, read by the forward pass and again by
+/// the backward pass, are then recomputed from the product's output rather
+/// than each written to a buffer by kernels of their own (W4: two passes
+/// over `[128, 512]` fewer per layer).
 fn shared_values(g: &Graph, buffers: &BTreeSet<Var>, kinds: &[Kind]) -> Vec<Var> {
     const NONE: usize = usize::MAX;
     const MANY: usize = usize::MAX - 1;
     let n = g.avals.len();
-    let mut cheap = vec![false; n];
+    // What recomputing each value costs: light elementwise operations, and
+    // buffers as large as the value it loads (`None`: not cheap). A
+    // buffer, a constant or a view of them costs no operation.
+    let mut cost: Vec<Option<(usize, usize)>> = vec![None; n];
     for (i, e) in g.eqns.iter().enumerate() {
-        cheap[e.out] = match kinds[i] {
-            Kind::Fill => true,
-            Kind::Movement => {
-                let src = e.inputs[0];
-                cheap[src] || buffers.contains(&src)
+        let size = g.aval(e.out).numel();
+        let of = |v: Var| {
+            if buffers.contains(&v) {
+                Some((0, usize::from(g.aval(v).numel() >= size)))
+            } else {
+                cost[v]
             }
-            _ => false,
+        };
+        cost[e.out] = match kinds[i] {
+            Kind::Fill => Some((0, 0)),
+            Kind::Movement => of(e.inputs[0]),
+            Kind::Elementwise if light(&e.prim) => e
+                .inputs
+                .iter()
+                .try_fold((1, 0), |(ops, big), &v| {
+                    let (o, b) = of(v)?;
+                    Some((ops + o, big + b))
+                })
+                // Recomputed from one large buffer at most: from two, each
+                // consumer would read more than the one buffer it replaces.
+                .filter(|&(ops, big)| ops <= RECOMPUTE_MAX && big <= 1),
+            _ => None,
         };
     }
+    let cheap: Vec<bool> = cost.iter().map(Option::is_some).collect();
     // `group[v]`: the kernel computing `v`; `consumers[v]`: the kernel its
     // consumers (all seen before `v` in this reverse pass) agree on.
     let mut group = vec![NONE; n];
@@ -725,6 +749,24 @@ fn shared_values(g: &Graph, buffers: &BTreeSet<Var>, kinds: &[Kind]) -> Vec<Var>
         }
     }
     shared
+}
+
+/// Most light elementwise operations a value shared by several kernels may
+/// take to be recomputed by each rather than computed once into a buffer.
+const RECOMPUTE_MAX: usize = 3;
+
+/// Elementwise primitives cheaper to recompute than to store and load:
+/// a single instruction or two per element.
+fn light(prim: &Prim) -> bool {
+    match prim {
+        Prim::Binary(op) => matches!(
+            op,
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min
+        ),
+        Prim::Unary(op) => matches!(op, UnaryOp::Neg | UnaryOp::Abs),
+        Prim::Compare(_) | Prim::Where | Prim::Copy | Prim::StopGradient => true,
+        _ => false,
+    }
 }
 
 /// Whether [`crate::compile()`] makes kernels epilogues of products: off
