@@ -1594,3 +1594,57 @@ fn a_trace_with_aliased_leaves_is_not_reused_for_distinct_ones() {
     );
     assert_eq!(j.trace_count(), 2, "distinct leaves trace again");
 }
+
+// ------------------------------------------------------ shared transposes
+
+/// Products that read the same weight transposed (`g @ w^T`, as a scan's
+/// backward pass does at every step) read one contiguous copy of `w^T`
+/// made once, and equal eager within `assert_close`'s bound: the product
+/// of a contiguous operand may sum in another order than the GEMM's
+/// strided path (each output sums 24 O(1) terms here, and `tanh` is
+/// 1-Lipschitz, so the bound's few dozen ulp cover it).
+#[test]
+fn products_sharing_a_transposed_weight_read_one_copy_and_equal_eager() {
+    let w = rand_f32(&[16, 24], 1);
+    let xs: Vec<Tensor> = (0..5).map(|i| rand_f32(&[8, 24], 10 + i)).collect();
+    let f = |(w, xs): &(Tensor, Vec<Tensor>)| {
+        // x_i @ w^T, as dot_general contracting both last axes.
+        let mut acc = xs[0].matmul(&w.transpose());
+        for x in &xs[1..] {
+            acc = (acc + x.matmul(&w.transpose())).tanh();
+        }
+        acc
+    };
+    let p = (w, xs);
+    let g = rune::make_graph(f, &p);
+    let program = tolk::compile_with(
+        &g,
+        &tolk::Options {
+            use_cache: false,
+            epilogues: false,
+        },
+    )
+    .expect("compiles")
+    .program;
+    let simplified = program.graph();
+    let copies = simplified
+        .eqns
+        .iter()
+        .filter(|e| matches!(e.prim, nx::Prim::Copy))
+        .count();
+    assert_eq!(copies, 1, "one transposed copy:\n{simplified}");
+    let contiguous_rhs = simplified
+        .eqns
+        .iter()
+        .filter(
+            |e| matches!(&e.prim, nx::Prim::DotGeneral { rhs_contract, .. } if rhs_contract == &[0]),
+        )
+        .count();
+    assert_eq!(
+        contiguous_rhs, 5,
+        "every product reads the copy:\n{simplified}"
+    );
+    let out = program.run(&p.leaves());
+    assert_close(&out[0], &f(&p));
+    assert_close(&rune::jit(f).call(&p), &f(&p));
+}
