@@ -291,6 +291,45 @@ def build_example(package, example):
     return os.path.join(tgt, "release", "examples", example)
 
 
+def ours_and_theirs(script, package, example, python):
+    """Builds and runs our `example` and `script --child` under `python`;
+    returns (our rows, their rows, their INFO dict): the JSON lines each
+    prints, and the child's `INFO {...}` line."""
+    exe = build_example(package, example)
+    ours = [json.loads(l) for l in subprocess.run([exe], capture_output=True, text=True, check=True)
+            .stdout.splitlines() if l.startswith("{")]
+    out = subprocess.run([python, os.path.abspath(script), "--child"], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    theirs = [json.loads(l) for l in out if l.startswith("{")]
+    info = next((json.loads(l[5:]) for l in out if l.startswith("INFO ")), {})
+    return ours, theirs, info
+
+
+def print_comparison(names, ours, theirs, throughput, footer):
+    """Prints the markdown table of `ours` against each of `theirs` per
+    workload id in `names` (id -> row label), then `footer` and the raw
+    rows. `throughput`: the ratio column is theirs / ours (our throughput
+    relative to theirs), else ours / theirs (time)."""
+    if throughput:
+        print("| workload | unit | ours (min / median) | reference | theirs (min / median) "
+              "| theirs / ours: throughput ratio (min / median) |")
+    else:
+        print("| workload | unit | ours (min / median) | reference | theirs (min / median) "
+              "| ours / theirs (min / median) |")
+    print("|---|---|---|---|---|---|")
+    cell = lambda r: f"{r['min']:.2f} / {r['median']:.2f}"
+    for wid, name in names.items():
+        o = next((r for r in ours if r["id"] == wid), None)
+        for t in (r for r in theirs if r["id"] == wid):
+            num, den = (t, o) if throughput else (o, t)
+            r = f"{num['min'] / den['min']:.2f}× / {num['median'] / den['median']:.2f}×" if o else "—"
+            print(f"| {name} | {t['unit']} | {cell(o) if o else '—'} | {t['variant']} | {cell(t)} | {r} |")
+    print(f"\n{footer}; ours {ours[0]['threads'] if ours else '?'} threads")
+    print("\nRaw rows:\n")
+    for r in ours + theirs:
+        print(json.dumps(r))
+
+
 def write_section(path, begin, end, section):
     """Replaces the text between the `begin` and `end` markers of `path` with
     `section` (which carries both markers), or appends it after the notes

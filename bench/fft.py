@@ -16,11 +16,9 @@ theirs (>= 0.8 against numpy is issue 13's target).
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import compare  # noqa: E402  (bench(): the shared timing)
 
@@ -59,30 +57,10 @@ def main():
     args = ap.parse_args()
     if args.child:
         return child()
-    subprocess.run(["cargo", "build", "--release", "-p", "nx", "--example", "bench_fft"],
-                   cwd=ROOT, check=True)
-    tgt = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    exe = os.path.join(tgt, "release", "examples", "bench_fft")
-    ours = [json.loads(l) for l in subprocess.run([exe], capture_output=True, text=True, check=True)
-            .stdout.splitlines() if l.startswith("{")]
-    out = subprocess.run([args.python, os.path.abspath(__file__), "--child"], capture_output=True,
-                         text=True, check=True).stdout.splitlines()
-    theirs = [json.loads(l) for l in out if l.startswith("{")]
-    info = next((json.loads(l[5:]) for l in out if l.startswith("INFO ")), {})
+    ours, theirs, info = compare.ours_and_theirs(__file__, "nx", "bench_fft", args.python)
     names = {"F1": "F1 fft 2^20 complex64", "F2": "F2 rfft 2^20 f32"}
-    print("| workload | unit | ours (min / median) | reference | theirs (min / median) | theirs / ours: throughput ratio (min / median) |")
-    print("|---|---|---|---|---|---|")
-    for wid, name in names.items():
-        o = next((r for r in ours if r["id"] == wid), None)
-        for t in (r for r in theirs if r["id"] == wid):
-            cell = lambda r: f"{r['min']:.2f} / {r['median']:.2f}"
-            ratio = f"{t['min'] / o['min']:.2f}× / {t['median'] / o['median']:.2f}×" if o else "—"
-            print(f"| {name} | {t['unit']} | {cell(o) if o else '—'} | {t['variant']} | {cell(t)} | {ratio} |")
-    print(f"\njax {info.get('jax', '?')}, numpy {info.get('numpy', '?')}; "
-          f"ours {ours[0]['threads'] if ours else '?'} threads")
-    print("\nRaw rows:\n")
-    for r in ours + theirs:
-        print(json.dumps(r))
+    compare.print_comparison(names, ours, theirs, throughput=True,
+                             footer=f"jax {info.get('jax', '?')}, numpy {info.get('numpy', '?')}")
 
 
 if __name__ == "__main__":

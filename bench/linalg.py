@@ -16,11 +16,9 @@ numpy's (>= 0.8 is issue 13's target), "ours / theirs" our time over theirs.
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import compare  # noqa: E402  (bench(): the shared timing, blas_info())
 
@@ -73,16 +71,7 @@ def main():
     args = ap.parse_args()
     if args.child:
         return child()
-    subprocess.run(["cargo", "build", "--release", "-p", "nx", "--example", "bench_linalg"],
-                   cwd=ROOT, check=True)
-    tgt = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    exe = os.path.join(tgt, "release", "examples", "bench_linalg")
-    ours = [json.loads(l) for l in subprocess.run([exe], capture_output=True, text=True, check=True)
-            .stdout.splitlines() if l.startswith("{")]
-    out = subprocess.run([args.python, os.path.abspath(__file__), "--child"], capture_output=True,
-                         text=True, check=True).stdout.splitlines()
-    theirs = [json.loads(l) for l in out if l.startswith("{")]
-    info = next((json.loads(l[5:]) for l in out if l.startswith("INFO ")), {})
+    ours, theirs, info = compare.ours_and_theirs(__file__, "nx", "bench_linalg", args.python)
     names = {
         "L1": "L1 cholesky 512 f64",
         "L2": "L2 solve 512 f64, b 512x512",
@@ -90,19 +79,8 @@ def main():
         "L4": "L4 svd 512 f64 reduced",
         "L5": "L5 solve 1024 x 4x4 f32",
     }
-    print("| workload | unit | ours (min / median) | reference | theirs (min / median) | theirs / ours: throughput ratio (min / median) |")
-    print("|---|---|---|---|---|---|")
-    for wid, name in names.items():
-        o = next((r for r in ours if r["id"] == wid), None)
-        for t in (r for r in theirs if r["id"] == wid):
-            cell = lambda r: f"{r['min']:.2f} / {r['median']:.2f}"
-            ratio = f"{t['min'] / o['min']:.2f}× / {t['median'] / o['median']:.2f}×" if o else "—"
-            print(f"| {name} | {t['unit']} | {cell(o) if o else '—'} | {t['variant']} | {cell(t)} | {ratio} |")
-    print(f"\njax {info.get('jax', '?')}, numpy {info.get('numpy', '?')} (BLAS: {info.get('blas')}); "
-          f"ours {ours[0]['threads'] if ours else '?'} threads")
-    print("\nRaw rows:\n")
-    for r in ours + theirs:
-        print(json.dumps(r))
+    compare.print_comparison(names, ours, theirs, throughput=True,
+                             footer=f"jax {info.get('jax', '?')}, numpy {info.get('numpy', '?')} (BLAS: {info.get('blas')})")
 
 
 if __name__ == "__main__":

@@ -18,24 +18,17 @@ Prints a markdown table; ratios are our time / theirs (below 1: we are faster).
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import compare  # noqa: E402  (bench(): the shared timing; ours_and_theirs(), print_comparison())
 
 
 def timeit(fn, warmup, repeats):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return min(ts) * 1e3, statistics.median(ts) * 1e3
+    """compare.bench in milliseconds."""
+    lo, med = compare.bench(fn, warmup, repeats)
+    return lo * 1e3, med * 1e3
 
 
 def child():
@@ -91,16 +84,7 @@ def main():
     args = ap.parse_args()
     if args.child:
         return child()
-    subprocess.run(["cargo", "build", "--release", "-p", "nx", "--example", "bench_pool_sort"],
-                   cwd=ROOT, check=True)
-    tgt = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    exe = os.path.join(tgt, "release", "examples", "bench_pool_sort")
-    ours = [json.loads(l) for l in subprocess.run([exe], capture_output=True, text=True, check=True)
-            .stdout.splitlines() if l.startswith("{")]
-    out = subprocess.run([args.python, os.path.abspath(__file__), "--child"], capture_output=True,
-                         text=True, check=True).stdout.splitlines()
-    theirs = [json.loads(l) for l in out if l.startswith("{")]
-    info = next((json.loads(l[5:]) for l in out if l.startswith("INFO ")), {})
+    ours, theirs, info = compare.ours_and_theirs(__file__, "nx", "bench_pool_sort", args.python)
     names = {
         "P1": "P1 max_pool 2x2/2 f32 [32,64,32,32] fwd",
         "P2": "P2 max_pool fwd+bwd",
@@ -109,18 +93,8 @@ def main():
         "S2": "S2 argsort 10^6 f32 (stable)",
         "S3": "S3 top_k(10) of 10^6 f32",
     }
-    print("| workload | ours ms (min / median) | reference | theirs ms (min / median) | ours / theirs (min / median) |")
-    print("|---|---|---|---|---|")
-    for wid, name in names.items():
-        o = next((r for r in ours if r["id"] == wid), None)
-        for t in (r for r in theirs if r["id"] == wid):
-            cell = lambda r: f"{r['min']:.2f} / {r['median']:.2f}"
-            ratio = f"{o['min'] / t['min']:.2f}× / {o['median'] / t['median']:.2f}×" if o else "—"
-            print(f"| {name} | {cell(o) if o else '—'} | {t['variant']} | {cell(t)} | {ratio} |")
-    print(f"\njax {info.get('jax', '?')}, numpy {info.get('numpy', '?')}; ours {ours[0]['threads'] if ours else '?'} threads")
-    print("\nRaw rows:\n")
-    for r in ours + theirs:
-        print(json.dumps(r))
+    compare.print_comparison(names, ours, theirs, throughput=False,
+                             footer=f"jax {info.get('jax', '?')}, numpy {info.get('numpy', '?')}")
 
 
 if __name__ == "__main__":
