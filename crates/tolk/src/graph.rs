@@ -168,7 +168,8 @@ impl fmt::Display for Graph {
 }
 
 impl fmt::Debug for Graph {
-    /// Structure only (constants by shape and dtype): the cache key.
+    /// Structure only (constants by shape and dtype), for reading; the cache
+    /// key is [`Graph::structure_key`]'s digest of the same structure.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,

@@ -220,8 +220,8 @@ fn expression_hash(e: &Eqn) -> u64 {
 
 /// Feeds `h` the primitive's kind and the parameters that most often tell
 /// primitives of one kind apart. Not every parameter (a `dot_general`'s
-/// axes are left out): equal primitives hash alike, and users compare
-/// with `==` within a bucket.
+/// axes are left out): equal primitives hash alike, and users tell a
+/// bucket's primitives apart with [`same_prim`].
 pub(crate) fn prim_hash(prim: &Prim, h: &mut impl std::hash::Hasher) {
     use std::hash::Hash;
     let h = &mut *h;

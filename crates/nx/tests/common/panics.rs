@@ -1,6 +1,7 @@
 //! The panic message of a closure, for tests of "panics if" messages.
 //! Included with `#[path = "common/panics.rs"] mod panics;` by test files
-//! that do not need the rest of `common` (the op table is slow to build).
+//! that do not need the rest of `common` (the op table is slow to build),
+//! and re-exported by rune's `tests/common`.
 
 /// The message of the panic `f` raises (fails the test if it does not panic).
 pub fn panic_message(f: impl FnOnce()) -> String {

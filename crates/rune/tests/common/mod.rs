@@ -8,15 +8,9 @@ pub fn t64(v: &[f64], shape: &[usize]) -> Tensor {
     Tensor::from_slice(v, shape)
 }
 
-/// The message of the panic `f` raises (fails the test if it does not panic).
-pub fn panic_message(f: impl FnOnce()) -> String {
-    let err =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
+#[path = "../../../nx/tests/common/panics.rs"]
+mod panics;
+pub use panics::panic_message;
 
 /// Checks that jit refuses `f` on `p` at trace time: `try_call` returns a
 /// `JitError` naming `op` and saying it runs eagerly, `call` panics with
