@@ -1648,3 +1648,52 @@ fn products_sharing_a_transposed_weight_read_one_copy_and_equal_eager() {
     assert_close(&out[0], &f(&p));
     assert_close(&rune::jit(f).call(&p), &f(&p));
 }
+
+/// A small reduction run at every step of a product-heavy loop is compiled
+/// vectorized, not at gcc's `-O1`: the rule weighs a product's
+/// multiply-adds at 1/32 of a kernel's work point (counted at par, the
+/// eight large products here made the reductions look negligible).
+#[test]
+fn a_reduction_run_every_step_beside_large_products_is_not_built_at_o1() {
+    let f = |(x, w, x2, v): &(Tensor, Tensor, Tensor, Tensor)| {
+        let mut outs = Vec::new();
+        for i in 0..8 {
+            let s = x.scalar_like((i + 1) as f64);
+            outs.push((x * &s).matmul(w).sum_all());
+            outs.push((x2 * &s).matmul(v).tanh().sum(&[0], false));
+        }
+        outs
+    };
+    let p = (
+        rand_f32(&[16, 512], 1),
+        rand_f32(&[512, 512], 2),
+        rand_f32(&[16, 128], 3),
+        rand_f32(&[128, 128], 4),
+    );
+    let g = rune::make_graph(f, &p);
+    let compiled = tolk::compile_with(
+        &g,
+        &tolk::Options {
+            use_cache: false,
+            epilogues: false,
+        },
+    )
+    .expect("compiles");
+    let reductions: Vec<&String> = compiled
+        .kernel_sources
+        .iter()
+        .filter(|(fused, _)| fused.iter().any(|p| p == "reduce_sum"))
+        .map(|(_, src)| src)
+        .collect();
+    assert!(
+        !reductions.is_empty(),
+        "the tanh sums fuse into reduction kernels"
+    );
+    for src in reductions {
+        assert!(!src.contains("TK_SMALL"), "built at -O1:\n{src}");
+    }
+    let got = compiled.program.run(&p.leaves());
+    for (a, b) in got.iter().zip(f(&p)) {
+        assert_close(a, &b);
+    }
+}
