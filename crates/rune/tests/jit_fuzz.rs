@@ -25,11 +25,18 @@
 //! them into C that reproduces the eager kernels bit for bit. Programs with
 //! reductions or matmuls (including the reductions a gradient adds, found
 //! in the staged graph) must agree within a relative 1e-4 (f32; 4e-3 f16,
-//! 3e-2 bf16, 1e-10 f64) of `1 + |eager|`: a reduction whose input is
+//! 3e-2 bf16, 1e-10 f64) of `1 + |eager| + scale`, where `scale` is the
+//! largest magnitude among the values the result depends on (the staged
+//! program run eagerly, `magnitudes`): a reduction whose input is
 //! computed compiles into one kernel that accumulates in f64 (eager: f32
-//! lanes into f64 block totals), so sums differ in their last bits, and
-//! the downstream ops of these small programs amplify that by far less
-//! than the bound. (A comparison on a value within an ulp of its threshold
+//! lanes into f64 block totals), and a product of a fused (contiguous)
+//! operand sums in another order than of a strided view, so sums differ in
+//! their last bits — relative to their terms, which is why the bound scales
+//! with them: a gradient that cancels to near zero keeps a residue of its
+//! terms' ulps (seed 3003220: terms near 200, jit 2.1e-4 against eager
+//! 4.6e-5, beyond `1e-4 * (1 + |eager|)`). The downstream ops of these small
+//! programs amplify that by far less than the bound; the counts say how
+//! many cases had a scale past 100. (A comparison on a value within an ulp of its threshold
 //! could still flip; the CI seeds are fixed and pass.) In such programs a
 //! float cast to an integer or compared after the reduction can land on
 //! another integer or boolean (a sum of f32 values near 2^31 floored and
@@ -840,7 +847,9 @@ fn make_input(i: &Input) -> Tensor {
 /// `loosest` is the least precise float dtype of the program (a sum in f32
 /// cast to f64 carries f32's error into an f64 output). `quantized`: the
 /// program turns floats into integers or booleans after a reduction, so its
-/// non-float results are compared by shape and dtype only.
+/// non-float results are compared by shape and dtype only. `scale`: the
+/// largest magnitude among the values the result depends on
+/// (`magnitudes`); the bound is `tol * (1 + |eager| + scale)`.
 fn agree(
     what: &str,
     got: &Tensor,
@@ -848,6 +857,7 @@ fn agree(
     exact: bool,
     loosest: DType,
     quantized: bool,
+    scale: f64,
 ) -> Result<(), String> {
     if quantized && !got.dtype().is_float() {
         if got.dtype() != want.dtype() || got.shape() != want.shape() {
@@ -868,15 +878,18 @@ fn agree(
     if got.shape() != want.shape() {
         return same_bits(what, got, want);
     }
+    // Rounding residues scale with the magnitudes that were summed, not
+    // with the result's (a gradient that cancels to near zero).
+    let tol_abs = tol * (1.0 + scale);
     let (g, w) = (
         got.cast(DType::F64).to_vec::<f64>(),
         want.cast(DType::F64).to_vec::<f64>(),
     );
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tol * (1.0 + b.abs());
+        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tol_abs + tol * b.abs();
         if !ok {
             return Err(format!(
-                "{what}, element {i}: jit {a:e}, eager {b:e} (beyond {tol:e} relative)\njit:   {got}\neager: {want}"
+                "{what}, element {i}: jit {a:e}, eager {b:e} (beyond {tol:e} of 1 + |eager| + {scale:e})\njit:   {got}\neager: {want}"
             ));
         }
     }
@@ -895,6 +908,48 @@ fn tolerance(d: DType) -> f64 {
 
 fn same_bits(what: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
     bits::same_bits(got, want).map_err(|e| format!("{what}, {e}"))
+}
+
+/// Cases compared within the bound whose magnitude scale passed 100 (the
+/// bound is widest there; reported with the counts).
+static SCALED_PAST_100: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Per variable of `g`: the largest finite magnitude among the float values
+/// it depends on (itself included), from running `g`'s equations eagerly on
+/// `args` (the case's fresh leaves). A sum's rounding error is relative to
+/// its terms, and a gradient's terms are these values and their products.
+fn magnitudes(g: &tolk::Graph, args: &[Tensor]) -> Vec<f64> {
+    let mut vals: Vec<Option<Tensor>> = vec![None; g.avals.len()];
+    let mut scale = vec![0.0f64; g.avals.len()];
+    let own = |t: &Tensor| -> f64 {
+        if !t.dtype().is_float() {
+            return 0.0;
+        }
+        t.cast(DType::F64)
+            .to_vec::<f64>()
+            .into_iter()
+            .filter(|x| x.is_finite())
+            .fold(0.0, |m, x| m.max(x.abs()))
+    };
+    for (&v, t) in g.inputs.iter().zip(args) {
+        scale[v] = own(t);
+        vals[v] = Some(t.clone());
+    }
+    for (v, t) in &g.consts {
+        scale[*v] = own(t);
+        vals[*v] = Some(t.clone());
+    }
+    for e in &g.eqns {
+        let ins: Vec<&Tensor> = e
+            .inputs
+            .iter()
+            .map(|&i| vals[i].as_ref().unwrap())
+            .collect();
+        let out = nx::raw::eval(e.prim.clone(), &ins);
+        scale[e.out] = e.inputs.iter().map(|&i| scale[i]).fold(own(&out), f64::max);
+        vals[e.out] = Some(out);
+    }
+    scale
 }
 
 // ---------------------------------------------------------------------------
@@ -1001,10 +1056,18 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<(), String>>, String> {
                 .filter(|d| d.is_float())
                 .max_by(|a, b| tolerance(*a).total_cmp(&tolerance(*b)))
                 .unwrap_or(DType::F64);
+            let scale = magnitudes(&staged, &leaves(&c.prog).0);
+            let widest = staged.outputs.iter().map(|&v| scale[v]).fold(0.0, f64::max);
+            if !exact && widest > 100.0 {
+                SCALED_PAST_100.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             for (j, (g, w)) in outs.iter().zip(&want).enumerate() {
-                agree(&format!("output {j}"), g, w, exact, loosest, quantized)?;
+                let s = scale[staged.outputs[j]];
+                agree(&format!("output {j}"), g, w, exact, loosest, quantized, s)?;
             }
             for (j, (g, w)) in all_args[lo..lo + n].iter().zip(&want_args).enumerate() {
+                let v = staged.writebacks.iter().rev().find(|wb| wb.0 == j);
+                let s = scale[v.map_or(staged.inputs[j], |wb| wb.1)];
                 agree(
                     &format!("argument {j} after the call"),
                     g,
@@ -1012,6 +1075,7 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<(), String>>, String> {
                     exact,
                     loosest,
                     quantized,
+                    s,
                 )?;
             }
             Ok(())
@@ -1109,7 +1173,8 @@ fn report(c: &Counts, secs: f64) {
     println!(
         "{} cases in {secs:.1} s: {} elementwise/movement-only, {} with reductions or matmul, \
          {} grad, {} with a writeback, {} with non-contiguous inputs, {} with captures \
-         ({} generated programs skipped: they panic eagerly); {} failures",
+         ({} generated programs skipped: they panic eagerly; {} compared within a bound \
+         scaled past 100 by their values' magnitudes); {} failures",
         c.cases,
         c.elementwise_only,
         c.with_library,
@@ -1118,6 +1183,7 @@ fn report(c: &Counts, secs: f64) {
         c.noncontiguous_inputs,
         c.captured,
         c.eager_panics,
+        SCALED_PAST_100.load(std::sync::atomic::Ordering::Relaxed),
         c.failures.len()
     );
     for f in c.failures.iter().take(5) {
