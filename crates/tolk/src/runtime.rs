@@ -32,8 +32,8 @@ use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
 
-/// Below this many elements a kernel runs on the calling thread (as nx's
-/// eager kernels do).
+/// Below this many elements visited a kernel runs on the calling thread (as
+/// nx's eager kernels do).
 const PAR_MIN: usize = 1 << 16;
 /// Elements per parallel part, about.
 const PAR_CHUNK: usize = 1 << 14;
@@ -268,7 +268,13 @@ impl Program {
                                 }
                             }
                         }
-                        call_kernel(entry, &ptrs, o.numel());
+                        // A reduction's work is its input's size, not its
+                        // output's (bias gradients: [128, 512] -> [512]).
+                        let work = args
+                            .iter()
+                            .map(|&a| g.aval(a).numel())
+                            .fold(o.numel(), usize::max);
+                        call_kernel(entry, &ptrs, work);
                         drop(write);
                     }
                     slots[*out] = Some(o);
@@ -471,11 +477,13 @@ impl Program {
     }
 }
 
-fn call_kernel(entry: &KernelEntry, ptrs: &[*mut u8], numel: usize) {
+/// Runs a kernel that visits about `work` elements, split over nx's pool
+/// when that is at least `PAR_MIN`.
+fn call_kernel(entry: &KernelEntry, ptrs: &[*mut u8], work: usize) {
     let args = Args(ptrs);
     let outer = entry.outer;
     let f = entry.f;
-    if numel < PAR_MIN || outer < 2 {
+    if work < PAR_MIN || outer < 2 {
         // SAFETY: `args` holds the output and every argument buffer, each
         // of the size and dtype the kernel was compiled for (the plan
         // allocates outputs from the kernel's own shape; inputs match the
@@ -484,7 +492,7 @@ fn call_kernel(entry: &KernelEntry, ptrs: &[*mut u8], numel: usize) {
         unsafe { f(args.as_ptr(), 0, outer as i64) };
         return;
     }
-    let parts = numel.div_ceil(PAR_CHUNK).min(outer);
+    let parts = work.div_ceil(PAR_CHUNK).min(outer);
     let args = &args;
     nx::raw::parallel_for(parts, &|p| {
         let lo = outer * p / parts;
