@@ -1274,12 +1274,21 @@ fn sin_cos_beyond_the_polynomial_range_match_eager() {
 /// `f` staged and compiled without the disk cache, with or without
 /// epilogues.
 fn compiled<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P, epilogues: bool) -> tolk::Program {
+    compiled_with_sources(f, p, epilogues).program
+}
+
+/// [`compiled`], with the kernels' sources and what each fused.
+fn compiled_with_sources<P: Ptree, Q: Ptree>(
+    f: impl Fn(&P) -> Q,
+    p: &P,
+    epilogues: bool,
+) -> tolk::Compiled {
     let g = rune::make_graph(f, p);
     let opts = tolk::Options {
         use_cache: false,
         epilogues,
     };
-    tolk::compile_with(&g, &opts).expect("compiles").program
+    tolk::compile_with(&g, &opts).expect("compiles")
 }
 
 /// `f` compiled with epilogues runs `want` of them and equals, bit for bit
@@ -1616,16 +1625,7 @@ fn products_sharing_a_transposed_weight_read_one_copy_and_equal_eager() {
         acc
     };
     let p = (w, xs);
-    let g = rune::make_graph(f, &p);
-    let program = tolk::compile_with(
-        &g,
-        &tolk::Options {
-            use_cache: false,
-            epilogues: false,
-        },
-    )
-    .expect("compiles")
-    .program;
+    let program = compiled(f, &p, false);
     let simplified = program.graph();
     let copies = simplified
         .eqns
@@ -1670,15 +1670,7 @@ fn a_reduction_run_every_step_beside_large_products_is_not_built_at_o1() {
         rand_f32(&[16, 128], 3),
         rand_f32(&[128, 128], 4),
     );
-    let g = rune::make_graph(f, &p);
-    let compiled = tolk::compile_with(
-        &g,
-        &tolk::Options {
-            use_cache: false,
-            epilogues: false,
-        },
-    )
-    .expect("compiles");
+    let compiled = compiled_with_sources(f, &p, false);
     let reductions: Vec<&String> = compiled
         .kernel_sources
         .iter()

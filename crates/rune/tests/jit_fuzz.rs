@@ -860,16 +860,7 @@ fn agree(
     scale: f64,
 ) -> Result<(), String> {
     if quantized && !got.dtype().is_float() {
-        if got.dtype() != want.dtype() || got.shape() != want.shape() {
-            return Err(format!(
-                "{what}: jit {:?} {}, eager {:?} {}",
-                got.shape(),
-                got.dtype(),
-                want.shape(),
-                want.dtype()
-            ));
-        }
-        return Ok(());
+        return bits::same_type(got, want).map_err(|e| format!("{what}: {e}"));
     }
     if exact || !got.dtype().is_float() || got.dtype() != want.dtype() {
         return same_bits(what, got, want);
@@ -909,10 +900,6 @@ fn tolerance(d: DType) -> f64 {
 fn same_bits(what: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
     bits::same_bits(got, want).map_err(|e| format!("{what}, {e}"))
 }
-
-/// Cases compared within the bound whose magnitude scale passed 100 (the
-/// bound is widest there; reported with the counts).
-static SCALED_PAST_100: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Per variable of `g`: the largest finite magnitude among the float values
 /// it depends on (itself included), from running `g`'s equations eagerly on
@@ -990,8 +977,9 @@ fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Runs `cases` as one jitted function (each on its own leaves) and checks
-/// each against eager; per case `Ok` or what differs.
-fn check_batch(cases: &[&Case]) -> Result<Vec<Result<(), String>>, String> {
+/// each against eager; per case what differs, or `Ok(scale)`: the largest
+/// magnitude scale its outputs were compared with (0 when bit for bit).
+fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
     let mut all_args = vec![];
     let mut all_caps = vec![];
     let mut spans = vec![];
@@ -1057,10 +1045,6 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<(), String>>, String> {
                 .max_by(|a, b| tolerance(*a).total_cmp(&tolerance(*b)))
                 .unwrap_or(DType::F64);
             let scale = magnitudes(&staged, &leaves(&c.prog).0);
-            let widest = staged.outputs.iter().map(|&v| scale[v]).fold(0.0, f64::max);
-            if !exact && widest > 100.0 {
-                SCALED_PAST_100.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
             for (j, (g, w)) in outs.iter().zip(&want).enumerate() {
                 let s = scale[staged.outputs[j]];
                 agree(&format!("output {j}"), g, w, exact, loosest, quantized, s)?;
@@ -1078,7 +1062,8 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<(), String>>, String> {
                     s,
                 )?;
             }
-            Ok(())
+            let widest = staged.outputs.iter().map(|&v| scale[v]).fold(0.0, f64::max);
+            Ok(if exact { 0.0 } else { widest })
         })
         .collect())
 }
@@ -1093,6 +1078,9 @@ struct Counts {
     noncontiguous_inputs: usize,
     captured: usize,
     eager_panics: usize,
+    /// Cases compared within a bound whose magnitude scale passed 100 (the
+    /// bound is widest there).
+    scaled_past_100: usize,
     failures: Vec<String>,
 }
 
@@ -1120,11 +1108,12 @@ fn fuzz(first_seed: u64, n: usize, batch: usize) -> Counts {
                 .collect(),
         };
         for (c, r) in pending.iter().zip(results) {
-            if let Err(e) = r {
-                counts.failures.push(format!(
+            match r {
+                Ok(scale) => counts.scaled_past_100 += (scale > 100.0) as usize,
+                Err(e) => counts.failures.push(format!(
                     "seed {} (JIT_FUZZ_ONLY={}): {e}\nprogram: {:#?}",
                     c.seed, c.seed, c.prog
-                ));
+                )),
             }
         }
         pending.clear();
@@ -1183,7 +1172,7 @@ fn report(c: &Counts, secs: f64) {
         c.noncontiguous_inputs,
         c.captured,
         c.eager_panics,
-        SCALED_PAST_100.load(std::sync::atomic::Ordering::Relaxed),
+        c.scaled_past_100,
         c.failures.len()
     );
     for f in c.failures.iter().take(5) {

@@ -75,6 +75,8 @@ pub struct Program {
     /// and the slot's address.
     arena_views: Vec<Option<Tensor>>,
     arena_ptrs: Vec<Option<*mut u8>>,
+    /// Per step: the elements a kernel step visits ([`step_work`]).
+    work: Vec<usize>,
     /// Reused argument array of kernel calls.
     scratch: RefCell<Vec<*mut u8>>,
     slots: RefCell<Vec<Option<Tensor>>>,
@@ -168,6 +170,7 @@ impl Program {
             }
         }
         Program {
+            work: step_work(&graph, &plan),
             graph,
             plan,
             kernels,
@@ -268,13 +271,7 @@ impl Program {
                                 }
                             }
                         }
-                        // A reduction's work is its input's size, not its
-                        // output's (bias gradients: [128, 512] -> [512]).
-                        let work = args
-                            .iter()
-                            .map(|&a| g.aval(a).numel())
-                            .fold(o.numel(), usize::max);
-                        call_kernel(entry, &ptrs, work);
+                        call_kernel(entry, &ptrs, self.work[s]);
                         drop(write);
                     }
                     slots[*out] = Some(o);
@@ -477,6 +474,23 @@ impl Program {
     }
 }
 
+/// Per step of `plan`, about how many elements a kernel step visits: its
+/// output's size or its largest argument's, whichever is more (a
+/// reduction's work is its input's: a bias gradient sums [128, 512] into
+/// [512]); 0 for other steps.
+fn step_work(g: &Graph, plan: &Plan) -> Vec<usize> {
+    plan.steps
+        .iter()
+        .map(|step| match step {
+            Step::Kernel { out, args, .. } => args
+                .iter()
+                .map(|&a| g.aval(a).numel())
+                .fold(g.aval(*out).numel(), usize::max),
+            _ => 0,
+        })
+        .collect()
+}
+
 /// Runs a kernel that visits about `work` elements, split over nx's pool
 /// when that is at least `PAR_MIN`.
 fn call_kernel(entry: &KernelEntry, ptrs: &[*mut u8], work: usize) {
@@ -634,6 +648,25 @@ mod tests {
             out,
             args: args.to_vec(),
         }
+    }
+
+    /// A reduction's work is its input's size: [128, 512] summed into [512]
+    /// visits 64K elements, enough to split over the pool.
+    #[test]
+    fn a_kernel_step_visits_its_largest_buffer() {
+        let mut g = Graph::default();
+        let x = g.new_var(Aval::new(&[128, 512], DType::F32));
+        let sum = g.new_var(Aval::new(&[512], DType::F32));
+        let y = g.new_var(Aval::new(&[4, 512], DType::F32));
+        g.inputs = vec![x];
+        g.outputs = vec![sum, y];
+        let steps = vec![kernel(sum, &[x]), kernel(y, &[sum])];
+        let plan = Plan {
+            frees: vec![Vec::new(); steps.len()],
+            steps,
+        };
+        assert_eq!(step_work(&g, &plan), vec![128 * 512, 4 * 512]);
+        assert!(step_work(&g, &plan)[0] >= PAR_MIN);
     }
 
     /// Every pair of arena values alive at the same step has distinct slabs,

@@ -43,8 +43,8 @@ pub fn is_nan_bits(dtype: DType, b: u64) -> bool {
     }
 }
 
-/// `got` and `want` have the same dtype, shape and bits (NaNs aside).
-pub fn same_bits(got: &Tensor, want: &Tensor) -> Result<(), String> {
+/// `got` and `want` have the same dtype and shape.
+pub fn same_type(got: &Tensor, want: &Tensor) -> Result<(), String> {
     if got.dtype() != want.dtype() || got.shape() != want.shape() {
         return Err(format!(
             "jit gives {} {:?}, eager {} {:?}",
@@ -54,6 +54,12 @@ pub fn same_bits(got: &Tensor, want: &Tensor) -> Result<(), String> {
             want.shape()
         ));
     }
+    Ok(())
+}
+
+/// `got` and `want` have the same dtype, shape and bits (NaNs aside).
+pub fn same_bits(got: &Tensor, want: &Tensor) -> Result<(), String> {
+    same_type(got, want)?;
     let (g, w) = (bits(got), bits(want));
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
         if a != b && !(is_nan_bits(got.dtype(), *a) && is_nan_bits(got.dtype(), *b)) {
