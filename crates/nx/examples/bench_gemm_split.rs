@@ -1,10 +1,12 @@
-//! W4's and W6's matrix products (and large squares, for the machine's
-//! GEMM peak) through the `gemm` crate directly, f32, under each way of
+//! W4's, W5's, W6's and W9's matrix products (and large squares, for the
+//! machine's GEMM peak) through the `gemm` crate directly, f32, under each way of
 //! using two threads: one thread (`st`); a band of rows per thread
 //! (`rows2`) or of columns (`cols2`), each a one-threaded `gemm` call on
 //! nx's pool (what `cpu/dot.rs` does); `gemm`'s own rayon split (`rayon2`);
-//! and a column-major output transposed after (`st-cm+T`). Min and median
-//! of each, in us, and GFLOP/s at the min.
+//! faer's matmul on one thread (`faer-st`) and per band (`faer-2`: what
+//! `cpu/dot.rs` does when the rhs is column-major, the `rt` shapes); and a
+//! column-major output transposed after (`st-cm+T`). Min and median of
+//! each, in us, and GFLOP/s at the min.
 //!
 //! `cargo run --release -p nx --example bench_gemm_split -- [name filter]`
 //! (`REPS` sets the repeats, 200; the squares run 20).
@@ -162,6 +164,30 @@ fn time(reps: usize, mut f: impl FnMut()) -> (f64, f64) {
 
 fn main() {
     let shapes = [
+        Shape {
+            name: "W9 dz@W^T",
+            m: 32,
+            n: 128,
+            k: 128,
+            lt: false,
+            rt: true,
+        },
+        Shape {
+            name: "W9 h@W",
+            m: 32,
+            n: 128,
+            k: 128,
+            lt: false,
+            rt: false,
+        },
+        Shape {
+            name: "W5 g@W2^T",
+            m: 256,
+            n: 128,
+            k: 10,
+            lt: false,
+            rt: true,
+        },
         Shape {
             name: "fwd1 x@W1",
             m: 128,

@@ -415,6 +415,10 @@ fn float_products_flush_subnormals_and_leave_the_caller_mode_alone() {
     // A result that would be subnormal: 2^-70 * 2^-70 = 2^-140.
     let s = Tensor::from_slice(&[2f64.powi(-70) as f32], &[1, 1]);
     assert_eq!(s.matmul(&s).to_vec::<f32>(), vec![0.0]);
+    // The same through a column-major rhs (the path that goes to faer).
+    let t = 2f64.powi(-70) as f32;
+    let s2 = Tensor::from_slice(&[t, 0.0, 0.0, t], &[2, 2]);
+    assert_eq!(s2.matmul(&s2.transpose()).to_vec::<f32>(), vec![0.0; 4]);
     let tiny64 = f64::MIN_POSITIVE / 4.0;
     let a = Tensor::from_slice(&[tiny64], &[1, 1]);
     assert_eq!(

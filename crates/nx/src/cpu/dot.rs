@@ -399,6 +399,104 @@ impl GemmElem for f16 {}
 impl GemmElem for crate::Complex<f32> {}
 impl GemmElem for crate::Complex<f64> {}
 
+/// `dst = lhs @ rhs` for one `m x n` block (`dst` row-major with row
+/// stride `dst_rs`; each operand given by its (row, column) strides), on
+/// the calling thread.
+///
+/// A column-major rhs (`rhs_strides.0 == 1`: reverse mode's `g @ W^T`, read
+/// through a transposed view) goes to faer's matmul for f32 and f64: `gemm`
+/// 0.19 packs such an rhs at half speed (W4's `g @ W2^T`, 128x512x512 on one
+/// thread: 500 us against faer's 330 us; W9's 32x128x128 `dz @ W^T`: 9.6 vs
+/// 6.0 us; `examples/bench_gemm_split.rs`), while on the other layouts the
+/// two are even. Everything else goes to `gemm`.
+///
+/// # Safety
+/// Every `lhs + i*rs + j*cs` (`i < m`, `j < k`) and `rhs + i*rs + j*cs`
+/// (`i < k`, `j < n`) is an element of a live buffer, every `dst + i*dst_rs
+/// + j` (`i < m`, `j < n`) one of a buffer no one else reads or writes
+/// meanwhile, and `m, n, k > 0`; `T` is f32, f64, f16, c32 or c64.
+#[allow(clippy::too_many_arguments)]
+unsafe fn product_block<T: GemmElem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    lhs: *const T,
+    (lrs, lcs): (isize, isize),
+    rhs: *const T,
+    (rrs, rcs): (isize, isize),
+) {
+    let rhs_col_major = rrs == 1 && rcs != 1 && n > 1;
+    // SAFETY (all three calls): the caller's contract, read as each
+    // library's (pointer, sizes, strides) views; the casts only rename `T`,
+    // which `T::DTYPE` says is f32 (or f64).
+    match T::DTYPE {
+        DType::F32 if rhs_col_major => faer_block::<f32>(
+            m,
+            n,
+            k,
+            dst as _,
+            dst_rs,
+            lhs as _,
+            (lrs, lcs),
+            rhs as _,
+            (rrs, rcs),
+        ),
+        DType::F64 if rhs_col_major => faer_block::<f64>(
+            m,
+            n,
+            k,
+            dst as _,
+            dst_rs,
+            lhs as _,
+            (lrs, lcs),
+            rhs as _,
+            (rrs, rcs),
+        ),
+        _ => gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            dst_rs,
+            false,
+            lhs,
+            lcs,
+            lrs,
+            rhs,
+            rcs,
+            rrs,
+            T::from_f64(0.0),
+            T::from_f64(1.0),
+            false,
+            false,
+            false,
+            Parallelism::None,
+        ),
+    }
+}
+
+/// [`product_block`] through faer (same contract), one-threaded.
+#[allow(clippy::too_many_arguments)]
+unsafe fn faer_block<F: faer::traits::ComplexField + num_traits::One>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut F,
+    dst_rs: isize,
+    lhs: *const F,
+    (lrs, lcs): (isize, isize),
+    rhs: *const F,
+    (rrs, rcs): (isize, isize),
+) {
+    let l = faer::MatRef::<F>::from_raw_parts(lhs, m, k, lrs, lcs);
+    let r = faer::MatRef::<F>::from_raw_parts(rhs, k, n, rrs, rcs);
+    let d = faer::MatMut::<F>::from_raw_parts_mut(dst, m, n, dst_rs, 1);
+    faer::linalg::matmul::matmul(d, faer::Accum::Replace, l, r, F::one(), faer::Par::Seq);
+}
+
 fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogue<'_>>) -> Tensor {
     keep_gemm_buffers_mapped();
     let (m, n, k) = (p.m, p.n, p.k);
@@ -452,29 +550,19 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
                     // batch's `m * n` output, and callers give concurrent blocks
                     // disjoint rows or columns, so no element is written twice.
                     // Reads and writes do not overlap: the output is a fresh
-                    // buffer. `gemm` is called only with f32, f64, f16, c32 and c64.
+                    // buffer.
                     let flush = FlushSubnormals::new();
                     unsafe {
-                        gemm::gemm(
+                        product_block(
                             r.len(),
                             c.len(),
                             k,
                             dst.0.add(r.start * n + c.start),
-                            1,
                             n as isize,
-                            false,
                             ldata.as_ptr().add(lo).offset(r.start as isize * lv.rs),
-                            lv.cs,
-                            lv.rs,
+                            (lv.rs, lv.cs),
                             rdata.as_ptr().add(ro).offset(c.start as isize * rv.cs),
-                            rv.cs,
-                            rv.rs,
-                            T::from_f64(0.0),
-                            T::from_f64(1.0),
-                            false,
-                            false,
-                            false,
-                            Parallelism::None,
+                            (rv.rs, rv.cs),
                         )
                     }
                     drop(flush);
