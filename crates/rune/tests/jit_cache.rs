@@ -331,6 +331,52 @@ fn the_persistent_cache_serves_a_second_process() {
     let _ = std::fs::remove_dir_all(&xdg);
 }
 
+/// A process that loads its program from a warm cache does not run the C
+/// compiler at all, not even `cc --version` for the cache key: the version
+/// line is kept beside the cache, named by the compiler binary's path, size
+/// and modification time. `CC` is a wrapper script that logs each run.
+#[test]
+fn a_warm_cache_runs_no_compiler() {
+    let xdg = fresh_dir("ccver");
+    let wrapper = xdg.join("cc-logged");
+    let log = xdg.join("cc.log");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec cc \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cc = [("CC", wrapper.to_str().unwrap())];
+    let first = run_child(&xdg, &cc);
+    assert!(first.compiled(), "{}", first.stderr);
+    let runs = std::fs::read_to_string(&log).unwrap();
+    assert!(runs.lines().any(|l| l == "--version"), "{runs}");
+    let stored: Vec<PathBuf> = std::fs::read_dir(xdg.join("tolk"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "version"))
+        .collect();
+    assert_eq!(stored.len(), 1, "one stored version: {stored:?}");
+    let line = std::fs::read_to_string(&stored[0]).unwrap();
+    assert!(
+        line.starts_with(&format!("{}: ", wrapper.display())),
+        "{line}"
+    );
+    let second = run_child(&xdg, &cc);
+    assert!(second.hit_disk(), "{}", second.stderr);
+    assert_eq!(second.result, first.result);
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        runs,
+        "the second process ran the compiler"
+    );
+    let _ = std::fs::remove_dir_all(&xdg);
+}
+
 #[test]
 fn jitcache_0_writes_nothing() {
     let xdg = fresh_dir("disabled");
