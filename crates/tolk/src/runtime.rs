@@ -497,6 +497,14 @@ fn step_work(g: &Graph, plan: &Plan) -> Vec<usize> {
         .collect()
 }
 
+/// How many parts a kernel visiting `work` elements (at least `PAR_MIN`)
+/// over an outer loop of `outer` is split into on `threads` threads: parts
+/// of about `PAR_CHUNK` elements, at least one per thread, at most one per
+/// outer index.
+fn kernel_parts(work: usize, outer: usize, threads: usize) -> usize {
+    (work / PAR_CHUNK).max(threads).min(outer)
+}
+
 /// Runs a kernel that visits about `work` elements, split over nx's pool
 /// when that is at least `PAR_MIN`: into parts of about `PAR_CHUNK`
 /// elements, at least one per thread.
@@ -513,7 +521,7 @@ fn call_kernel(entry: &KernelEntry, ptrs: &[*mut u8], work: usize) {
         unsafe { f(args.as_ptr(), 0, outer as i64) };
         return;
     }
-    let parts = (work / PAR_CHUNK).max(nx::num_threads()).min(outer);
+    let parts = kernel_parts(work, outer, nx::num_threads());
     let args = &args;
     nx::raw::parallel_for(parts, &|p| {
         let lo = outer * p / parts;
@@ -648,6 +656,17 @@ mod tests {
     use super::*;
     use crate::graph::Eqn;
     use nx::{Aval, DType};
+
+    #[test]
+    fn kernels_split_into_long_parts_at_least_one_per_thread() {
+        // W1: 4M elements in 16 parts of 2^18 (not 256 of 2^14).
+        assert_eq!(kernel_parts(1 << 22, 1 << 22, 2), 16);
+        // Just above the threshold: one part per thread.
+        assert_eq!(kernel_parts(PAR_MIN, PAR_MIN, 2), 2);
+        assert_eq!(kernel_parts(PAR_MIN, PAR_MIN, 8), 8);
+        // Never more parts than outer indices.
+        assert_eq!(kernel_parts(1 << 22, 3, 8), 3);
+    }
 
     fn kernel(out: Var, args: &[Var]) -> Step {
         Step::Kernel {

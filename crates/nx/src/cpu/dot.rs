@@ -388,10 +388,30 @@ impl Side {
     }
 }
 
+/// [`product_block`]'s signature (and [`faer_block`]'s).
+type BlockFn<T> = unsafe fn(
+    usize,
+    usize,
+    usize,
+    *mut T,
+    isize,
+    *const T,
+    (isize, isize),
+    *const T,
+    (isize, isize),
+);
+
 /// An element type `gemm` multiplies natively.
-trait GemmElem: Element {}
-impl GemmElem for f32 {}
-impl GemmElem for f64 {}
+trait GemmElem: Element {
+    /// faer's matmul for this type, where [`product_block`] uses it.
+    const FAER: Option<BlockFn<Self>> = None;
+}
+impl GemmElem for f32 {
+    const FAER: Option<BlockFn<f32>> = Some(faer_block::<f32>);
+}
+impl GemmElem for f64 {
+    const FAER: Option<BlockFn<f64>> = Some(faer_block::<f64>);
+}
 impl GemmElem for f16 {}
 // `gemm::c32`/`c64` are `num_complex`'s `Complex<f32>`/`<f64>` themselves
 // (one num-complex in the lock file), so complex products need no
@@ -428,32 +448,10 @@ unsafe fn product_block<T: GemmElem>(
     (rrs, rcs): (isize, isize),
 ) {
     let rhs_col_major = rrs == 1 && rcs != 1 && n > 1;
-    // SAFETY (all three calls): the caller's contract, read as each
-    // library's (pointer, sizes, strides) views; the casts only rename `T`,
-    // which `T::DTYPE` says is f32 (or f64).
-    match T::DTYPE {
-        DType::F32 if rhs_col_major => faer_block::<f32>(
-            m,
-            n,
-            k,
-            dst as _,
-            dst_rs,
-            lhs as _,
-            (lrs, lcs),
-            rhs as _,
-            (rrs, rcs),
-        ),
-        DType::F64 if rhs_col_major => faer_block::<f64>(
-            m,
-            n,
-            k,
-            dst as _,
-            dst_rs,
-            lhs as _,
-            (lrs, lcs),
-            rhs as _,
-            (rrs, rcs),
-        ),
+    // SAFETY (both calls): the caller's contract, read as each library's
+    // (pointer, sizes, strides) views.
+    match T::FAER {
+        Some(faer) if rhs_col_major => faer(m, n, k, dst, dst_rs, lhs, (lrs, lcs), rhs, (rrs, rcs)),
         _ => gemm::gemm(
             m,
             n,
@@ -478,7 +476,8 @@ unsafe fn product_block<T: GemmElem>(
     }
 }
 
-/// [`product_block`] through faer (same contract), one-threaded.
+/// [`product_block`] through faer (same contract), one-threaded; f32 and
+/// f64 only (the [`GemmElem::FAER`] of those two).
 #[allow(clippy::too_many_arguments)]
 unsafe fn faer_block<F: faer::traits::ComplexField + num_traits::One>(
     m: usize,
