@@ -105,26 +105,32 @@ fn bucket_size(bytes: usize) -> usize {
     base + k * quarter
 }
 
-/// Buffers of at least this many bytes are aligned to it and, on Linux,
-/// advised for transparent huge pages (PyTorch's CPU allocator has the same
-/// rule, opt-in): a fresh 4 KiB page costs 1.3-1.8 us to fault in on the
-/// machines we measure on (allocation, zeroing, cgroup charge), a 2 MiB one
-/// about as much as 40 of them. A fresh process computing `exp(x) + x` on
-/// 4M f32 elements (three 16 MiB buffers) took 32-43 ms before, 12-17 ms
-/// after. Smaller buffers keep 4 KiB pages: rounding them up would waste up
-/// to half of each.
+/// Large buffers are backed by transparent huge pages where the system
+/// offers them (Linux, `madvise(MADV_HUGEPAGE)`; PyTorch's CPU allocator
+/// has the same rule, opt-in): a fresh 4 KiB page costs 1.3-1.8 us to fault
+/// in on the machines we measure on (allocation, zeroing, cgroup charge), a
+/// 2 MiB one about as much as 40 of them, and streaming kernels miss the TLB
+/// less. A fresh process computing `exp(x) + x` on 4M f32 elements (three
+/// 16 MiB buffers) took 32-43 ms before, 12-17 ms after.
 const HUGE_PAGE: usize = 2 << 20;
 
+/// The allocation behind a bucket: 64-byte aligned, or for buckets of 1.5
+/// MiB and up 2 MiB-aligned (see [`HUGE_PAGE`]) and rounded up to whole
+/// huge pages when that adds at most a third (a 1.75 MiB bucket takes one
+/// huge page; a 2.5 MiB one takes one and 0.5 MiB of small pages).
 fn bucket_layout(bucket: usize) -> Layout {
-    let align = if bucket >= HUGE_PAGE {
-        HUGE_PAGE
+    let whole = bucket.next_multiple_of(HUGE_PAGE);
+    let (size, align) = if (whole - bucket) * 3 <= bucket {
+        (whole, HUGE_PAGE)
+    } else if bucket >= HUGE_PAGE {
+        (bucket, HUGE_PAGE)
     } else {
-        ALIGN
+        (bucket, ALIGN)
     };
-    Layout::from_size_align(bucket, align).expect("tensor allocation too large")
+    Layout::from_size_align(size, align).expect("tensor allocation too large")
 }
 
-/// A fresh, zeroed buffer for `bucket` (see [`HUGE_PAGE`]).
+/// A fresh, zeroed buffer for `bucket` (see [`bucket_layout`]).
 fn fresh_buffer(bucket: usize) -> NonNull<u8> {
     let layout = bucket_layout(bucket);
     // SAFETY: the layout has non-zero size (bucket >= 64) and a valid alignment.
@@ -133,15 +139,15 @@ fn fresh_buffer(bucket: usize) -> NonNull<u8> {
         alloc::handle_alloc_error(layout)
     };
     #[cfg(target_os = "linux")]
-    if bucket >= HUGE_PAGE {
-        // SAFETY: `p..p + bucket` is one allocation of ours; madvise only
-        // changes how the kernel backs it (an advice it may ignore, as it
-        // does where transparent huge pages are off).
-        unsafe { libc::madvise(p.as_ptr().cast(), bucket, libc::MADV_HUGEPAGE) };
+    if layout.align() == HUGE_PAGE {
+        // SAFETY: `p..p + layout.size()` is one allocation of ours; madvise
+        // only changes how the kernel backs it (an advice it may ignore, as
+        // it does where transparent huge pages are off).
+        unsafe { libc::madvise(p.as_ptr().cast(), layout.size(), libc::MADV_HUGEPAGE) };
     }
     // Zeroed, so that every element is initialized from the start (this is
     // also the first touch, which faults the pages in).
-    // SAFETY: the buffer is `bucket` bytes long and exclusively ours.
+    // SAFETY: the buffer is at least `bucket` bytes long and exclusively ours.
     unsafe { std::ptr::write_bytes(p.as_ptr(), 0, bucket) };
     p
 }
@@ -502,6 +508,22 @@ mod tests {
         let b = Storage::new(DType::F32, 1_000_001);
         assert_eq!(b.addr(), addr);
         assert_eq!(b.addr() % ALIGN, 0);
+    }
+
+    #[test]
+    fn huge_page_layouts_waste_at_most_a_third() {
+        for bucket in (1..400).map(|k| bucket_size(k * 37_000)) {
+            let l = bucket_layout(bucket);
+            assert!(
+                l.size() >= bucket && (l.size() - bucket) * 3 <= bucket,
+                "{bucket}"
+            );
+            assert_eq!(
+                l.align() == HUGE_PAGE,
+                bucket >= HUGE_PAGE * 3 / 4,
+                "{bucket}"
+            );
+        }
     }
 
     #[test]
