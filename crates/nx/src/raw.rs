@@ -88,6 +88,14 @@ pub fn write(t: &Tensor) -> WriteView<'_> {
     WriteView { _guard: guard, ptr }
 }
 
+/// Starts, once per process, a background thread that pays the first-use
+/// costs of the matrix-product libraries (their cache-size probes), so that
+/// a first product (a jitted program's first call) does not. Returns at once;
+/// later calls do nothing.
+pub fn warm_up_in_background() {
+    crate::cpu::dot::warm_up_in_background()
+}
+
 /// Runs `f(0) .. f(parts - 1)` on nx's thread pool (the caller runs parts
 /// too); returns when all are done.
 pub fn parallel_for(parts: usize, f: &(dyn Fn(usize) + Sync)) {

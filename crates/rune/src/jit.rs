@@ -122,6 +122,11 @@ pub fn jit_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: JitOpts) -> Jit<
         panic!("jit: {e}");
     }
     let host = is_host(&opts.device);
+    if host {
+        // The first call's products would otherwise pay the GEMM
+        // libraries' one-time setup (see nx's `warm_up_in_background`).
+        nx::raw::warm_up_in_background();
+    }
     Jit {
         f,
         name: std::any::type_name::<F>(),
