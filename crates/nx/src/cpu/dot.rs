@@ -28,11 +28,13 @@ use half::f16;
 use std::ops::Range;
 
 /// Products with fewer multiply-adds than this run on the calling thread:
-/// below it, splitting across cores costs more than it saves. (At 64^3,
-/// W9's 32x128x128 steps split too: its jitted step measured 10.2-10.5 ms
-/// against 7.6-7.9 ms at 128^3, three runs each; an in-process A/B had
-/// suggested the opposite.)
-const SPLIT_FLOPS: usize = 128 * 128 * 128;
+/// below it, splitting across cores costs more than it saves. (W9's
+/// 32x128x128 and 32x64x128 steps split from here: its jitted step
+/// measured min 4.1-5.0 ms against 5.5-6.0 ms at 128^3, six alternating
+/// runs on a 2-core Zen4; W4's 128x512x10 products split too, each 21 ->
+/// 13 us in `examples/bench_gemm_split.rs`. An earlier host had measured
+/// the opposite for W9, 10.2 against 7.6 ms.)
+const SPLIT_FLOPS: usize = 64 * 64 * 64;
 
 /// The fewest rows (or columns) one thread's band of a split product gets.
 const SPLIT_MIN: usize = 32;
