@@ -31,10 +31,19 @@ use std::ops::Range;
 /// below it, splitting across cores costs more than it saves. (W9's
 /// 32x128x128 and 32x64x128 steps split from here: its jitted step
 /// measured min 4.1-5.0 ms against 5.5-6.0 ms at 128^3, six alternating
-/// runs on a 2-core Zen4; W4's 128x512x10 products split too, each 21 ->
-/// 13 us in `examples/bench_gemm_split.rs`. An earlier host had measured
-/// the opposite for W9, 10.2 against 7.6 ms.)
+/// runs on a 2-core Zen4; an earlier host had measured the opposite, 10.2
+/// against 7.6 ms.)
 const SPLIT_FLOPS: usize = 64 * 64 * 64;
+
+/// A product with a dimension shorter than this splits only from
+/// [`SPLIT_LARGE_FLOPS`]: W4's 128x512x10 products, split from 64^3, were
+/// faster alone (21 -> 13 us each in `examples/bench_gemm_split.rs`) but
+/// left the jitted W4 step no faster (min of eight alternating runs 2.21
+/// ms one-threaded against 2.36 split).
+const SKINNY: usize = 16;
+
+/// The split threshold for skinny products (see [`SKINNY`]).
+const SPLIT_LARGE_FLOPS: usize = 128 * 128 * 128;
 
 /// The fewest rows (or columns) one thread's band of a split product gets.
 const SPLIT_MIN: usize = 32;
@@ -564,6 +573,11 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
             let rdata: &[T] = rcopy.as_deref().unwrap_or(&rg);
             let (lv, rv) = (p.lhs.view(), p.rhs.view());
             let flops = m * n * k;
+            let split_flops = if m.min(n).min(k) < SKINNY {
+                SPLIT_LARGE_FLOPS
+            } else {
+                SPLIT_FLOPS
+            };
             // One block of one batch's product: rows `r` and columns `c` of
             // `C = A @ B`, written through `dst`, that batch's `m x n`
             // row-major output.
@@ -610,10 +624,10 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
             let block = |b, r, c| gemm_block(b, at(b), r, c, true);
             let threads = pool::threads();
             let parts = threads.min(m.max(n) / SPLIT_MIN);
-            if nbatch >= threads && nbatch * flops >= SPLIT_FLOPS {
+            if nbatch >= threads && nbatch * flops >= split_flops {
                 // Enough products for every thread: one per task.
                 pool::for_each(nbatch, &|b| block(b, 0..m, 0..n));
-            } else if flops >= SPLIT_FLOPS && parts > 1 {
+            } else if flops >= split_flops && parts > 1 {
                 // A large product: each thread computes a band of the larger
                 // of rows and columns with a one-threaded `gemm`. On few
                 // cores this beats `gemm`'s own splitting (measured with
