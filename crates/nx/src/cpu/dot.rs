@@ -45,6 +45,16 @@ const SKINNY: usize = 16;
 /// The split threshold for skinny products (see [`SKINNY`]).
 const SPLIT_LARGE_FLOPS: usize = 128 * 128 * 128;
 
+/// The multiply-adds from which an `m x k` by `k x n` product (or a batch
+/// of them, counted together) is split across threads.
+fn split_threshold(m: usize, n: usize, k: usize) -> usize {
+    if m.min(n).min(k) < SKINNY {
+        SPLIT_LARGE_FLOPS
+    } else {
+        SPLIT_FLOPS
+    }
+}
+
 /// The fewest rows (or columns) one thread's band of a split product gets.
 const SPLIT_MIN: usize = 32;
 
@@ -573,11 +583,7 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
             let rdata: &[T] = rcopy.as_deref().unwrap_or(&rg);
             let (lv, rv) = (p.lhs.view(), p.rhs.view());
             let flops = m * n * k;
-            let split_flops = if m.min(n).min(k) < SKINNY {
-                SPLIT_LARGE_FLOPS
-            } else {
-                SPLIT_FLOPS
-            };
+            let split_flops = split_threshold(m, n, k);
             // One block of one batch's product: rows `r` and columns `c` of
             // `C = A @ B`, written through `dst`, that batch's `m x n`
             // row-major output.
@@ -776,6 +782,34 @@ mod tests {
         assert_eq!(merge(&[a(2, 1), a(3, 2)]), None);
         assert_eq!(merge(&[]), Some((1, 0)));
         assert_eq!(merge(&[a(3, -1)]), Some((3, -1)));
+    }
+
+    #[test]
+    fn skinny_products_split_later() {
+        // W9's steps split at 64^3; W4's 128x512x10 ones stay on one thread.
+        for (m, n, k) in [(32, 128, 128), (32, 128, 64)] {
+            assert!(m * n * k >= split_threshold(m, n, k));
+        }
+        for (m, n, k) in [(128, 10, 512), (128, 512, 10), (512, 10, 128)] {
+            assert!(m * n * k < split_threshold(m, n, k));
+        }
+        // Skinny but large enough: a [4096, 512] x [512, 10] product splits.
+        assert!(4096 * 10 * 512 >= split_threshold(4096, 10, 512));
+        // Split or not, products equal a triple loop (small integers: every
+        // partial sum is exact in f32).
+        for (m, n, k) in [(32, 128, 128), (128, 10, 512), (32, 128, 64)] {
+            let lhs: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+            let rhs: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
+            let want: Vec<f32> = (0..m * n)
+                .map(|e| {
+                    (0..k)
+                        .map(|p| lhs[e / n * k + p] * rhs[p * n + e % n])
+                        .sum()
+                })
+                .collect();
+            let got = Tensor::from_vec(lhs, &[m, k]).matmul(&Tensor::from_vec(rhs, &[k, n]));
+            assert_eq!(got.to_vec::<f32>(), want, "{m}x{n}x{k}");
+        }
     }
 
     #[test]
