@@ -9,7 +9,9 @@
 //! each, in us, and GFLOP/s at the min.
 //!
 //! `cargo run --release -p nx --example bench_gemm_split -- [name filter]`
-//! (`REPS` sets the repeats, 200; the squares run 20).
+//! (`REPS` sets the repeats, 200; the squares run 20; `FLUSH=1` evicts the
+//! caches before each timed call, as a training step's first touch of its
+//! operands finds them).
 use gemm::Parallelism;
 use std::time::Instant;
 
@@ -147,12 +149,29 @@ impl P {
     }
 }
 
+/// With `FLUSH=1`, writes a line of every 64 bytes of a 64 MiB buffer
+/// (twice the L3), so that the next call reads its operands from memory.
+fn flush() {
+    thread_local!(static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) });
+    if std::env::var("FLUSH").is_ok_and(|v| v == "1") {
+        BUF.with(|b| {
+            let mut b = b.borrow_mut();
+            b.resize(64 << 20, 0);
+            for i in (0..b.len()).step_by(64) {
+                b[i] = b[i].wrapping_add(1);
+            }
+            std::hint::black_box(&b[0]);
+        });
+    }
+}
+
 fn time(reps: usize, mut f: impl FnMut()) -> (f64, f64) {
     for _ in 0..5 {
         f();
     }
     let mut v: Vec<f64> = (0..reps)
         .map(|_| {
+            flush();
             let t = Instant::now();
             f();
             t.elapsed().as_secs_f64() * 1e6
@@ -171,6 +190,22 @@ fn main() {
             k: 128,
             lt: false,
             rt: true,
+        },
+        Shape {
+            name: "W9 h^T@dz",
+            m: 128,
+            n: 128,
+            k: 32,
+            lt: true,
+            rt: false,
+        },
+        Shape {
+            name: "W9 x^T@dz",
+            m: 64,
+            n: 128,
+            k: 32,
+            lt: true,
+            rt: false,
         },
         Shape {
             name: "W9 h@W",
