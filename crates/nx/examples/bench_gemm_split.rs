@@ -4,8 +4,10 @@
 //! (`rows2`) or of columns (`cols2`), each a one-threaded `gemm` call on
 //! nx's pool (what `cpu/dot.rs` does); `gemm`'s own rayon split (`rayon2`);
 //! faer's matmul on one thread (`faer-st`) and per band (`faer-2`: what
-//! `cpu/dot.rs` does when the rhs is column-major, the `rt` shapes); and a
-//! column-major output transposed after (`st-cm+T`). Min and median of
+//! `cpu/dot.rs` does when the rhs is column-major, the `rt` shapes); the
+//! transposed problem `C^T = B^T @ A^T` written straight into row-major
+//! `C`, per band of columns, through `gemm` (`swap2`) and faer (`fswap2`);
+//! and a column-major output transposed after (`st-cm+T`). Min and median of
 //! each, in us, and GFLOP/s at the min.
 //!
 //! `cargo run --release -p nx --example bench_gemm_split -- [name filter]`
@@ -97,6 +99,59 @@ fn run(
             false,
             par,
         )
+    }
+}
+
+/// Columns `cc` of `C = A @ B` computed as the transposed problem `C^T =
+/// B^T @ A^T` (rows `cc` of `C^T`), written straight into row-major `C`
+/// (which is `C^T` column-major): the operands swap roles, so `gemm` packs
+/// `B^T` as its lhs and `A^T` as its rhs.
+fn run_swap(
+    s: &Shape,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    cc: std::ops::Range<usize>,
+    faer: bool,
+) {
+    let (m, n, k) = (s.m, s.n, s.k);
+    let ((lrs, lcs), (rrs, rcs)) = s.strides();
+    // SAFETY: the views cover columns `cc` of B (as rows of B^T), all of A
+    // (as A^T) and columns `cc` of C, all inside their buffers.
+    unsafe {
+        let (lhs, rhs, dst) = (
+            b.as_ptr().offset(cc.start as isize * rcs),
+            a.as_ptr(),
+            c.as_mut_ptr().add(cc.start),
+        );
+        if faer {
+            let l = faer::MatRef::<f32>::from_raw_parts(lhs, cc.len(), k, rcs, rrs);
+            let r = faer::MatRef::<f32>::from_raw_parts(rhs, k, m, lcs, lrs);
+            let d = faer::MatMut::<f32>::from_raw_parts_mut(dst, cc.len(), m, 1, n as isize);
+            faer::linalg::matmul::matmul(d, faer::Accum::Replace, l, r, 1.0f32, faer::Par::Seq);
+        } else {
+            gemm::gemm(
+                cc.len(),
+                m,
+                k,
+                dst,
+                n as isize,
+                1,
+                false,
+                lhs,
+                rrs,
+                rcs,
+                rhs,
+                lrs,
+                lcs,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                Parallelism::None,
+            )
+        }
     }
 }
 
@@ -406,6 +461,13 @@ fn main() {
             }
         };
         add("faer-2", time(reps, || nx::raw::parallel_for(2, &ffr)));
+        for (label, faer) in [("swap2", false), ("fswap2", true)] {
+            let f = move |p: usize| {
+                let c = unsafe { std::slice::from_raw_parts_mut(cp.get(), len) };
+                run_swap(s, ar, br, c, n * p / 2..n * (p + 1) / 2, faer)
+            };
+            add(label, time(reps, || nx::raw::parallel_for(2, &f)));
+        }
         let mut t = vec![0f32; m * n];
         add(
             "st-cm+T",

@@ -480,14 +480,13 @@ impl GemmElem for crate::Complex<f64> {}
 /// through a transposed view) goes to faer's matmul for f32 and f64: `gemm`
 /// 0.19 packs such an rhs at half speed (W4's `g @ W2^T`, 128x512x512 on one
 /// thread: 500 us against faer's 330 us; W9's 32x128x128 `dz @ W^T`: 9.6 vs
-/// 6.0 us; `examples/bench_gemm_split.rs`). A column-major lhs (the weight
-/// gradients' `x^T @ g`) goes to faer too from [`FAER_LHS_MIN`]
-/// multiply-adds per block: there faer measured 4-6% faster per band (W4's
-/// 512x512x128 in two bands 297 against 316-320 us, its 784x512x128 454
-/// against 461-491 us), and the jitted W4 step, the two rules alternating
-/// call by call in one process, 1.5-2% faster at the min, 10th percentile
-/// and median. Everything else goes to `gemm`; on the other layouts the two
-/// are even.
+/// 6.0 us; `examples/bench_gemm_split.rs`). So does every block of
+/// [`FAER_BLOCKS`] multiply-adds, whatever the layouts: one band of W4's
+/// products (the forward `x @ W`, the weight gradients' `x^T @ g`) ran 0-6%
+/// faster through faer alone (`bench_gemm_split`), and the jitted W4 step
+/// 4-5% faster at the 10th percentile and median with every one of its
+/// products there (the two rules alternating call by call in one process;
+/// the column-major lhs alone: 1.5-2%). Everything else goes to `gemm`.
 ///
 /// # Safety
 /// Every `lhs + i*rs + j*cs` (`i < m`, `j < k`) and `rhs + i*rs + j*cs`
@@ -507,8 +506,7 @@ unsafe fn product_block<T: GemmElem>(
     (rrs, rcs): (isize, isize),
 ) {
     let rhs_col_major = rrs == 1 && rcs != 1 && n > 1;
-    let lhs_col_major = lrs == 1 && lcs != 1 && m > 1;
-    let to_faer = rhs_col_major || (lhs_col_major && m * n * k >= FAER_LHS_MIN);
+    let to_faer = rhs_col_major || FAER_BLOCKS.contains(&(m * n * k));
     // SAFETY (both calls): the caller's contract, read as each library's
     // (pointer, sizes, strides) views.
     match T::FAER {
@@ -537,10 +535,11 @@ unsafe fn product_block<T: GemmElem>(
     }
 }
 
-/// The size (multiply-adds of one block) from which a column-major lhs
-/// also goes to faer (see [`product_block`]); below it the two are even or
-/// `gemm` is ahead (W9's 64x128x32 bands: 3.1-3.3 against 3.8-4.0 us).
-const FAER_LHS_MIN: usize = 1 << 20;
+/// The sizes (multiply-adds of one block) that go to faer whatever the
+/// layouts (see [`product_block`]): below, `gemm` is even or ahead (W9's
+/// 64x128x32 bands of `h^T @ dz`: 3.1-3.3 against 3.8-4.0 us), and above
+/// too (squares of 1024 and 2048 in two bands: 5% ahead).
+const FAER_BLOCKS: std::ops::Range<usize> = (1 << 20)..(1 << 27);
 
 /// [`product_block`] through faer (same contract), one-threaded; f32 and
 /// f64 only (the [`GemmElem::FAER`] of those two).
@@ -825,26 +824,33 @@ mod tests {
         }
     }
 
-    /// Products with a column-major (transposed) lhs, below and above
-    /// [`FAER_LHS_MIN`] (so through `gemm` and through faer), in f32 and
-    /// f64, equal a triple loop (small integers: every partial sum is exact).
+    /// Products below and inside [`FAER_BLOCKS`] (so through `gemm` and
+    /// through faer), with a row-major and a column-major (transposed) lhs,
+    /// in f32 and f64, equal a triple loop (small integers: every partial
+    /// sum is exact).
     #[test]
-    fn transposed_lhs_products_equal_a_triple_loop() {
+    fn products_through_both_libraries_equal_a_triple_loop() {
         for (m, n, k) in [(64, 128, 32), (512, 96, 64), (128, 10, 1024)] {
-            assert_eq!(m * n * k >= FAER_LHS_MIN, m >= 128, "{m}x{n}x{k}");
-            // The lhs is stored as [k, m] and read transposed.
-            let lt: Vec<f64> = (0..k * m).map(|i| (i % 7) as f64 - 3.0).collect();
+            // 512x96x64 runs as two bands of 256 rows, inside the range too.
+            assert_eq!(FAER_BLOCKS.contains(&(m * n * k)), m >= 128, "{m}x{n}x{k}");
+            let lhs: Vec<f64> = (0..m * k).map(|i| (i % 7) as f64 - 3.0).collect();
             let rhs: Vec<f64> = (0..k * n).map(|i| (i % 5) as f64 - 2.0).collect();
             let want: Vec<f64> = (0..m * n)
-                .map(|e| (0..k).map(|p| lt[p * m + e / n] * rhs[p * n + e % n]).sum())
+                .map(|e| {
+                    (0..k)
+                        .map(|p| lhs[e / n * k + p] * rhs[p * n + e % n])
+                        .sum()
+                })
                 .collect();
             for dtype in [DType::F32, DType::F64] {
-                let l = Tensor::from_vec(lt.clone(), &[k, m])
-                    .cast(dtype)
-                    .transpose();
                 let r = Tensor::from_vec(rhs.clone(), &[k, n]).cast(dtype);
-                let got = l.matmul(&r).cast(DType::F64).to_vec::<f64>();
-                assert_eq!(got, want, "{m}x{n}x{k} {dtype:?}");
+                let l = Tensor::from_vec(lhs.clone(), &[m, k]).cast(dtype);
+                // The same lhs stored as [k, m] and read transposed.
+                let lt = l.transpose().contiguous().transpose();
+                for l in [l, lt] {
+                    let got = l.matmul(&r).cast(DType::F64).to_vec::<f64>();
+                    assert_eq!(got, want, "{m}x{n}x{k} {dtype:?}");
+                }
             }
         }
     }
