@@ -21,6 +21,10 @@ Workloads (definitions as in the anchors' README, shared/bench/anchors):
 Run from the repository root (builds the Rust bench first):
   python3 bench/jit.py --python /work/.venv-bench/bin/python
 --only W1,W7 runs a subset and prints the section without writing BENCHMARKS.md.
+The per-call workloads (W4 to C1) run in --rounds rounds (default 3), ours
+alternating with jax.jit's, and each side's best is kept; W1 alternates with
+the triad (--w1-rounds). This VM's noise comes in phases longer than one run
+of a workload, so a single pass could time the two sides in different phases.
 """
 import argparse
 import json
