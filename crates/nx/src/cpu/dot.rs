@@ -810,18 +810,30 @@ mod tests {
         // Split or not, products equal a triple loop (small integers: every
         // partial sum is exact in f32).
         for (m, n, k) in [(32, 128, 128), (128, 10, 512), (32, 128, 64)] {
-            let lhs: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
-            let rhs: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
-            let want: Vec<f32> = (0..m * n)
-                .map(|e| {
-                    (0..k)
-                        .map(|p| lhs[e / n * k + p] * rhs[p * n + e % n])
-                        .sum()
-                })
-                .collect();
-            let got = Tensor::from_vec(lhs, &[m, k]).matmul(&Tensor::from_vec(rhs, &[k, n]));
-            assert_eq!(got.to_vec::<f32>(), want, "{m}x{n}x{k}");
+            let (l, r, want) = exact_product(m, n, k);
+            let got = l.cast(DType::F32).matmul(&r.cast(DType::F32));
+            assert_eq!(got.cast(DType::F64).to_vec::<f64>(), want, "{m}x{n}x{k}");
         }
+    }
+
+    /// `[m, k]` and `[k, n]` f64 operands of small integers, and their
+    /// product by a triple loop: every partial sum is exact even in f32,
+    /// so any correct product equals it bit for bit.
+    fn exact_product(m: usize, n: usize, k: usize) -> (Tensor, Tensor, Vec<f64>) {
+        let lhs: Vec<f64> = (0..m * k).map(|i| (i % 7) as f64 - 3.0).collect();
+        let rhs: Vec<f64> = (0..k * n).map(|i| (i % 5) as f64 - 2.0).collect();
+        let want: Vec<f64> = (0..m * n)
+            .map(|e| {
+                (0..k)
+                    .map(|p| lhs[e / n * k + p] * rhs[p * n + e % n])
+                    .sum()
+            })
+            .collect();
+        (
+            Tensor::from_vec(lhs, &[m, k]),
+            Tensor::from_vec(rhs, &[k, n]),
+            want,
+        )
     }
 
     /// Products below and inside [`FAER_BLOCKS`] (so through `gemm` and
@@ -833,18 +845,9 @@ mod tests {
         for (m, n, k) in [(64, 128, 32), (512, 96, 64), (128, 10, 1024)] {
             // 512x96x64 runs as two bands of 256 rows, inside the range too.
             assert_eq!(FAER_BLOCKS.contains(&(m * n * k)), m >= 128, "{m}x{n}x{k}");
-            let lhs: Vec<f64> = (0..m * k).map(|i| (i % 7) as f64 - 3.0).collect();
-            let rhs: Vec<f64> = (0..k * n).map(|i| (i % 5) as f64 - 2.0).collect();
-            let want: Vec<f64> = (0..m * n)
-                .map(|e| {
-                    (0..k)
-                        .map(|p| lhs[e / n * k + p] * rhs[p * n + e % n])
-                        .sum()
-                })
-                .collect();
+            let (l, r, want) = exact_product(m, n, k);
             for dtype in [DType::F32, DType::F64] {
-                let r = Tensor::from_vec(rhs.clone(), &[k, n]).cast(dtype);
-                let l = Tensor::from_vec(lhs.clone(), &[m, k]).cast(dtype);
+                let (l, r) = (l.cast(dtype), r.cast(dtype));
                 // The same lhs stored as [k, m] and read transposed.
                 let lt = l.transpose().contiguous().transpose();
                 for l in [l, lt] {
