@@ -51,8 +51,8 @@ WHAT_LIMITS = (
     "noise, so they are measured alternately and the best of each kept; at its best (0.5 ms) the triad "
     "is as fast as the kernel's bit-exact exp alone (0.50 ms for 4M elements on two cores from L2). W4: the "
     "step is GEMM-bound (the products are about 3/4 of it, through the same calls as eager: faer for "
-    "all of W4's products but the two skinny ones with a row-major rhs, which take gemm); its floor at the machine's peak FMA rate is in the line "
-    "above; jax.jit's W4 time moves between runs on these machines (1.5-4 ms), so the ratio moves with it. "
+    "all of W4's products but the two skinny ones with a row-major rhs, which take gemm); its floor at "
+    "the machine's peak FMA rate is in the line above; jax.jit's W4 time moves between runs on these machines (1.5-4 ms), so the ratio moves with it. "
     "W8 cold: almost all is gcc (`TOLK_TIMING=1` prints it)."
 )
 

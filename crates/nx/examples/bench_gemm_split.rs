@@ -37,30 +37,83 @@ impl Shape {
     }
 }
 
-fn run_cm(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
-    let (m, n, k) = (s.m, s.n, s.k);
-    let ((lrs, lcs), (rrs, rcs)) = s.strides();
-    unsafe {
+/// Strides of one matrix operand, (row, column), in elements.
+type Strides = (isize, isize);
+
+/// `dst = lhs @ rhs` for an `m x n x k` product through faer's matmul
+/// (`use_faer`, one-threaded) or `gemm` (split as `par` says). SAFETY: every address the strides reach for `i < m`,
+/// `j < n`, `p < k` lies inside its buffer.
+#[allow(clippy::too_many_arguments)]
+unsafe fn product(
+    use_faer: bool,
+    (m, n, k): (usize, usize, usize),
+    dst: *mut f32,
+    (drs, dcs): Strides,
+    lhs: *const f32,
+    (lrs, lcs): Strides,
+    rhs: *const f32,
+    (rrs, rcs): Strides,
+    par: Parallelism,
+) {
+    if use_faer {
+        let l = faer::MatRef::<f32>::from_raw_parts(lhs, m, k, lrs, lcs);
+        let r = faer::MatRef::<f32>::from_raw_parts(rhs, k, n, rrs, rcs);
+        let d = faer::MatMut::<f32>::from_raw_parts_mut(dst, m, n, drs, dcs);
+        faer::linalg::matmul::matmul(d, faer::Accum::Replace, l, r, 1.0f32, faer::Par::Seq);
+    } else {
         gemm::gemm(
-            m,
-            n,
-            k,
+            m, n, k, dst, dcs, drs, false, lhs, lcs, lrs, rhs, rcs, rrs, 0.0, 1.0, false, false,
+            false, par,
+        )
+    }
+}
+
+/// The whole product into a column-major output (through `gemm`).
+fn run_cm(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let (l, r) = s.strides();
+    // SAFETY: the operands and the `m x n` column-major output fill their buffers.
+    unsafe {
+        product(
+            false,
+            (s.m, s.n, s.k),
             c.as_mut_ptr(),
-            m as isize,
-            1,
-            false,
+            (1, s.m as isize),
             a.as_ptr(),
-            lcs,
-            lrs,
+            l,
             b.as_ptr(),
-            rcs,
-            rrs,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
+            r,
             Parallelism::None,
+        )
+    }
+}
+
+/// Rows `r` and columns `cc` of `C = A @ B` (row-major) through `gemm`
+/// with `par`, or through faer (`faer`, one-threaded).
+#[allow(clippy::too_many_arguments)]
+fn run_block(
+    s: &Shape,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    r: std::ops::Range<usize>,
+    cc: std::ops::Range<usize>,
+    faer: bool,
+    par: Parallelism,
+) {
+    let ((lrs, lcs), (rrs, rcs)) = s.strides();
+    // SAFETY: the views cover rows `r` of the lhs, columns `cc` of the rhs
+    // and that block of the output, all inside their buffers.
+    unsafe {
+        product(
+            faer,
+            (r.len(), cc.len(), s.k),
+            c.as_mut_ptr().add(r.start * s.n + cc.start),
+            (s.n as isize, 1),
+            a.as_ptr().offset(r.start as isize * lrs),
+            (lrs, lcs),
+            b.as_ptr().offset(cc.start as isize * rcs),
+            (rrs, rcs),
+            par,
         )
     }
 }
@@ -74,85 +127,7 @@ fn run(
     cc: std::ops::Range<usize>,
     par: Parallelism,
 ) {
-    let (m, n, k) = (s.m, s.n, s.k);
-    let _ = m;
-    let ((lrs, lcs), (rrs, rcs)) = s.strides();
-    unsafe {
-        gemm::gemm(
-            r.len(),
-            cc.len(),
-            k,
-            c.as_mut_ptr().add(r.start * n + cc.start),
-            1,
-            n as isize,
-            false,
-            a.as_ptr().offset(r.start as isize * lrs),
-            lcs,
-            lrs,
-            b.as_ptr().offset(cc.start as isize * rcs),
-            rcs,
-            rrs,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            par,
-        )
-    }
-}
-
-/// Columns `cc` of `C = A @ B` computed as the transposed problem `C^T =
-/// B^T @ A^T` (rows `cc` of `C^T`), written straight into row-major `C`
-/// (which is `C^T` column-major): the operands swap roles, so `gemm` packs
-/// `B^T` as its lhs and `A^T` as its rhs.
-fn run_swap(
-    s: &Shape,
-    a: &[f32],
-    b: &[f32],
-    c: &mut [f32],
-    cc: std::ops::Range<usize>,
-    faer: bool,
-) {
-    let (m, n, k) = (s.m, s.n, s.k);
-    let ((lrs, lcs), (rrs, rcs)) = s.strides();
-    // SAFETY: the views cover columns `cc` of B (as rows of B^T), all of A
-    // (as A^T) and columns `cc` of C, all inside their buffers.
-    unsafe {
-        let (lhs, rhs, dst) = (
-            b.as_ptr().offset(cc.start as isize * rcs),
-            a.as_ptr(),
-            c.as_mut_ptr().add(cc.start),
-        );
-        if faer {
-            let l = faer::MatRef::<f32>::from_raw_parts(lhs, cc.len(), k, rcs, rrs);
-            let r = faer::MatRef::<f32>::from_raw_parts(rhs, k, m, lcs, lrs);
-            let d = faer::MatMut::<f32>::from_raw_parts_mut(dst, cc.len(), m, 1, n as isize);
-            faer::linalg::matmul::matmul(d, faer::Accum::Replace, l, r, 1.0f32, faer::Par::Seq);
-        } else {
-            gemm::gemm(
-                cc.len(),
-                m,
-                k,
-                dst,
-                n as isize,
-                1,
-                false,
-                lhs,
-                rrs,
-                rcs,
-                rhs,
-                lrs,
-                lcs,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                Parallelism::None,
-            )
-        }
-    }
+    run_block(s, a, b, c, r, cc, false, par)
 }
 
 /// The same block through faer's matmul (private-gemm-x86 on AVX2/AVX-512).
@@ -164,33 +139,36 @@ fn run_faer(
     r: std::ops::Range<usize>,
     cc: std::ops::Range<usize>,
 ) {
-    let (n, k) = (s.n, s.k);
+    run_block(s, a, b, c, r, cc, true, Parallelism::None)
+}
+
+/// Columns `cc` of `C = A @ B` computed as the transposed problem `C^T =
+/// B^T @ A^T` (rows `cc` of `C^T`), written straight into row-major `C`
+/// (which is `C^T` column-major): the operands swap roles, so the library
+/// packs `B^T` as its lhs and `A^T` as its rhs.
+fn run_swap(
+    s: &Shape,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    cc: std::ops::Range<usize>,
+    faer: bool,
+) {
     let ((lrs, lcs), (rrs, rcs)) = s.strides();
-    // SAFETY: the views cover rows `r` of the lhs, columns `cc` of the rhs
-    // and that block of the output, all inside their buffers.
+    // SAFETY: the views cover columns `cc` of B (as rows of B^T), all of A
+    // (as A^T) and columns `cc` of C, all inside their buffers.
     unsafe {
-        let lhs = faer::MatRef::<f32>::from_raw_parts(
-            a.as_ptr().offset(r.start as isize * lrs),
-            r.len(),
-            k,
-            lrs,
-            lcs,
-        );
-        let rhs = faer::MatRef::<f32>::from_raw_parts(
+        product(
+            faer,
+            (cc.len(), s.m, s.k),
+            c.as_mut_ptr().add(cc.start),
+            (1, s.n as isize),
             b.as_ptr().offset(cc.start as isize * rcs),
-            k,
-            cc.len(),
-            rrs,
-            rcs,
-        );
-        let dst = faer::MatMut::<f32>::from_raw_parts_mut(
-            c.as_mut_ptr().add(r.start * n + cc.start),
-            r.len(),
-            cc.len(),
-            n as isize,
-            1,
-        );
-        faer::linalg::matmul::matmul(dst, faer::Accum::Replace, lhs, rhs, 1.0f32, faer::Par::Seq);
+            (rcs, rrs),
+            a.as_ptr(),
+            (lcs, lrs),
+            Parallelism::None,
+        )
     }
 }
 
