@@ -1269,6 +1269,69 @@ fn sin_cos_beyond_the_polynomial_range_match_eager() {
     assert_close(&rune::jit(r).call(&x), &r(&x));
 }
 
+/// f32 exp compiles to a faster form for every input but NaN and
+/// x > 68.9, with a re-run through the exact form otherwise: equal to eager
+/// bit for bit on both sides of every edge (underflow to subnormals and
+/// 0, -inf, overflow, NaN of either sign), loaded or computed in the
+/// kernel, on one thread's range or split across the pool.
+#[test]
+fn exp_on_both_sides_of_its_fast_range_matches_eager() {
+    let f = |x: &Tensor| x.exp();
+    // The argument of this exp is computed in the kernel.
+    let g = |x: &Tensor| &(x * 0.5).exp() * 3.0;
+    let (jf, jg) = (rune::jit(f), rune::jit(g));
+    let softmax = |x: &Tensor| {
+        let e = (x - &x.max(&[1], true)).exp();
+        &e / &e.sum(&[1], true)
+    };
+    let edges = [
+        f32::NEG_INFINITY,
+        -1e30,
+        -105.0,
+        -104.0,
+        -103.9,
+        -100.0,
+        -87.5,
+        -86.5,
+        -1e-40,
+        68.9,
+        137.8,
+        69.0,
+        69.5,
+        88.7,
+        89.0,
+        1e30,
+        f32::INFINITY,
+        f32::NAN,
+        -f32::NAN,
+    ];
+    for n in [37usize, 1000, 200_000] {
+        let small = data(n, 11);
+        let x = f32s(&small, &[n]);
+        assert_same(&jf.call(&x), &f(&x));
+        assert_same(&jg.call(&x), &g(&x));
+        // One edge at a time (a NaN would send the whole range to the
+        // exact form), twice, far apart.
+        for v in edges {
+            let mut one = small.clone();
+            one[n / 3] = v;
+            one[n - 1] = v;
+            let x = f32s(&one, &[n]);
+            assert_same(&jf.call(&x), &f(&x));
+            assert_same(&jg.call(&x), &g(&x));
+        }
+    }
+    // A masked softmax: -inf on the fast path, in a reduction's kernel too.
+    let mut m = data(8 * 40, 5);
+    for r in 0..8 {
+        for c in (r + 1)..40 {
+            m[r * 40 + c] = f32::NEG_INFINITY;
+        }
+    }
+    let x = f32s(&m, &[8, 40]);
+    assert_close(&rune::jit(softmax).call(&x), &softmax(&x));
+}
+
 // ------------------------------------------------------ product epilogues
 
 /// `f` staged and compiled without the disk cache, with or without

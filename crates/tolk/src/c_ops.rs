@@ -13,7 +13,7 @@
 //!   (Tanh, Log, Sin and Cos on f32; f16/bf16 keep libm's
 //!   tanhf/logf/sinf/cosf, as half does; sin/cos call glibc's sinf/cosf
 //!   beyond |x| = 32768, which kernels do in a second run, see
-//!   [`unary_vectorized`]), with FMA when the target has it, as
+//!   [`unary_vectorized`], which also has exp's faster form), with FMA when the target has it, as
 //!   `cfg!(target_feature)` decides in Rust; std's asinh/acosh/atanh
 //!   formulas, and the `libm` crate's erff/erf (FreeBSD msun, with its own
 //!   expf/exp/scalbn; nx's Erf does not use glibc's erf). `-ffp-contract=off`
@@ -223,21 +223,37 @@ pub fn unary(op: UnaryOp, dtype: DType, x: &str) -> String {
     }
 }
 
-/// The vectorizable form of an op whose exact form ([`unary`]) takes a
-/// scalar libm path for rare inputs: `(fast, guard)`, two C expressions in
-/// `x`. Where `guard` is 0, `fast` equals `unary`'s value bit for bit;
-/// where it is not, `fast` is meaningless (but computed without UB). A
-/// kernel computes `fast` for every element, ORs the guards, and when any
-/// held, runs again with `unary` (render.rs does). Today: f32 Sin and Cos
-/// (nx's `sin_f32_slice`/`cos_f32_slice` do the same in two passes). `x` is
-/// named twice: pass a variable.
+/// The vectorizable form of an op whose exact form ([`unary`]) is slower
+/// for rare inputs: `(fast, key)`, two C expressions in `x`. `key` is a
+/// `uint32_t` (`tk_guard_key_f32`) that exceeds inf's bits where `x` is
+/// out of the fast form's range; elsewhere `fast` equals `unary`'s value
+/// bit for bit, and out of it `fast` is meaningless (but computed without
+/// UB). A kernel computes `fast` for every element, keeps the largest key,
+/// and when it passed inf, runs again with `unary` (render.rs does). Today:
+/// - f32 Sin and Cos for |x| <= 32768, beyond which the exact form calls
+///   libm (nx's `sin_f32_slice`/`cos_f32_slice` do the same in two passes);
+/// - f32 Exp for every x but NaN and x > 68.9 (`tk_exp_f32_fast`: the
+///   scale by 2^n is an integer add and one multiplication instead of ten
+///   vector ops; the key is of its rounded `x·log2 e`, so -inf and the
+///   underflowing inputs of a masked softmax stay on the fast path).
+///
+/// `x` is named twice: pass a variable.
 pub fn unary_vectorized(op: UnaryOp, dtype: DType, x: &str) -> Option<(String, String)> {
-    let fast = match (op, dtype) {
-        (UnaryOp::Sin, DType::F32) => "tk_sin_f32_fast",
-        (UnaryOp::Cos, DType::F32) => "tk_cos_f32_fast",
+    let (fast, limit) = match (op, dtype) {
+        (UnaryOp::Sin, DType::F32) => ("tk_sin_f32_fast", "TK_TRIG_LIMIT"),
+        (UnaryOp::Cos, DType::F32) => ("tk_cos_f32_fast", "TK_TRIG_LIMIT"),
+        (UnaryOp::Exp, DType::F32) => {
+            return Some((
+                format!("tk_exp_f32_fast({x})"),
+                format!("tk_guard_key_f32(tk_exp_f32_fast_t({x}), TK_EXP_FAST_T_LIMIT)"),
+            ))
+        }
         _ => return None,
     };
-    Some((format!("{fast}({x})"), format!("tk_trig_big_f32({x})")))
+    Some((
+        format!("{fast}({x})"),
+        format!("tk_guard_key_f32({x}, {limit})"),
+    ))
 }
 
 /// A C expression computing `op(a, b)` for two elements of `dtype`; the

@@ -60,6 +60,17 @@ static inline uint32_t tk_f32_bits(float f) { uint32_t b; memcpy(&b, &f, 4); ret
 static inline double tk_f64_from_bits(uint64_t b) { double f; memcpy(&f, &b, 8); return f; }
 static inline uint64_t tk_f64_bits(double f) { uint64_t b; memcpy(&b, &f, 8); return b; }
 
+/* ---- guards of the vectorized forms (c_ops::unary_vectorized) ------------ */
+/* A key that exceeds inf's bits exactly when !(|x| <= limit) (NaN
+ * included), limit a finite positive float: |x|'s bits moved up by the
+ * distance from limit to inf (no wrap: at most 0xFF7FFFFF). A kernel keeps
+ * the largest key over its elements, an unsigned max that vectorizes to
+ * two ops per vector, and re-runs itself exactly when it passed inf. */
+static inline uint32_t tk_guard_key_f32(float x, float limit) {
+    return (tk_f32_bits(x) & 0x7fffffffu) + (0x7f800000u - tk_f32_bits(limit));
+}
+#define TK_GUARD_FAILED(big) ((big) > 0x7f800000u)
+
 /* ---- f16 / bf16 <-> f32 (the `half` crate) ------------------------------ */
 /* half's software conversions (binary16/arch.rs *_fallback): round to nearest
  * even, NaN keeps its top payload bits and gets the quiet bit. With F16C
@@ -209,6 +220,39 @@ static inline float tk_exp_f32(float x) {
     s2 = tk_f32_from_bits((uint32_t)(n2 + 127) << 23);
     return p * s1 * s2;
 }
+/* tk_exp_f32 in fewer vector ops, for every x but NaN and x > 68.9
+ * (where n > 99). The exact form scales by 2^n as two normal factors, so
+ * that a subnormal result is rounded once; here p * 2^(n+28) is one integer
+ * add to p's exponent bits (exact: n+28 >= -122 keeps it normal) and the
+ * multiplication by 2^-28 rounds once, to the same bits. magic carries the
+ * +28 (it is even, so t still rounds ties to even n): bits(t) << 23 is
+ * (n + 28) << 23, since 1.5*2^23's low nine bits are 0. Kernels guard it
+ * with the key of tk_exp_f32_fast_t(x) against TK_EXP_FAST_T_LIMIT
+ * (c_ops::unary_vectorized): t is NaN for NaN and inf for +inf, beyond the
+ * limit like n > 99. tests/c_ops.rs checks it against tk_exp_f32 for every
+ * f32. */
+#define TK_EXP_FAST_MAGIC 12582940.0f /* 1.5*2^23 + 28 */
+#define TK_EXP_FAST_T_LIMIT (TK_EXP_FAST_MAGIC + 99.0f)
+static inline __attribute__((always_inline)) float tk_exp_f32_fast_t(float x) {
+    float xc = x < -104.0f ? -104.0f : x;
+    return tk_mla_f32(xc, 1.44269504088896340735992468100189214f, TK_EXP_FAST_MAGIC);
+}
+static inline __attribute__((always_inline)) float tk_exp_f32_fast(float x) {
+    float xc = x < -104.0f ? -104.0f : x;
+    float t, n, r, u, p;
+    t = tk_exp_f32_fast_t(x);
+    n = t - TK_EXP_FAST_MAGIC;
+    r = tk_mla_f32(n, -0.693145751953125f, xc);
+    r = tk_mla_f32(n, -1.428606765330187e-6f, r);
+    u = 1.9852762e-4f;
+    u = tk_mla_f32(u, r, 1.3930436e-3f);
+    u = tk_mla_f32(u, r, 8.333361e-3f);
+    u = tk_mla_f32(u, r, 4.1666485e-2f);
+    u = tk_mla_f32(u, r, 0.16666667f);
+    u = tk_mla_f32(u, r, 0.5f);
+    p = tk_mla_f32(r * r, u, r + 1.0f);
+    return tk_f32_from_bits(tk_f32_bits(p) + (tk_f32_bits(t) << 23)) * 0x1p-28f;
+}
 
 /* ---- nx cpu/math.rs tanh_f32 (Tanh on f32): XLA/Eigen's rational ---------- */
 static inline float tk_tanh_f32(float x) {
@@ -291,7 +335,8 @@ static inline __attribute__((always_inline)) float tk_sincos_f32_fast(float x, u
     return tk_f32_from_bits(tk_f32_bits(v) ^ ((q & 2u) << 30));
 }
 /* trig_big: whether x takes libm's path (|x| > 32768, inf, NaN). */
-static inline int tk_trig_big_f32(float x) { return !(fabsf(x) <= 32768.0f); }
+#define TK_TRIG_LIMIT 32768.0f
+static inline int tk_trig_big_f32(float x) { return !(fabsf(x) <= TK_TRIG_LIMIT); }
 /* The polynomial alone (what a vectorized kernel computes for every element
  * before re-running itself with tk_sin_f32 when tk_trig_big_f32 held for
  * any). sin(-0) = -0: the polynomial gives +0 there. */

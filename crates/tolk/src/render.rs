@@ -162,8 +162,8 @@ fn has_guarded(k: &Kernel) -> bool {
 }
 
 /// The statements computing every node, at the loop indices `i0, i1, ...`.
-/// With `fast`, nodes that have a vectorized form use it and OR their guard
-/// into `big`.
+/// With `fast`, nodes that have a vectorized form use it and fold their
+/// guard key into `big` (the largest so far).
 fn body(k: &Kernel, nest: &LoopNest, indent: &str, fast: bool) -> String {
     let mut s = String::new();
     for (i, n) in k.nodes.iter().enumerate() {
@@ -193,8 +193,8 @@ fn body(k: &Kernel, nest: &LoopNest, indent: &str, fast: bool) -> String {
             Node::Lit { dtype, bits } => c_ops::literal(*dtype, f64::from_bits(*bits)),
             Node::Unary { op, dtype, x } => {
                 match c_ops::unary_vectorized(*op, *dtype, &v(x)).filter(|_| fast) {
-                    Some((e, guard)) => {
-                        let _ = writeln!(s, "{indent}big |= {guard};");
+                    Some((e, key)) => {
+                        let _ = writeln!(s, "{indent}{{ uint32_t key = {key}; big = key > big ? key : big; }}");
                         e
                     }
                     None => c_ops::unary(*op, *dtype, &v(x)),
@@ -300,11 +300,11 @@ const ACCS: usize = 8;
 
 /// C source of kernel `k` as function `name`.
 ///
-/// A kernel with f32 sin/cos (`c_ops::unary_vectorized`) is two functions:
-/// `name` computes the vectorizable polynomial for every element and ORs
-/// whether any input was beyond its range; only then it calls
-/// `name_exact`, the same loops with the exact (scalar libm) forms, which
-/// rewrites `out` for `lo..hi` (the same bits wherever no guard held).
+/// A kernel with f32 sin/cos/exp (`c_ops::unary_vectorized`) is two
+/// functions: `name` computes the fast forms for every element and keeps
+/// the largest guard key; when an input was beyond its form's range it
+/// calls `name_exact`, the same loops with the exact forms, which rewrites
+/// `out` for `lo..hi` (the same bits wherever the fast forms were in range).
 pub fn render(name: &str, k: &Kernel, nest: &LoopNest) -> String {
     if !has_guarded(k) {
         return render_fn(name, k, nest, false);
@@ -333,7 +333,7 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
         let _ = writeln!(s, "  const {t} *a{a} = (const {t} *)b[{}];", a + 1);
     }
     if fast {
-        let _ = writeln!(s, "  int big = 0;");
+        let _ = writeln!(s, "  uint32_t big = 0;");
     }
     if nest.block {
         let _ = writeln!(
@@ -440,7 +440,7 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
         close(&mut s, &mut indent);
     }
     if fast {
-        let _ = writeln!(s, "  if (big) {name}_exact(b, lo, hi);");
+        let _ = writeln!(s, "  if (TK_GUARD_FAILED(big)) {name}_exact(b, lo, hi);");
     }
     s.push_str("}\n");
     s

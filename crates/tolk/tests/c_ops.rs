@@ -425,6 +425,17 @@ fn build_cases() -> Vec<Case> {
         for op in ALL_UNARY.into_iter().filter(|&op| unary_ok(op, d)) {
             let want = bind(Prim::Unary(op), &[&x]);
             let expr = c_ops::unary(op, d, &operand(0));
+            // The fast form where its guard passes, the exact one elsewhere:
+            // the kernels' two passes in one expression (GNU C).
+            if let Some((fast, key)) = c_ops::unary_vectorized(op, d, "x") {
+                let expr = format!(
+                    "({{ {} x = {}; TK_GUARD_FAILED({key}) ? {} : {fast}; }})",
+                    c_ops::c_type(d),
+                    operand(0),
+                    c_ops::unary(op, d, "x")
+                );
+                cases.push(case(format!("fast {op:?} {d}"), expr, &[&x], want.clone(), vec![]));
+            }
             cases.push(case(format!("{op:?} {d}"), expr, &[&x], want, vec![]));
         }
 
@@ -693,6 +704,47 @@ fn every_elementwise_op_matches_eager_bit_for_bit() {
         failures.len(),
         failures.join("\n")
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `tk_exp_f32_fast` (the vectorized form of f32 Exp) gives the exact
+/// form's bits for every f32 its guard lets through (checked over all 2^32
+/// bit patterns, in C, in a few seconds), and the guard lets through every
+/// x <= 68 (-inf and subnormals included).
+#[test]
+fn fast_exp_equals_exact_exp_for_every_f32_its_guard_passes() {
+    let (fast, key) = c_ops::unary_vectorized(UnaryOp::Exp, DType::F32, "x").unwrap();
+    let exact = c_ops::unary(UnaryOp::Exp, DType::F32, "x");
+    let src = format!(
+        "{}\n\
+         /* Over every f32: [0] how many pass the guard, [1] how many of those\n\
+          * differ, [2] how many x <= 68 fail it. */\n\
+         void tk_check(uint64_t *counts) {{\n\
+             uint64_t pass = 0, differ = 0, refused = 0;\n\
+             for (uint64_t u = 0; u < (1ull << 32); u++) {{\n\
+                 float x = tk_f32_from_bits((uint32_t)u);\n\
+                 uint64_t in = !TK_GUARD_FAILED({key});\n\
+                 pass += in;\n\
+                 differ += in & (tk_f32_bits({fast}) != tk_f32_bits({exact}));\n\
+                 refused += !in & (x <= 68.0f);\n\
+             }}\n\
+             counts[0] = pass; counts[1] = differ; counts[2] = refused;\n\
+         }}\n",
+        c_ops::PRELUDE
+    );
+    let dir = scratch_dir("exp_fast");
+    let (c, so) = (dir.join("exp_fast.c"), dir.join("exp_fast.so"));
+    std::fs::write(&c, src).unwrap();
+    compile(&compiler(), &c, &so, &[]);
+    let lib = unsafe { libloading::Library::new(&so) }.unwrap();
+    let check: libloading::Symbol<unsafe extern "C" fn(*mut u64)> =
+        unsafe { lib.get(b"tk_check\0") }.unwrap();
+    let mut counts = [0u64; 3];
+    unsafe { check(counts.as_mut_ptr()) };
+    // All negative non-NaN patterns, and the positive ones up to 68.
+    let at_least = (0x8000_0000u64 - 0x7f_ffff) + u64::from(68f32.to_bits()) + 1;
+    assert!(counts[0] >= at_least, "{} pass, want >= {at_least}", counts[0]);
+    assert_eq!(counts[1..], [0, 0], "[differ, refused]");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
