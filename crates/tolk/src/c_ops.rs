@@ -52,8 +52,8 @@
 use nx::{BinaryOp, CmpOp, DType, Element, UnaryOp};
 
 /// C source defining the helpers the expressions below call (static inline
-/// functions; includes `<math.h>`, `<stdint.h>`, `<string.h>`, and
-/// `<immintrin.h>` when compiled with F16C).
+/// functions; declares libm's functions and includes only `<stdint.h>` and
+/// `<string.h>`: F16C's conversions are the compilers' builtins).
 pub const PRELUDE: &str = include_str!("c_prelude.h");
 
 /// The C compiler flags to use besides `-shared -fPIC -o` (and `-lm`).

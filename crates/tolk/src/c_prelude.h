@@ -50,8 +50,12 @@ double fmin(double, double); float fminf(float, float);
 double fma(double, double, double); float fmaf(float, float, float);
 #include <stdint.h>
 #include <string.h>
-#if defined(__F16C__) && !defined(TK_NO_F16C)
-#include <immintrin.h>
+#if defined(__F16C__)
+/* F16C's conversions through the compilers' builtins, as <immintrin.h>
+ * defines _cvtsh_ss/_cvtss_sh (gcc and clang alike), without including it:
+ * parsing it took 170 ms of every translation unit, most of a cold jit. */
+typedef short tk_v8hi __attribute__((vector_size(16)));
+typedef float tk_v4sf __attribute__((vector_size(16)));
 #endif
 
 /* ---- bit casts ---------------------------------------------------------- */
@@ -113,15 +117,19 @@ static inline uint16_t tk_f32_to_f16_soft(float value) {
     }
 }
 static inline float tk_f16_to_f32(uint16_t h) {
-#if defined(__F16C__) && !defined(TK_NO_F16C)
-    return _cvtsh_ss(h);
+#if defined(__F16C__)
+    tk_v8hi v = {(short)h, 0, 0, 0, 0, 0, 0, 0};
+    tk_v4sf r = __builtin_ia32_vcvtph2ps(v);
+    return __extension__ r[0];
 #else
     return tk_f16_to_f32_soft(h);
 #endif
 }
 static inline uint16_t tk_f32_to_f16(float f) {
-#if defined(__F16C__) && !defined(TK_NO_F16C)
-    return (uint16_t)_cvtss_sh(f, 0 /* _MM_FROUND_TO_NEAREST_INT */);
+#if defined(__F16C__)
+    tk_v4sf a = {f, 0.0f, 0.0f, 0.0f};
+    tk_v8hi r = __builtin_ia32_vcvtps2ph(a, 0 /* round to nearest even */);
+    return (uint16_t)(__extension__ r[0]);
 #else
     return tk_f32_to_f16_soft(f);
 #endif

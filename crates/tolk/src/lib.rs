@@ -214,29 +214,7 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
     for (k, &f) in sched.kernels.iter().zip(&body_of) {
         kernel_sources.push((k.fused.clone(), bodies[f].1.clone()));
     }
-    // immintrin.h (for the F16C conversions) is most of a small program's
-    // compile time: include it only for programs with f16 values.
-    let uses_f16 = sched.kernels.iter().any(|k| {
-        k.out_dtype == nx::DType::F16
-            || k.arg_dtypes.contains(&nx::DType::F16)
-            || k.nodes.iter().any(|n| {
-                matches!(
-                    n,
-                    schedule::Node::Cast {
-                        from: nx::DType::F16,
-                        ..
-                    } | schedule::Node::Cast {
-                        to: nx::DType::F16,
-                        ..
-                    }
-                )
-            })
-    });
-    let mut header = String::new();
-    if !uses_f16 {
-        header.push_str("#define TK_NO_F16C\n");
-    }
-    header.push_str(c_ops::PRELUDE);
+    let mut header = String::from(c_ops::PRELUDE);
     header.push_str(SMALL_ATTR);
     // Programs with many kernels compile as one translation unit per core
     // (concurrent compiler processes), linked into one shared object.
