@@ -1269,17 +1269,20 @@ fn sin_cos_beyond_the_polynomial_range_match_eager() {
     assert_close(&rune::jit(r).call(&x), &r(&x));
 }
 
-/// f32 exp compiles to a faster form for every input but NaN and
-/// x > 68.9, with a re-run through the exact form otherwise: equal to eager
-/// bit for bit on both sides of every edge (underflow to subnormals and
-/// 0, -inf, overflow, NaN of either sign), loaded or computed in the
-/// kernel, on one thread's range or split across the pool.
+/// f32 exp (and sigmoid, through it) compiles to a faster form for every
+/// input but NaN and x > 68.9, with a re-run through the exact form
+/// otherwise: equal to eager bit for bit on both sides of every edge
+/// (underflow to subnormals and 0, -inf, overflow, NaN of either sign),
+/// loaded or computed in the kernel, on one thread's range or split across
+/// the pool.
 #[test]
 fn exp_on_both_sides_of_its_fast_range_matches_eager() {
     let f = |x: &Tensor| x.exp();
     // The argument of this exp is computed in the kernel.
     let g = |x: &Tensor| &(x * 0.5).exp() * 3.0;
-    let (jf, jg) = (rune::jit(f), rune::jit(g));
+    // sigmoid takes the fast exp of -|x|.
+    let h = |x: &Tensor| x.sigmoid();
+    let (jf, jg, jh) = (rune::jit(f), rune::jit(g), rune::jit(h));
     let softmax = |x: &Tensor| {
         let e = (x - &x.max(&[1], true)).exp();
         &e / &e.sum(&[1], true)
@@ -1310,6 +1313,7 @@ fn exp_on_both_sides_of_its_fast_range_matches_eager() {
         let x = f32s(&small, &[n]);
         assert_same(&jf.call(&x), &f(&x));
         assert_same(&jg.call(&x), &g(&x));
+        assert_same(&jh.call(&x), &h(&x));
         // One edge at a time (a NaN would send the whole range to the
         // exact form), twice, far apart.
         for v in edges {
@@ -1319,6 +1323,7 @@ fn exp_on_both_sides_of_its_fast_range_matches_eager() {
             let x = f32s(&one, &[n]);
             assert_same(&jf.call(&x), &f(&x));
             assert_same(&jg.call(&x), &g(&x));
+            assert_same(&jh.call(&x), &h(&x));
         }
     }
     // A masked softmax: -inf on the fast path, in a reduction's kernel too.

@@ -235,25 +235,27 @@ pub fn unary(op: UnaryOp, dtype: DType, x: &str) -> String {
 /// - f32 Exp for every x but NaN and x > 68.9 (`tk_exp_f32_fast`: the
 ///   scale by 2^n is an integer add and one multiplication instead of ten
 ///   vector ops; the key is of its rounded `x·log2 e`, so -inf and the
-///   underflowing inputs of a masked softmax stay on the fast path).
+///   underflowing inputs of a masked softmax stay on the fast path), and
+///   f32 Sigmoid through it (`e^-|x|`: only NaN re-runs).
 ///
 /// `x` is named twice: pass a variable.
 pub fn unary_vectorized(op: UnaryOp, dtype: DType, x: &str) -> Option<(String, String)> {
-    let (fast, limit) = match (op, dtype) {
-        (UnaryOp::Sin, DType::F32) => ("tk_sin_f32_fast", "TK_TRIG_LIMIT"),
-        (UnaryOp::Cos, DType::F32) => ("tk_cos_f32_fast", "TK_TRIG_LIMIT"),
-        (UnaryOp::Exp, DType::F32) => {
-            return Some((
-                format!("tk_exp_f32_fast({x})"),
-                format!("tk_guard_key_f32(tk_exp_f32_fast_t({x}), TK_EXP_FAST_T_LIMIT)"),
-            ))
-        }
-        _ => return None,
+    let trig = |fast: &str| {
+        let key = format!("tk_guard_key_f32({x}, TK_TRIG_LIMIT)");
+        (format!("{fast}({x})"), key)
     };
-    Some((
-        format!("{fast}({x})"),
-        format!("tk_guard_key_f32({x}, {limit})"),
-    ))
+    let exp_key =
+        |arg: &str| format!("tk_guard_key_f32(tk_exp_f32_fast_t({arg}), TK_EXP_FAST_T_LIMIT)");
+    match (op, dtype) {
+        (UnaryOp::Sin, DType::F32) => Some(trig("tk_sin_f32_fast")),
+        (UnaryOp::Cos, DType::F32) => Some(trig("tk_cos_f32_fast")),
+        (UnaryOp::Exp, DType::F32) => Some((format!("tk_exp_f32_fast({x})"), exp_key(x))),
+        (UnaryOp::Sigmoid, DType::F32) => Some((
+            format!("tk_sigmoid_f32_fast({x})"),
+            exp_key(&format!("-fabsf({x})")),
+        )),
+        _ => None,
+    }
 }
 
 /// A C expression computing `op(a, b)` for two elements of `dtype`; the

@@ -563,6 +563,13 @@ static inline double tk_atanh_f64(double x) { return 0.5 * log1p((2.0 * x) / (1.
         return v < (F)0 ? e * s : s; }
 TK_FLOAT_RULES(f32, float, fabsf, roundf, truncf, tk_exp_f32)
 TK_FLOAT_RULES(f64, double, fabs, round, trunc, exp)
+/* tk_sigmoid_f32 through tk_exp_f32_fast: e^-|x| is in the fast form's
+ * range for every x but NaN (c_ops::unary_vectorized guards it). */
+static inline __attribute__((always_inline)) float tk_sigmoid_f32_fast(float v) {
+    float e = tk_exp_f32_fast(-fabsf(v));
+    float s = 1.0f / (1.0f + e);
+    return v < 0.0f ? e * s : s;
+}
 
 /* ---- f16 and bf16 (P) arithmetic as half does it: to f32, compute, round
  * back (each operation rounds). Comparisons on the f32 values equal half's

@@ -194,7 +194,10 @@ fn body(k: &Kernel, nest: &LoopNest, indent: &str, fast: bool) -> String {
             Node::Unary { op, dtype, x } => {
                 match c_ops::unary_vectorized(*op, *dtype, &v(x)).filter(|_| fast) {
                     Some((e, key)) => {
-                        let _ = writeln!(s, "{indent}{{ uint32_t key = {key}; big = key > big ? key : big; }}");
+                        let _ = writeln!(
+                            s,
+                            "{indent}{{ uint32_t key = {key}; big = key > big ? key : big; }}"
+                        );
                         e
                     }
                     None => c_ops::unary(*op, *dtype, &v(x)),

@@ -434,7 +434,13 @@ fn build_cases() -> Vec<Case> {
                     operand(0),
                     c_ops::unary(op, d, "x")
                 );
-                cases.push(case(format!("fast {op:?} {d}"), expr, &[&x], want.clone(), vec![]));
+                cases.push(case(
+                    format!("fast {op:?} {d}"),
+                    expr,
+                    &[&x],
+                    want.clone(),
+                    vec![],
+                ));
             }
             cases.push(case(format!("{op:?} {d}"), expr, &[&x], want, vec![]));
         }
@@ -743,7 +749,11 @@ fn fast_exp_equals_exact_exp_for_every_f32_its_guard_passes() {
     unsafe { check(counts.as_mut_ptr()) };
     // All negative non-NaN patterns, and the positive ones up to 68.
     let at_least = (0x8000_0000u64 - 0x7f_ffff) + u64::from(68f32.to_bits()) + 1;
-    assert!(counts[0] >= at_least, "{} pass, want >= {at_least}", counts[0]);
+    assert!(
+        counts[0] >= at_least,
+        "{} pass, want >= {at_least}",
+        counts[0]
+    );
     assert_eq!(counts[1..], [0, 0], "[differ, refused]");
     let _ = std::fs::remove_dir_all(&dir);
 }
