@@ -199,19 +199,10 @@ static inline float tk_mla_f32(float a, float b, float c) {
     return a * b + c;
 #endif
 }
-static inline float tk_exp_f32(float x) {
-    const float magic = 12582912.0f; /* 1.5*2^23 */
-    /* Clamped to [-104, 89]; NaN passes (comparisons false). Both tests
-     * read `x`, in two statements: chained (or nested), gcc merges them
-     * into a three-way select of seven to nine vector instructions instead
-     * of four (a quarter of W1's kernel). */
-    float lo = x < -104.0f ? -104.0f : x;
-    float xc = x > 89.0f ? 89.0f : lo;
-    float t, n, r, u, p, s1, s2;
-    int32_t ni, n1, n2;
-    t = tk_mla_f32(xc, 1.44269504088896340735992468100189214f, magic);
-    n = t - magic;
-    ni = (int32_t)(tk_f32_bits(t) - tk_f32_bits(magic)); /* wrapping_sub */
+/* e^r for r = xc - n*ln2 (ln2 in two parts, Cody-Waite), |r| <= ln2/2:
+ * 1 + r + r^2*u(r), Sleef's minimax coefficients. */
+static inline __attribute__((always_inline)) float tk_exp_f32_poly(float xc, float n) {
+    float r, u;
     r = tk_mla_f32(n, -0.693145751953125f, xc);
     r = tk_mla_f32(n, -1.428606765330187e-6f, r);
     u = 1.9852762e-4f;
@@ -220,7 +211,22 @@ static inline float tk_exp_f32(float x) {
     u = tk_mla_f32(u, r, 4.1666485e-2f);
     u = tk_mla_f32(u, r, 0.16666667f);
     u = tk_mla_f32(u, r, 0.5f);
-    p = tk_mla_f32(r * r, u, r + 1.0f);
+    return tk_mla_f32(r * r, u, r + 1.0f);
+}
+static inline float tk_exp_f32(float x) {
+    const float magic = 12582912.0f; /* 1.5*2^23 */
+    /* Clamped to [-104, 89]; NaN passes (comparisons false). Both tests
+     * read `x`, in two statements: chained (or nested), gcc merges them
+     * into a three-way select of seven to nine vector instructions instead
+     * of four (a quarter of W1's kernel). */
+    float lo = x < -104.0f ? -104.0f : x;
+    float xc = x > 89.0f ? 89.0f : lo;
+    float t, n, p, s1, s2;
+    int32_t ni, n1, n2;
+    t = tk_mla_f32(xc, 1.44269504088896340735992468100189214f, magic);
+    n = t - magic;
+    ni = (int32_t)(tk_f32_bits(t) - tk_f32_bits(magic)); /* wrapping_sub */
+    p = tk_exp_f32_poly(xc, n);
     /* ni >> 1 (arithmetic), written without implementation-defined shifts */
     n1 = (int32_t)(((uint32_t)ni >> 1) | ((uint32_t)ni & 0x80000000u));
     n2 = ni - n1;
@@ -247,18 +253,10 @@ static inline __attribute__((always_inline)) float tk_exp_f32_fast_t(float x) {
 }
 static inline __attribute__((always_inline)) float tk_exp_f32_fast(float x) {
     float xc = x < -104.0f ? -104.0f : x;
-    float t, n, r, u, p;
+    float t, n, p;
     t = tk_exp_f32_fast_t(x);
     n = t - TK_EXP_FAST_MAGIC;
-    r = tk_mla_f32(n, -0.693145751953125f, xc);
-    r = tk_mla_f32(n, -1.428606765330187e-6f, r);
-    u = 1.9852762e-4f;
-    u = tk_mla_f32(u, r, 1.3930436e-3f);
-    u = tk_mla_f32(u, r, 8.333361e-3f);
-    u = tk_mla_f32(u, r, 4.1666485e-2f);
-    u = tk_mla_f32(u, r, 0.16666667f);
-    u = tk_mla_f32(u, r, 0.5f);
-    p = tk_mla_f32(r * r, u, r + 1.0f);
+    p = tk_exp_f32_poly(xc, n);
     return tk_f32_from_bits(tk_f32_bits(p) + (tk_f32_bits(t) << 23)) * 0x1p-28f;
 }
 
