@@ -48,8 +48,9 @@ import compare  # noqa: E402  (machine(), run_step(), pair(), ratio(), write_sec
 WHAT_LIMITS = (
     "What limits the rows that can miss (if any). W1: the fused kernel (one pass, `exp(x) * y + 1`, "
     "16 lanes) runs at the triad's speed; both are memory-bound and move with this shared VM's "
-    "noise, so they are measured alternately and the best of each kept; at its best (0.5 ms) the triad "
-    "is as fast as the kernel's bit-exact exp alone (0.50 ms for 4M elements on two cores from L2). W4: the "
+    "noise, so they are measured alternately and the best of each kept; from L2 the kernel computes "
+    "4M elements in about 0.58 ms (its bit-exact exp's fast form; `x * y + 1` alone: 0.27 ms), so a triad "
+    "at its L3-resident best (0.5 ms) can still outrun it. W4: the "
     "step is GEMM-bound (the products are about 3/4 of it, through the same calls as eager: faer for "
     "all of W4's products but the two skinny ones with a row-major rhs, which take gemm); its floor at "
     "the machine's peak FMA rate is in the line above; jax.jit's W4 time moves between runs on these machines (1.5-4 ms), so the ratio moves with it. "
