@@ -302,12 +302,14 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                 }
             }
         }
-        let (index, how, seconds) = match hit {
-            Some(i) => (i, "hit memory", 0.0),
+        let (index, how, first_call) = match hit {
+            Some(i) => (i, "hit memory", None),
             None => {
                 let aliases = aliases.unwrap_or_else(|| Aliases::of(&leaves));
+                let t_trace = std::time::Instant::now();
                 let (graph, template) =
                     catch_jit(|| stage_with(&self.f, p, &leaves, &aliases.first))?;
+                let trace_seconds = t_trace.elapsed().as_secs_f64();
                 let writes = !graph.writebacks.is_empty();
                 if writes {
                     if let Some((a, b)) = aliases.overlap {
@@ -339,20 +341,27 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                     program: compiled.program,
                     template,
                 });
-                (entries.len() - 1, how, compiled.seconds)
+                (entries.len() - 1, how, Some((trace_seconds, compiled.seconds)))
             }
         };
         let entries = self.entries.borrow();
         let entry = &entries[index];
+        let t_run = std::time::Instant::now();
         let outs = entry.program.run(&leaves);
         if debug_level() >= 1 {
-            let compile = if seconds > 0.0 {
-                format!(", compile {:.1} ms", seconds * 1e3)
-            } else {
-                String::new()
+            // On a miss: how long tracing, compiling (or loading) and the
+            // first run took.
+            let timing = match first_call {
+                Some((trace, compile)) => format!(
+                    ", trace {:.1} ms, compile {:.1} ms, run {:.1} ms",
+                    trace * 1e3,
+                    compile * 1e3,
+                    t_run.elapsed().as_secs_f64() * 1e3
+                ),
+                None => String::new(),
             };
             eprintln!(
-                "jit {}: {how}, {} kernels, {} steps{compile}, transfers 0 B",
+                "jit {}: {how}, {} kernels, {} steps{timing}, transfers 0 B",
                 self.name,
                 entry.program.num_kernels(),
                 entry.program.num_steps()
