@@ -341,7 +341,11 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                     program: compiled.program,
                     template,
                 });
-                (entries.len() - 1, how, Some((trace_seconds, compiled.seconds)))
+                (
+                    entries.len() - 1,
+                    how,
+                    Some((trace_seconds, compiled.seconds)),
+                )
             }
         };
         let entries = self.entries.borrow();

@@ -131,6 +131,13 @@ impl Program {
         Program::with_code(graph, plan, kernels, loaded.map(Arc::new))
     }
 
+    /// Gives a program built without code (`new` with no kernels) its
+    /// compiled kernels.
+    pub(crate) fn attach_code(&mut self, kernels: Vec<KernelEntry>, loaded: Loaded) {
+        self.kernels = kernels;
+        self.loaded = Some(Arc::new(loaded));
+    }
+
     /// Another instance of this program: the same compiled code, with its
     /// own arena and call state, so that two threads can run the same
     /// program at once (pmap's devices), one instance each.
