@@ -13,7 +13,8 @@ Workloads (definitions as in the anchors' README, shared/bench/anchors):
   W8  the jitted W4 step in fresh processes: cold first call, warm-cache first call,
       whole process (spawn to exit) with a warm cache; 1 discarded + 3 processes each
   W9  scan RNN H=128 I=64 T=100 B=32, value_and_grad of sum(h_T^2)          5/200    ms
-      (ours also: cold first call at T=100 and T=1000, JITCACHE=0, fresh processes)
+      (ours also: cold first call at T=100 and T=1000, JITCACHE=0, 5 fresh
+      processes each, the two lengths alternating)
   W10 jacfwd / jacrev of sin(x)*sum(x), x f32[500]                          10/500   ms
   C1  grad of the 100-op elementwise chain on [64]                          200/2000 us
   MEM peak live storage of a W4 step and of M1's 32-layer grad, jit vs eager (ours only)
@@ -21,10 +22,13 @@ Workloads (definitions as in the anchors' README, shared/bench/anchors):
 Run from the repository root (builds the Rust bench first):
   python3 bench/jit.py --python /work/.venv-bench/bin/python
 --only W1,W7 runs a subset and prints the section without writing BENCHMARKS.md.
-The per-call workloads (W4 to C1) run in --rounds rounds (default 3), ours
+The per-call workloads (W4 to C1) run in --rounds rounds (default 5), ours
 alternating with jax.jit's, and each side's best is kept; W1 alternates with
-the triad (--w1-rounds). This VM's noise comes in phases longer than one run
-of a workload, so a single pass could time the two sides in different phases.
+the triad (--w1-rounds, default 5). This VM's noise comes in phases longer
+than one run of a workload, so a single pass could time the two sides in
+different phases; with three rounds, one side's best could still come from
+a slow phase (W4 in one run: ours' best 2.69 ms, where it is 2.0-2.3 in
+quiet ones).
 """
 import argparse
 import json
@@ -330,9 +334,9 @@ def main():
     ap.add_argument("--tries", type=int, default=1)
     ap.add_argument("--max-wait", type=float, default=60.0)
     ap.add_argument("--processes", type=int, default=3, help="W8 processes per variant")
-    ap.add_argument("--w1-rounds", type=int, default=3,
+    ap.add_argument("--w1-rounds", type=int, default=5,
                     help="rounds of ours' W1 alternating with the triad floor (best of each kept)")
-    ap.add_argument("--rounds", type=int, default=3,
+    ap.add_argument("--rounds", type=int, default=5,
                     help="rounds of ours' per-call workloads alternating with jax.jit's (best of each kept)")
     ap.add_argument("--only", default="", help="comma-separated workload ids; prints, does not write --out")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -402,9 +406,9 @@ def main():
              "W9 5/200 (ours eager 3/50), W10 10/500, C1 200/2000). Ratios are ours' jitted time over "
              "jax.jit's (< 1 means ours is faster); the verdict uses the ratio of the mins. Every jitted "
              "result was compared with eager once before timing (checks below). W1 and the triad floor "
-             "are measured alternately (`--w1-rounds`, default 3), the best of each kept; so are ours' "
-             "and jax.jit's per-call workloads, W4 to C1 (`--rounds`, default 3). W9's cold first calls "
-             "at T = 100 and T = 1000 alternate too.\n",
+             "are measured alternately (`--w1-rounds`, default 5), the best of each kept; so are ours' "
+             "and jax.jit's per-call workloads, W4 to C1 (`--rounds`, default 5). W9's cold first calls "
+             "at T = 100 and T = 1000 alternate too (5 processes each).\n",
              "| workload | unit | ours eager | ours jit | jax.jit | ours jit / jax.jit (min / median) | target | verdict |",
              "|---|---|---|---|---|---|---|---|"]
 

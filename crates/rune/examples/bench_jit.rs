@@ -782,7 +782,10 @@ fn main() {
     if want("W9") {
         guarded("W9", w9);
         if nrep > 0 {
-            w9_cold(nrep);
+            // Five pairs, not W8's three: the ratio of two minimums of
+            // compile-bound processes, whose compiler times vary by half on
+            // this VM.
+            w9_cold(nrep.max(5));
         }
     }
     if want("W8") {
