@@ -40,12 +40,20 @@ impl Shape {
 /// Strides of one matrix operand, (row, column), in elements.
 type Strides = (isize, isize);
 
-/// `dst = lhs @ rhs` for an `m x n x k` product through faer's matmul
-/// (`use_faer`, one-threaded) or `gemm` (split as `par` says). SAFETY: every address the strides reach for `i < m`,
-/// `j < n`, `p < k` lies inside its buffer.
-#[allow(clippy::too_many_arguments)]
+/// Which library computes a product.
+#[derive(Clone, Copy)]
+enum Lib {
+    /// `gemm`, split as the `Parallelism` says.
+    Gemm(Parallelism),
+    /// faer's matmul, one-threaded.
+    Faer,
+}
+
+/// `dst = lhs @ rhs` for an `m x n x k` product through `lib`. SAFETY:
+/// every address the strides reach for `i < m`, `j < n`, `p < k` lies
+/// inside its buffer.
 unsafe fn product(
-    use_faer: bool,
+    lib: Lib,
     (m, n, k): (usize, usize, usize),
     dst: *mut f32,
     (drs, dcs): Strides,
@@ -53,18 +61,18 @@ unsafe fn product(
     (lrs, lcs): Strides,
     rhs: *const f32,
     (rrs, rcs): Strides,
-    par: Parallelism,
 ) {
-    if use_faer {
-        let l = faer::MatRef::<f32>::from_raw_parts(lhs, m, k, lrs, lcs);
-        let r = faer::MatRef::<f32>::from_raw_parts(rhs, k, n, rrs, rcs);
-        let d = faer::MatMut::<f32>::from_raw_parts_mut(dst, m, n, drs, dcs);
-        faer::linalg::matmul::matmul(d, faer::Accum::Replace, l, r, 1.0f32, faer::Par::Seq);
-    } else {
-        gemm::gemm(
+    match lib {
+        Lib::Faer => {
+            let l = faer::MatRef::<f32>::from_raw_parts(lhs, m, k, lrs, lcs);
+            let r = faer::MatRef::<f32>::from_raw_parts(rhs, k, n, rrs, rcs);
+            let d = faer::MatMut::<f32>::from_raw_parts_mut(dst, m, n, drs, dcs);
+            faer::linalg::matmul::matmul(d, faer::Accum::Replace, l, r, 1.0f32, faer::Par::Seq);
+        }
+        Lib::Gemm(par) => gemm::gemm(
             m, n, k, dst, dcs, drs, false, lhs, lcs, lrs, rhs, rcs, rrs, 0.0, 1.0, false, false,
             false, par,
-        )
+        ),
     }
 }
 
@@ -74,7 +82,7 @@ fn run_cm(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
     // SAFETY: the operands and the `m x n` column-major output fill their buffers.
     unsafe {
         product(
-            false,
+            Lib::Gemm(Parallelism::None),
             (s.m, s.n, s.k),
             c.as_mut_ptr(),
             (1, s.m as isize),
@@ -82,42 +90,11 @@ fn run_cm(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
             l,
             b.as_ptr(),
             r,
-            Parallelism::None,
         )
     }
 }
 
-/// Rows `r` and columns `cc` of `C = A @ B` (row-major) through `gemm`
-/// with `par`, or through faer (`faer`, one-threaded).
-#[allow(clippy::too_many_arguments)]
-fn run_block(
-    s: &Shape,
-    a: &[f32],
-    b: &[f32],
-    c: &mut [f32],
-    r: std::ops::Range<usize>,
-    cc: std::ops::Range<usize>,
-    faer: bool,
-    par: Parallelism,
-) {
-    let ((lrs, lcs), (rrs, rcs)) = s.strides();
-    // SAFETY: the views cover rows `r` of the lhs, columns `cc` of the rhs
-    // and that block of the output, all inside their buffers.
-    unsafe {
-        product(
-            faer,
-            (r.len(), cc.len(), s.k),
-            c.as_mut_ptr().add(r.start * s.n + cc.start),
-            (s.n as isize, 1),
-            a.as_ptr().offset(r.start as isize * lrs),
-            (lrs, lcs),
-            b.as_ptr().offset(cc.start as isize * rcs),
-            (rrs, rcs),
-            par,
-        )
-    }
-}
-
+/// Rows `r` and columns `cc` of `C = A @ B` (row-major) through `lib`.
 fn run(
     s: &Shape,
     a: &[f32],
@@ -125,41 +102,36 @@ fn run(
     c: &mut [f32],
     r: std::ops::Range<usize>,
     cc: std::ops::Range<usize>,
-    par: Parallelism,
+    lib: Lib,
 ) {
-    run_block(s, a, b, c, r, cc, false, par)
-}
-
-/// The same block through faer's matmul (private-gemm-x86 on AVX2/AVX-512).
-fn run_faer(
-    s: &Shape,
-    a: &[f32],
-    b: &[f32],
-    c: &mut [f32],
-    r: std::ops::Range<usize>,
-    cc: std::ops::Range<usize>,
-) {
-    run_block(s, a, b, c, r, cc, true, Parallelism::None)
+    let ((lrs, lcs), (rrs, rcs)) = s.strides();
+    // SAFETY: the views cover rows `r` of the lhs, columns `cc` of the rhs
+    // and that block of the output, all inside their buffers.
+    unsafe {
+        product(
+            lib,
+            (r.len(), cc.len(), s.k),
+            c.as_mut_ptr().add(r.start * s.n + cc.start),
+            (s.n as isize, 1),
+            a.as_ptr().offset(r.start as isize * lrs),
+            (lrs, lcs),
+            b.as_ptr().offset(cc.start as isize * rcs),
+            (rrs, rcs),
+        )
+    }
 }
 
 /// Columns `cc` of `C = A @ B` computed as the transposed problem `C^T =
 /// B^T @ A^T` (rows `cc` of `C^T`), written straight into row-major `C`
 /// (which is `C^T` column-major): the operands swap roles, so the library
 /// packs `B^T` as its lhs and `A^T` as its rhs.
-fn run_swap(
-    s: &Shape,
-    a: &[f32],
-    b: &[f32],
-    c: &mut [f32],
-    cc: std::ops::Range<usize>,
-    faer: bool,
-) {
+fn run_swap(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32], cc: std::ops::Range<usize>, lib: Lib) {
     let ((lrs, lcs), (rrs, rcs)) = s.strides();
     // SAFETY: the views cover columns `cc` of B (as rows of B^T), all of A
     // (as A^T) and columns `cc` of C, all inside their buffers.
     unsafe {
         product(
-            faer,
+            lib,
             (cc.len(), s.m, s.k),
             c.as_mut_ptr().add(cc.start),
             (1, s.n as isize),
@@ -167,7 +139,6 @@ fn run_swap(
             (rcs, rrs),
             a.as_ptr(),
             (lcs, lrs),
-            Parallelism::None,
         )
     }
 }
@@ -379,70 +350,41 @@ fn main() {
             row += &format!(" | {label} {mn:7.1} {md:7.1}us {:5.0}GF", fl / mn / 1e3);
         };
         let (m, n) = (s.m, s.n);
-        add(
-            "st",
-            time(reps, || {
-                run(s, &a, &b, &mut c, 0..m, 0..n, Parallelism::None)
-            }),
-        );
+        let one = Lib::Gemm(Parallelism::None);
+        add("st", time(reps, || run(s, &a, &b, &mut c, 0..m, 0..n, one)));
         let cp = P(c.as_mut_ptr());
         let len = c.len();
         let (ar, br) = (&a[..], &b[..]);
-        let split = |rows: bool| {
-            let cp = cp;
-            let (a, b) = (ar, br);
+        // Part `p` of two: a band of rows or of columns, through `lib`.
+        let bands = |lib: Lib, rows: bool| {
             move |p: usize| {
                 let c = unsafe { std::slice::from_raw_parts_mut(cp.get(), len) };
                 if rows {
-                    run(
-                        s,
-                        &a,
-                        &b,
-                        c,
-                        m * p / 2..m * (p + 1) / 2,
-                        0..n,
-                        Parallelism::None,
-                    )
+                    run(s, ar, br, c, m * p / 2..m * (p + 1) / 2, 0..n, lib)
                 } else {
-                    run(
-                        s,
-                        &a,
-                        &b,
-                        c,
-                        0..m,
-                        n * p / 2..n * (p + 1) / 2,
-                        Parallelism::None,
-                    )
+                    run(s, ar, br, c, 0..m, n * p / 2..n * (p + 1) / 2, lib)
                 }
             }
         };
-        let fr = split(true);
+        let fr = bands(one, true);
         add("rows2", time(reps, || nx::raw::parallel_for(2, &fr)));
-        let fc = split(false);
+        let fc = bands(one, false);
         add("cols2", time(reps, || nx::raw::parallel_for(2, &fc)));
+        let rayon = Lib::Gemm(Parallelism::Rayon(2));
         add(
             "rayon2",
-            time(reps, || {
-                run(s, &a, &b, &mut c, 0..m, 0..n, Parallelism::Rayon(2))
-            }),
+            time(reps, || run(s, &a, &b, &mut c, 0..m, 0..n, rayon)),
         );
         add(
             "faer-st",
-            time(reps, || run_faer(s, &a, &b, &mut c, 0..m, 0..n)),
+            time(reps, || run(s, &a, &b, &mut c, 0..m, 0..n, Lib::Faer)),
         );
-        let ffr = move |p: usize| {
-            let c = unsafe { std::slice::from_raw_parts_mut(cp.get(), len) };
-            if m >= n {
-                run_faer(s, ar, br, c, m * p / 2..m * (p + 1) / 2, 0..n)
-            } else {
-                run_faer(s, ar, br, c, 0..m, n * p / 2..n * (p + 1) / 2)
-            }
-        };
+        let ffr = bands(Lib::Faer, m >= n);
         add("faer-2", time(reps, || nx::raw::parallel_for(2, &ffr)));
-        for (label, faer) in [("swap2", false), ("fswap2", true)] {
+        for (label, lib) in [("swap2", one), ("fswap2", Lib::Faer)] {
             let f = move |p: usize| {
                 let c = unsafe { std::slice::from_raw_parts_mut(cp.get(), len) };
-                run_swap(s, ar, br, c, n * p / 2..n * (p + 1) / 2, faer)
+                run_swap(s, ar, br, c, n * p / 2..n * (p + 1) / 2, lib)
             };
             add(label, time(reps, || nx::raw::parallel_for(2, &f)));
         }
