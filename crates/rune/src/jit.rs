@@ -350,19 +350,20 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
         };
         let entries = self.entries.borrow();
         let entry = &entries[index];
-        let t_run = std::time::Instant::now();
+        // Timed only on a miss: the warm path reads no clock.
+        let t_run = first_call.map(|_| std::time::Instant::now());
         let outs = entry.program.run(&leaves);
         if debug_level() >= 1 {
             // On a miss: how long tracing, compiling (or loading) and the
             // first run took.
-            let timing = match first_call {
-                Some((trace, compile)) => format!(
+            let timing = match (first_call, t_run) {
+                (Some((trace, compile)), Some(t_run)) => format!(
                     ", trace {:.1} ms, compile {:.1} ms, run {:.1} ms",
                     trace * 1e3,
                     compile * 1e3,
                     t_run.elapsed().as_secs_f64() * 1e3
                 ),
-                None => String::new(),
+                _ => String::new(),
             };
             eprintln!(
                 "jit {}: {how}, {} kernels, {} steps{timing}, transfers 0 B",

@@ -331,6 +331,34 @@ fn the_persistent_cache_serves_a_second_process() {
     let _ = std::fs::remove_dir_all(&xdg);
 }
 
+/// `RUNE_JIT_DEBUG=1`: a miss (compiled, or loaded from disk) reports how
+/// long tracing, compiling or loading, and the first run took; a hit in
+/// memory reports no times.
+#[test]
+fn a_miss_logs_its_trace_compile_and_run_times() {
+    let xdg = fresh_dir("timings");
+    let timed = |l: &str| {
+        ["trace ", "compile ", "run "].iter().all(|w| {
+            l.split(w).nth(1).is_some_and(|rest| {
+                let num: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '.')
+                    .collect();
+                num.parse::<f64>().is_ok() && rest[num.len()..].starts_with(" ms")
+            })
+        })
+    };
+    for run in [run_child(&xdg, &[]), run_child(&xdg, &[])] {
+        let lines = run.jit_lines();
+        let misses: Vec<&&str> = lines.iter().filter(|l| l.contains("miss")).collect();
+        assert!(!misses.is_empty(), "{}", run.stderr);
+        assert!(misses.iter().all(|l| timed(l)), "{}", run.stderr);
+        let hits: Vec<&&str> = lines.iter().filter(|l| l.contains("hit memory")).collect();
+        assert!(hits.iter().all(|l| !l.contains(" ms")), "{}", run.stderr);
+    }
+    let _ = std::fs::remove_dir_all(&xdg);
+}
+
 /// A process that loads its program from a warm cache does not run the C
 /// compiler at all, not even `cc --version` for the cache key: the version
 /// line is kept beside the cache, named by the compiler binary's path, size
