@@ -261,13 +261,13 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
         };
         let so = dir.join(so_name);
         let t_render = start.elapsed().as_secs_f64();
-        let (n_eqns, cache_entry) = (
-            g.eqns.len(),
-            cache::Entry {
-                plan: plan.clone(),
-                kernels: meta.clone(),
-            },
-        );
+        let n_eqns = g.eqns.len();
+        // What the cache keeps beside the shared object (nothing without a
+        // cache): taken before the plan moves into the program.
+        let cache_entry = (!scratch).then(|| cache::Entry {
+            plan: plan.clone(),
+            kernels: meta.clone(),
+        });
         // The program (its arena: first-touched memory, 16 MiB for W9 at
         // T = 1000) is built while the compiler runs; its code comes after.
         let (built, mut program) = std::thread::scope(|s| {
@@ -281,14 +281,17 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
         built?;
         let t_cc = start.elapsed().as_secs_f64();
         let loaded = compile::load(&so, &names)?;
-        if scratch {
-            // The mapping outlives the file.
-            let _ = std::fs::remove_file(&so);
-        } else {
+        match cache_entry {
             // A cache that cannot be written costs the next process a
             // compile, nothing else.
-            let _ = cache::write_meta(&dir, &key, &cache_entry);
-            cache::evict_old(&dir);
+            Some(entry) => {
+                let _ = cache::write_meta(&dir, &key, &entry);
+                cache::evict_old(&dir);
+            }
+            // The mapping outlives the file.
+            None => {
+                let _ = std::fs::remove_file(&so);
+            }
         }
         program.attach_code(entries(&loaded, &meta), loaded);
         if std::env::var("TOLK_TIMING").is_ok() {
