@@ -865,6 +865,9 @@ fn epilogues(g: &Graph, pre: Vec<Pre>) -> Vec<Pre> {
     let mut pos: HashMap<Var, usize> = HashMap::default();
     // Per product step: its equation and the values of its group.
     let mut groups: Vec<(usize, usize, Vec<Var>)> = Vec::new();
+    // Per value in a group: that group (a scan over the groups per kernel
+    // was quadratic: 20 ms of W9's schedule at T = 1000).
+    let mut group_of: HashMap<Var, usize> = HashMap::default();
     // Per step: the product step (and its equation) it runs after.
     let mut attach: Vec<Option<(usize, usize)>> = vec![None; pre.len()];
     for (i, step) in pre.iter().enumerate() {
@@ -873,6 +876,7 @@ fn epilogues(g: &Graph, pre: Vec<Pre>) -> Vec<Pre> {
                 let e = &g.eqns[*eqn];
                 pos.insert(e.out, i);
                 if matches!(e.prim, Prim::DotGeneral { .. }) {
+                    group_of.insert(e.out, groups.len());
                     groups.push((i, *eqn, vec![e.out]));
                 }
             }
@@ -880,10 +884,8 @@ fn epilogues(g: &Graph, pre: Vec<Pre>) -> Vec<Pre> {
                 kernel, out, args, ..
             } => {
                 pos.insert(*out, i);
-                let Some(gi) = groups
-                    .iter()
-                    .rposition(|(_, _, m)| args.iter().any(|a| m.contains(a)))
-                else {
+                // The latest group it reads.
+                let Some(gi) = args.iter().filter_map(|a| group_of.get(a).copied()).max() else {
                     continue;
                 };
                 let (at, eqn, members) = &groups[gi];
@@ -897,6 +899,7 @@ fn epilogues(g: &Graph, pre: Vec<Pre>) -> Vec<Pre> {
                 if ready && consecutive && epilogue_fits(g, &g.eqns[*eqn], kernel, args, members) {
                     attach[i] = Some((*at, *eqn));
                     pos.insert(*out, *at);
+                    group_of.insert(*out, gi);
                     groups[gi].2.push(*out);
                 }
             }
