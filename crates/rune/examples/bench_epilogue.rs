@@ -35,6 +35,7 @@ fn ab<P: Ptree, Q: Ptree>(name: &str, f: impl Fn(&P) -> Q, p: &P, calls: usize) 
             &tolk::Options {
                 use_cache: false,
                 epilogues,
+                stream_min_bytes: tolk::schedule::stream_min_bytes(),
             },
         )
         .expect("compiles")

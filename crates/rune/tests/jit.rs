@@ -1337,6 +1337,61 @@ fn exp_on_both_sides_of_its_fast_range_matches_eager() {
     assert_close(&rune::jit(softmax).call(&x), &softmax(&x));
 }
 
+// ------------------------------------------------------ streamed outputs
+
+/// Maps that write a program output in a pass larger than the last-level
+/// cache store it past the cache (`tk_stream`, from a tile in L1). Forced
+/// on here for every size (`stream_min_bytes: Some(0)`), the outputs equal
+/// eager bit for bit: every dtype's element size, lengths that leave ragged
+/// tiles and lines, outputs split across threads at unaligned part
+/// boundaries, an output at an offset in no line (a length-3 prefix before
+/// it would be one if outputs shared storage; they do not, but the kernel
+/// must not care), and f32 exp on both sides of its fast form's range
+/// (the exact re-run streams too).
+#[test]
+fn streamed_outputs_equal_eager_bit_for_bit() {
+    let f = |(x, y): &(Tensor, Tensor)| {
+        let e = x.exp() * y + 1.0;
+        let d = x.cast(DType::F64) * 3.0 - y.cast(DType::F64);
+        let h = (x.cast(DType::F16) + y.cast(DType::F16)).cast(DType::F16);
+        let i = (x * 1000.0).cast(DType::I32).neg();
+        let b = x.greater(y);
+        let u = (x * 100.0 + 100.0).cast(DType::U8);
+        (e, d, h, i, b, u)
+    };
+    for n in [1usize, 15, 1000, 1025, 70_001, 300_007] {
+        let mut xs = data(n, 3);
+        let ys = data(n, 4);
+        if n > 1000 {
+            // Beyond exp's fast range: that part re-runs exactly.
+            xs[n / 2] = 80.0;
+            xs[n - 1] = f32::NAN;
+        }
+        let p = (f32s(&xs, &[n]), f32s(&ys, &[n]));
+        let g = rune::make_graph(f, &p);
+        let opts = tolk::Options {
+            use_cache: false,
+            epilogues: false,
+            stream_min_bytes: Some(0),
+        };
+        let compiled = tolk::compile_with(&g, &opts).expect("compiles");
+        let streams = compiled
+            .kernel_sources
+            .iter()
+            .filter(|(_, c)| c.contains("tk_stream("))
+            .count();
+        assert!(streams >= 1, "n = {n}: no kernel streams its output");
+        let eager = f(&p).leaves();
+        for _ in 0..2 {
+            let got = compiled.program.run(&p.leaves());
+            assert_eq!(got.len(), eager.len());
+            for (a, b) in got.iter().zip(&eager) {
+                assert_same(a, b);
+            }
+        }
+    }
+}
+
 // ------------------------------------------------------ product epilogues
 
 /// `f` staged and compiled without the disk cache, with or without
@@ -1355,6 +1410,7 @@ fn compiled_with_sources<P: Ptree, Q: Ptree>(
     let opts = tolk::Options {
         use_cache: false,
         epilogues,
+        stream_min_bytes: None,
     };
     tolk::compile_with(&g, &opts).expect("compiles")
 }

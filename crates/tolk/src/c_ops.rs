@@ -225,11 +225,11 @@ pub fn unary(op: UnaryOp, dtype: DType, x: &str) -> String {
 
 /// The vectorizable form of an op whose exact form ([`unary`]) is slower
 /// for rare inputs: `(fast, key)`, two C expressions in `x`. `key` is a
-/// `uint32_t` (`tk_guard_key_f32`) that exceeds inf's bits where `x` is
-/// out of the fast form's range; elsewhere `fast` equals `unary`'s value
+/// `uint32_t` that exceeds `TK_GUARD_MAX` where `x` is out of the fast
+/// form's range; elsewhere `fast` equals `unary`'s value
 /// bit for bit, and out of it `fast` is meaningless (but computed without
 /// UB). A kernel computes `fast` for every element, keeps the largest key,
-/// and when it passed inf, runs again with `unary` (render.rs does). Today:
+/// and when it passed `TK_GUARD_MAX`, runs again with `unary` (render.rs does). Today:
 /// - f32 Sin and Cos for |x| <= 32768, beyond which the exact form calls
 ///   libm (nx's `sin_f32_slice`/`cos_f32_slice` do the same in two passes);
 /// - f32 Exp for every x but NaN and x > 68.9 (`tk_exp_f32_fast`: the
@@ -244,8 +244,7 @@ pub fn unary_vectorized(op: UnaryOp, dtype: DType, x: &str) -> Option<(String, S
         let key = format!("tk_guard_key_f32({x}, TK_TRIG_LIMIT)");
         (format!("{fast}({x})"), key)
     };
-    let exp_key =
-        |arg: &str| format!("tk_guard_key_f32(tk_exp_f32_fast_t({arg}), TK_EXP_FAST_T_LIMIT)");
+    let exp_key = |arg: &str| format!("tk_exp_f32_fast_key({arg})");
     match (op, dtype) {
         (UnaryOp::Sin, DType::F32) => Some(trig("tk_sin_f32_fast")),
         (UnaryOp::Cos, DType::F32) => Some(trig("tk_cos_f32_fast")),

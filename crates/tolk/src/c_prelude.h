@@ -65,15 +65,65 @@ static inline double tk_f64_from_bits(uint64_t b) { double f; memcpy(&f, &b, 8);
 static inline uint64_t tk_f64_bits(double f) { uint64_t b; memcpy(&b, &f, 8); return b; }
 
 /* ---- guards of the vectorized forms (c_ops::unary_vectorized) ------------ */
-/* A key that exceeds inf's bits exactly when !(|x| <= limit) (NaN
- * included), limit a finite positive float: |x|'s bits moved up by the
- * distance from limit to inf (no wrap: at most 0xFF7FFFFF). A kernel keeps
- * the largest key over its elements, an unsigned max that vectorizes to
- * two ops per vector, and re-runs itself exactly when it passed inf. */
+/* A guard key is at most TK_GUARD_MAX exactly where its fast form is
+ * valid. A kernel keeps the largest key over its elements, an unsigned max
+ * (one vector op), and re-runs itself exactly when it passed TK_GUARD_MAX.
+ * TK_GUARD_MAX is the bits of TK_EXP_FAST_T_LIMIT, so that exp's key is
+ * the bits of its t alone (t > 0 but for NaN, whose bits exceed it with
+ * either sign): the max is its guard's only op. */
+#define TK_GUARD_MAX 0x4B40007Fu
+#define TK_GUARD_FAILED(big) ((big) > TK_GUARD_MAX)
+/* The key of !(|x| <= limit) (NaN included), for a finite positive limit
+ * no larger than TK_EXP_FAST_T_LIMIT: |x|'s bits moved up by the distance
+ * from limit to TK_GUARD_MAX (no wrap: at most 0x7FFFFFFF plus that). */
 static inline uint32_t tk_guard_key_f32(float x, float limit) {
-    return (tk_f32_bits(x) & 0x7fffffffu) + (0x7f800000u - tk_f32_bits(limit));
+    return (tk_f32_bits(x) & 0x7fffffffu) + (TK_GUARD_MAX - tk_f32_bits(limit));
 }
-#define TK_GUARD_FAILED(big) ((big) > 0x7f800000u)
+
+/* ---- streaming stores (render.rs, a kernel with Kernel::stream) ---------- */
+/* A kernel whose pass moves more than the last-level cache holds computes
+ * each tile of its output into an L1 buffer, then stores it here: whole
+ * 64-byte lines of dst with non-temporal stores, which skip reading the
+ * line into the cache first (a third less traffic for a map with two
+ * inputs); the ragged ends of a part are copied plainly. The bits are
+ * moved, never converted. tk_stream_fence orders the stores before the
+ * kernel returns (the runtime's join is an ordinary release). */
+#if defined(__clang__) && defined(__SSE2__)
+typedef float tk_stream_v __attribute__((vector_size(16), aligned(1)));
+#define TK_STREAM_LINE(d, s) do { for (int q = 0; q < 64; q += 16) \
+    __builtin_nontemporal_store(*(const tk_stream_v *)((s) + q), (tk_stream_v *)((d) + q)); } while (0)
+#elif defined(__GNUC__) && defined(__AVX512F__)
+typedef float tk_stream_v __attribute__((vector_size(64), aligned(1)));
+#define TK_STREAM_LINE(d, s) __builtin_ia32_movntps512((float *)(d), *(const tk_stream_v *)(s))
+#elif defined(__GNUC__) && defined(__AVX__)
+typedef float tk_stream_v __attribute__((vector_size(32), aligned(1)));
+#define TK_STREAM_LINE(d, s) do { \
+    __builtin_ia32_movntps256((float *)(d), *(const tk_stream_v *)(s)); \
+    __builtin_ia32_movntps256((float *)((d) + 32), *(const tk_stream_v *)((s) + 32)); } while (0)
+#elif defined(__GNUC__) && defined(__SSE__)
+typedef float tk_stream_v __attribute__((vector_size(16), aligned(1)));
+#define TK_STREAM_LINE(d, s) do { for (int q = 0; q < 64; q += 16) \
+    __builtin_ia32_movntps((float *)((d) + q), *(const tk_stream_v *)((s) + q)); } while (0)
+#endif
+static inline void tk_stream(void *dst, const void *src, int64_t n) {
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+#if defined(TK_STREAM_LINE)
+    int64_t i = (int64_t)((64u - ((uintptr_t)d & 63u)) & 63u);
+    if (i > n) i = n;
+    memcpy(d, s, (size_t)i);
+    for (; i + 64 <= n; i += 64) TK_STREAM_LINE(d + i, s + i);
+    memcpy(d + i, s + i, (size_t)(n - i));
+#else
+    memcpy(d, s, (size_t)n);
+#endif
+}
+static inline void tk_stream_fence(void) {
+#if defined(TK_STREAM_LINE)
+    __builtin_ia32_sfence();
+#endif
+}
+#define TK_STREAM_TILE 1024
 
 /* ---- f16 / bf16 <-> f32 (the `half` crate) ------------------------------ */
 /* half's software conversions (binary16/arch.rs *_fallback): round to nearest
@@ -241,7 +291,7 @@ static inline float tk_exp_f32(float x) {
  * multiplication by 2^-28 rounds once, to the same bits. magic carries the
  * +28 (it is even, so t still rounds ties to even n): bits(t) << 23 is
  * (n + 28) << 23, since 1.5*2^23's low nine bits are 0. Kernels guard it
- * with the key of tk_exp_f32_fast_t(x) against TK_EXP_FAST_T_LIMIT
+ * with tk_exp_f32_fast_key(x), t's bits, against TK_EXP_FAST_T_LIMIT's
  * (c_ops::unary_vectorized): t is NaN for NaN and inf for +inf, beyond the
  * limit like n > 99. tests/c_ops.rs checks it against tk_exp_f32 for every
  * f32. */
@@ -250,6 +300,10 @@ static inline float tk_exp_f32(float x) {
 static inline __attribute__((always_inline)) float tk_exp_f32_fast_t(float x) {
     float xc = x < -104.0f ? -104.0f : x;
     return tk_mla_f32(xc, 1.44269504088896340735992468100189214f, TK_EXP_FAST_MAGIC);
+}
+/* exp's guard key (see TK_GUARD_MAX). */
+static inline __attribute__((always_inline)) uint32_t tk_exp_f32_fast_key(float x) {
+    return tk_f32_bits(tk_exp_f32_fast_t(x));
 }
 static inline __attribute__((always_inline)) float tk_exp_f32_fast(float x) {
     float xc = x < -104.0f ? -104.0f : x;

@@ -130,6 +130,7 @@ pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
         &Options {
             use_cache,
             epilogues: schedule::epilogues_enabled(),
+            stream_min_bytes: schedule::stream_min_bytes(),
         },
     )
 }
@@ -145,6 +146,11 @@ pub struct Options {
     /// [`compile()`] turns them on only with `TOLK_EPILOGUE=1`
     /// ([`schedule::epilogues_enabled`] says why).
     pub epilogues: bool,
+    /// Maps that write a program output in a pass moving at least this
+    /// many bytes store it past the cache ([`schedule::Kernel::stream`]);
+    /// `None`: none do. [`compile()`] uses the last-level cache's size
+    /// ([`schedule::stream_min_bytes`]). The results are the same bit for bit.
+    pub stream_min_bytes: Option<usize>,
 }
 
 /// [`compile()`] with explicit [`Options`].
@@ -158,6 +164,8 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
     if opts.epilogues {
         flags.push("epilogues");
     }
+    let stream = format!("stream>={:?}", opts.stream_min_bytes);
+    flags.push(&stream);
     // The key names the cache entry; without a cache it is not needed.
     let key = match &cache_dir {
         Some(_) => cache::key(&g.structure_key(), &flags, cc.as_deref().unwrap_or("none")),
@@ -176,7 +184,7 @@ pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
         }
     }
     let t_key = start.elapsed().as_secs_f64();
-    let sched = schedule::schedule_with(&g, opts.epilogues);
+    let sched = schedule::schedule_with(&g, opts.epilogues, opts.stream_min_bytes);
     let t_schedule = start.elapsed().as_secs_f64();
     let plan = Plan {
         steps: sched.steps.clone(),

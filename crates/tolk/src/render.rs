@@ -379,6 +379,14 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
         render_tiled(&mut s, k, nest, op, tile);
         return s;
     }
+    if k.stream && k.reduce.is_none() && !nest.block && nd == 1 {
+        render_streamed(&mut s, k, nest, fast);
+        if fast {
+            let _ = writeln!(s, "  if (TK_GUARD_FAILED(big)) {name}_exact(b, lo, hi);");
+        }
+        s.push_str("}\n");
+        return s;
+    }
     for d in 0..nkept {
         open(&mut s, &mut indent, d);
     }
@@ -438,6 +446,31 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
     }
     s.push_str("}\n");
     s
+}
+
+/// The loop of a streaming map ([`Kernel::stream`](crate::schedule::Kernel)):
+/// each tile of `TK_STREAM_TILE` elements (aligned to the tile in index
+/// space, so that after a part's first tile the stores start on whole
+/// lines) is computed into an L1 buffer, the same body and the same bits,
+/// then stored past the cache by `tk_stream`.
+fn render_streamed(s: &mut String, k: &Kernel, nest: &LoopNest, fast: bool) {
+    let t = c_ops::c_type(k.out_dtype);
+    s.push_str("  for (int64_t t0 = lo; t0 < hi;) {\n");
+    s.push_str("    int64_t t1 = (t0 / TK_STREAM_TILE + 1) * TK_STREAM_TILE;\n");
+    s.push_str("    if (t1 > hi) t1 = hi;\n");
+    let _ = writeln!(
+        s,
+        "    {t} tile[TK_STREAM_TILE] __attribute__((aligned(64)));"
+    );
+    s.push_str("    for (int64_t i0 = t0; i0 < t1; i0++) {\n");
+    s.push_str(&body(k, nest, "      ", fast));
+    let _ = writeln!(s, "      tile[i0 - t0] = v{};", k.root);
+    s.push_str("    }\n");
+    let _ = writeln!(
+        s,
+        "    tk_stream(out + t0, tile, (t1 - t0) * (int64_t)sizeof({t}));"
+    );
+    s.push_str("    t0 = t1;\n  }\n  tk_stream_fence();\n");
 }
 
 /// Kept elements a column-wise reduction accumulates side by side.

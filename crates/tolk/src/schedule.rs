@@ -23,7 +23,7 @@
 
 use crate::graph::{Eqn, Graph, Var};
 use nx::{BinaryOp, CmpOp, DType, Layout, Prim, ReduceOp, UnaryOp};
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::BTreeSet;
 
 /// One node of a kernel's body, in topological order; operands are indices
@@ -146,6 +146,10 @@ pub struct Kernel {
     /// covers a block of columns given at run time, so it can follow each
     /// block of the product.
     pub block: Option<usize>,
+    /// The output goes to memory past the cache (`tk_stream`): a map over
+    /// one loop whose pass moves more bytes than the last-level cache holds
+    /// (see [`stream_min_bytes`]). The values are the same.
+    pub stream: bool,
 }
 
 impl Kernel {
@@ -511,12 +515,46 @@ impl Builder<'_> {
 
 /// Schedules `g` (already simplified), with epilogues unless `TOLK_EPILOGUE=0`.
 pub fn schedule(g: &Graph) -> Schedule {
-    schedule_with(g, epilogues_enabled())
+    schedule_with(g, epilogues_enabled(), stream_min_bytes())
+}
+
+/// The size of the host's last-level cache, from sysfs (`None` where it
+/// cannot be read): a map writing a program output whose pass moves at
+/// least this many bytes streams its output ([`Kernel::stream`]). Below it
+/// the output may still be in cache for its next reader; above it, storing
+/// it the ordinary way first reads every line of it from memory.
+pub fn stream_min_bytes() -> Option<usize> {
+    static LLC: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *LLC.get_or_init(|| {
+        let mut best = None;
+        for i in 0..8 {
+            let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+            let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok();
+            let (Some(level), Some(size)) = (read("level"), read("size")) else {
+                continue;
+            };
+            let size = size.trim();
+            let bytes = match size.strip_suffix('K') {
+                Some(k) => k.parse::<usize>().ok().map(|k| k << 10),
+                None => size
+                    .strip_suffix('M')
+                    .and_then(|m| m.parse::<usize>().ok())
+                    .map(|m| m << 20),
+            };
+            if let (Ok(level), Some(bytes)) = (level.trim().parse::<u32>(), bytes) {
+                if best.is_none_or(|(l, _)| level > l) {
+                    best = Some((level, bytes));
+                }
+            }
+        }
+        best.map(|(_, bytes)| bytes)
+    })
 }
 
 /// Schedules `g` (already simplified); `epilogues`: whether kernels may run
-/// as epilogues of products.
-pub fn schedule_with(g: &Graph, epilogues: bool) -> Schedule {
+/// as epilogues of products; `stream_min_bytes`: see [`stream_min_bytes`]
+/// (`None`: no kernel streams).
+pub fn schedule_with(g: &Graph, epilogues: bool, stream_min_bytes: Option<usize>) -> Schedule {
     let mut def = vec![None; g.avals.len()];
     for (i, e) in g.eqns.iter().enumerate() {
         def[e.out] = Some(i);
@@ -621,6 +659,7 @@ pub fn schedule_with(g: &Graph, epilogues: bool) -> Schedule {
                             fused: b.fused,
                             reduce: reduce_of(g, &def, root),
                             block: None,
+                            stream: false,
                         },
                         b.args,
                     ));
@@ -640,7 +679,7 @@ pub fn schedule_with(g: &Graph, epilogues: bool) -> Schedule {
             buffers.insert(v);
             continue;
         }
-        return plan(g, kernels, &views, &kinds, epilogues);
+        return plan(g, kernels, &views, &kinds, epilogues, stream_min_bytes);
     }
 }
 
@@ -792,6 +831,25 @@ enum Pre {
         epilogue: bool,
     },
     Library(usize),
+}
+
+/// Marks the maps that write a program output in a pass moving at least
+/// `min` bytes (the output and every argument) as [`Kernel::stream`].
+fn mark_streams(g: &Graph, pre: &mut [Pre], min: usize) {
+    let bytes = |v: Var| g.aval(v).numel() * g.aval(v).dtype.size_in_bytes();
+    let outputs: HashSet<Var> = g.outputs.iter().copied().collect();
+    for step in pre {
+        if let Pre::Kernel {
+            kernel,
+            out,
+            args,
+            epilogue: false,
+        } = step
+        {
+            let moved = bytes(*out) + args.iter().map(|&a| bytes(a)).sum::<usize>();
+            kernel.stream = kernel.reduce.is_none() && outputs.contains(out) && moved >= min;
+        }
+    }
 }
 
 /// How many leading dims of a `dot_general`'s output form the rows of its
@@ -946,6 +1004,7 @@ fn plan(
     views: &BTreeSet<Var>,
     kinds: &[Kind],
     with_epilogues: bool,
+    stream_min_bytes: Option<usize>,
 ) -> Schedule {
     let mut by_root: HashMap<Var, (Kernel, Vec<Var>)> =
         kernels.into_iter().map(|(v, k, a)| (v, (k, a))).collect();
@@ -962,11 +1021,14 @@ fn plan(
             pre.push(Pre::Library(i));
         }
     }
-    let pre = if with_epilogues {
+    let mut pre = if with_epilogues {
         epilogues(g, pre)
     } else {
         pre
     };
+    if let Some(min) = stream_min_bytes {
+        mark_streams(g, &mut pre, min);
+    }
     let mut distinct: Vec<Kernel> = Vec::new();
     let mut steps = Vec::new();
     for step in pre {

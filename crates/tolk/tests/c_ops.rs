@@ -724,7 +724,8 @@ fn fast_exp_equals_exact_exp_for_every_f32_its_guard_passes() {
     let src = format!(
         "{}\n\
          /* Over every f32: [0] how many pass the guard, [1] how many of those\n\
-          * differ, [2] how many x <= 68 fail it. */\n\
+          * differ, [2] how many x <= 68 fail it; [3] whether the guards'\n\
+          * threshold is not the limit's bits. */\n\
          void tk_check(uint64_t *counts) {{\n\
              uint64_t pass = 0, differ = 0, refused = 0;\n\
              for (uint64_t u = 0; u < (1ull << 32); u++) {{\n\
@@ -735,6 +736,7 @@ fn fast_exp_equals_exact_exp_for_every_f32_its_guard_passes() {
                  refused += !in & (x <= 68.0f);\n\
              }}\n\
              counts[0] = pass; counts[1] = differ; counts[2] = refused;\n\
+             counts[3] = TK_GUARD_MAX != tk_f32_bits(TK_EXP_FAST_T_LIMIT);\n\
          }}\n",
         c_ops::PRELUDE
     );
@@ -745,7 +747,7 @@ fn fast_exp_equals_exact_exp_for_every_f32_its_guard_passes() {
     let lib = unsafe { libloading::Library::new(&so) }.unwrap();
     let check: libloading::Symbol<unsafe extern "C" fn(*mut u64)> =
         unsafe { lib.get(b"tk_check\0") }.unwrap();
-    let mut counts = [0u64; 3];
+    let mut counts = [0u64; 4];
     unsafe { check(counts.as_mut_ptr()) };
     // All negative non-NaN patterns, and the positive ones up to 68.
     let at_least = (0x8000_0000u64 - 0x7f_ffff) + u64::from(68f32.to_bits()) + 1;
@@ -754,7 +756,11 @@ fn fast_exp_equals_exact_exp_for_every_f32_its_guard_passes() {
         "{} pass, want >= {at_least}",
         counts[0]
     );
-    assert_eq!(counts[1..], [0, 0], "[differ, refused]");
+    assert_eq!(
+        counts[1..],
+        [0, 0, 0],
+        "[differ, refused, TK_GUARD_MAX is not the limit's bits]"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
