@@ -135,7 +135,9 @@ pub struct Kernel {
     pub nodes: Vec<Node>,
     /// The node whose value is stored.
     pub root: usize,
-    /// The graph primitives fused into it (for debug output).
+    /// The graph primitives fused into it, for debug output: those of the
+    /// first of the identical kernels it stands for (empty until
+    /// deduplicated, so that identical kernels compare equal).
     pub fused: Vec<String>,
     /// A reduction kernel: the last `shape.len() - kept` dims of `shape`
     /// are reduced with `op`; the output is contiguous over the first `kept`.
@@ -341,7 +343,8 @@ struct Builder<'g> {
     depth: usize,
     /// Values this kernel loads because it grew too big to compute them.
     spilled: Vec<Var>,
-    fused: Vec<String>,
+    /// The equations fused in (named only once per distinct kernel).
+    fused: Vec<usize>,
 }
 
 impl Builder<'_> {
@@ -398,7 +401,7 @@ impl Builder<'_> {
                 if computed(self)
                     || (is_root_call && self.kinds[self.def[var].unwrap()] != Kind::Library) =>
             {
-                self.fused.push(e.prim.name());
+                self.fused.push(self.def[var].unwrap());
                 match &e.prim {
                     Prim::Reduce { axes, .. } => {
                         // The kernel's root: its body is the input's
@@ -622,7 +625,7 @@ pub fn schedule_with(g: &Graph, epilogues: bool, stream_min_bytes: Option<usize>
     // a buffer and the two are redone (rare).
     loop {
         buffers.extend(shared_values(g, &buffers, &kinds));
-        let mut kernels: Vec<(Var, Kernel, Vec<Var>)> = Vec::new();
+        let mut kernels: Vec<(Var, Kernel, Vec<Var>, Vec<usize>)> = Vec::new();
         let mut need = None;
         let mut work: Vec<Var> = buffers.iter().rev().copied().collect();
         while let Some(root) = work.pop() {
@@ -656,12 +659,13 @@ pub fn schedule_with(g: &Graph, epilogues: bool, stream_min_bytes: Option<usize>
                             arg_dtypes,
                             nodes: b.nodes,
                             root: r,
-                            fused: b.fused,
+                            fused: Vec::new(),
                             reduce: reduce_of(g, &def, root),
                             block: None,
                             stream: false,
                         },
                         b.args,
+                        b.fused,
                     ));
                     for v in spilled {
                         if buffers.insert(v) {
@@ -829,6 +833,8 @@ enum Pre {
         out: Var,
         args: Vec<Var>,
         epilogue: bool,
+        /// The equations fused in (`Builder::fused`).
+        fused: Vec<usize>,
     },
     Library(usize),
 }
@@ -844,6 +850,7 @@ fn mark_streams(g: &Graph, pre: &mut [Pre], min: usize) {
             out,
             args,
             epilogue: false,
+            ..
         } = step
         {
             let moved = bytes(*out) + args.iter().map(|&a| bytes(a)).sum::<usize>();
@@ -973,6 +980,7 @@ fn epilogues(g: &Graph, pre: Vec<Pre>) -> Vec<Pre> {
                     mut kernel,
                     out,
                     args,
+                    fused,
                     ..
                 },
                 Some((at, eqn)),
@@ -983,6 +991,7 @@ fn epilogues(g: &Graph, pre: Vec<Pre>) -> Vec<Pre> {
                     out,
                     args,
                     epilogue: true,
+                    fused,
                 });
             }
             (step, _) => rest.push((i, step)),
@@ -1000,22 +1009,25 @@ fn epilogues(g: &Graph, pre: Vec<Pre>) -> Vec<Pre> {
 /// deduplicates kernels by structure and computes when each buffer dies.
 fn plan(
     g: &Graph,
-    kernels: Vec<(Var, Kernel, Vec<Var>)>,
+    kernels: Vec<(Var, Kernel, Vec<Var>, Vec<usize>)>,
     views: &BTreeSet<Var>,
     kinds: &[Kind],
     with_epilogues: bool,
     stream_min_bytes: Option<usize>,
 ) -> Schedule {
-    let mut by_root: HashMap<Var, (Kernel, Vec<Var>)> =
-        kernels.into_iter().map(|(v, k, a)| (v, (k, a))).collect();
+    let mut by_root: HashMap<Var, (Kernel, Vec<Var>, Vec<usize>)> = kernels
+        .into_iter()
+        .map(|(v, k, a, f)| (v, (k, a, f)))
+        .collect();
     let mut pre = Vec::new();
     for (i, e) in g.eqns.iter().enumerate() {
-        if let Some((kernel, args)) = by_root.remove(&e.out) {
+        if let Some((kernel, args, fused)) = by_root.remove(&e.out) {
             pre.push(Pre::Kernel {
                 kernel,
                 out: e.out,
                 args,
                 epilogue: false,
+                fused,
             });
         } else if kinds[i] == Kind::Library || views.contains(&e.out) {
             pre.push(Pre::Library(i));
@@ -1030,6 +1042,8 @@ fn plan(
         mark_streams(g, &mut pre, min);
     }
     let mut distinct: Vec<Kernel> = Vec::new();
+    // Per distinct kernel, the equations its first instance fused.
+    let mut first_fused: Vec<Vec<usize>> = Vec::new();
     let mut steps = Vec::new();
     for step in pre {
         match step {
@@ -1038,11 +1052,13 @@ fn plan(
                 out,
                 args,
                 epilogue,
+                fused,
             } => {
                 let kernel = match distinct.iter().position(|d| *d == k) {
                     Some(d) => d,
                     None => {
                         distinct.push(k);
+                        first_fused.push(fused);
                         distinct.len() - 1
                     }
                 };
@@ -1054,6 +1070,9 @@ fn plan(
             }
             Pre::Library(eqn) => steps.push(Step::Library { eqn }),
         }
+    }
+    for (k, fused) in distinct.iter_mut().zip(first_fused) {
+        k.fused = fused.iter().map(|&e| g.eqns[e].prim.name()).collect();
     }
     // Last use of every buffer.
     let mut last: Vec<Option<usize>> = vec![None; g.avals.len()];
