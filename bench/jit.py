@@ -51,10 +51,11 @@ import compare  # noqa: E402  (machine(), run_step(), pair(), ratio(), write_sec
 
 WHAT_LIMITS = (
     "What limits the rows that can miss (if any). W1: the fused kernel (one pass, `exp(x) * y + 1`, "
-    "16 lanes) runs at the triad's speed; both are memory-bound and move with this shared VM's "
-    "noise, so they are measured alternately and the best of each kept; from L2 the kernel computes "
-    "4M elements in about 0.58 ms (its bit-exact exp's fast form; `x * y + 1` alone: 0.27 ms), so a triad "
-    "at its L3-resident best (0.5 ms) can still outrun it. W4: the "
+    "16 lanes, its output stored past the cache) is bound by the FMA units, not memory: with no "
+    "memory traffic at all (inputs in L1) it computes 4M elements in 0.52 ms on both cores, 12 of "
+    "its ops per 16 elements being multiply-adds (10 of them the bit-exact exp's), which is about "
+    "the triad's best (0.52-0.60 ms); both move with this shared VM's noise, so they are measured "
+    "alternately and the best of each kept. W4: the "
     "step is GEMM-bound (the products are about 3/4 of it, through the same calls as eager: faer for "
     "all of W4's products but the two skinny ones with a row-major rhs, which take gemm); its floor at "
     "the machine's peak FMA rate is in the line above; jax.jit's W4 time moves between runs on these machines (1.5-4 ms), so the ratio moves with it. "
