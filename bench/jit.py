@@ -52,9 +52,9 @@ import compare  # noqa: E402  (machine(), run_step(), pair(), ratio(), write_sec
 WHAT_LIMITS = (
     "What limits the rows that can miss (if any). W1: the fused kernel (one pass, `exp(x) * y + 1`, "
     "16 lanes, its output stored past the cache) is bound by the FMA units, not memory: with no "
-    "memory traffic at all (inputs in L1) it computes 4M elements in 0.52 ms on both cores, 12 of "
-    "its ops per 16 elements being multiply-adds (10 of them the bit-exact exp's), which is about "
-    "the triad's best (0.52-0.60 ms); both move with this shared VM's noise, so they are measured "
+    "memory traffic at all (inputs in L1) it computes 4M elements in 0.55 ms on both cores (12 of "
+    "its ops per 16 elements go to the multiply units, 11 of them the bit-exact exp's, one cycle "
+    "each for 16 lanes), about the triad's best (0.52-0.60 ms); both move with this shared VM's noise, so they are measured "
     "alternately and the best of each kept. W4: the "
     "step is GEMM-bound (the products are about 3/4 of it, through the same calls as eager: faer for "
     "all of W4's products but the two skinny ones with a row-major rhs, which take gemm); its floor at "
