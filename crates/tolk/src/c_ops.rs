@@ -80,6 +80,22 @@ pub const CFLAGS: &[&str] = &[
     "-Werror=implicit-function-declaration",
 ];
 
+/// The flags of [`CFLAGS`] that only gcc takes (clang refuses `--param`
+/// names it does not know, and has no such cost model).
+const GCC_ONLY: &[&str] = &[
+    "-fvect-cost-model=dynamic",
+    "--param=vect-epilogues-nomask=0",
+];
+
+/// [`CFLAGS`] for the compiler at hand: without [`GCC_ONLY`]'s for clang.
+pub fn cflags(clang: bool) -> Vec<&'static str> {
+    CFLAGS
+        .iter()
+        .copied()
+        .filter(|f| !(clang && GCC_ONLY.contains(f)))
+        .collect()
+}
+
 /// The C type that holds one element of `dtype` in memory.
 pub fn c_type(dtype: DType) -> &'static str {
     match dtype {

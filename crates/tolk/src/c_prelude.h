@@ -52,8 +52,10 @@ double fma(double, double, double); float fmaf(float, float, float);
 #include <string.h>
 #if defined(__F16C__)
 /* F16C's conversions through the compilers' builtins, as <immintrin.h>
- * defines _cvtsh_ss/_cvtss_sh (gcc and clang alike), without including it:
- * parsing it took 170 ms of every translation unit, most of a cold jit. */
+ * defines _cvtsh_ss/_cvtss_sh, without including it: parsing it took 170
+ * ms of every translation unit, most of a cold jit. (clang has no
+ * vcvtph2ps builtin since LLVM 16: f16 -> f32 is a _Float16 conversion
+ * there, the same instruction.) */
 typedef short tk_v8hi __attribute__((vector_size(16)));
 typedef float tk_v4sf __attribute__((vector_size(16)));
 #endif
@@ -89,9 +91,12 @@ static inline uint32_t tk_guard_key_f32(float x, float limit) {
  * moved, never converted. tk_stream_fence orders the stores before the
  * kernel returns (the runtime's join is an ordinary release). */
 #if defined(__clang__) && defined(__SSE2__)
+/* The source (the tile) may sit at any offset; the destination is a whole
+ * line, so its type keeps the natural alignment clang needs for movntps. */
 typedef float tk_stream_v __attribute__((vector_size(16), aligned(1)));
+typedef float tk_stream_line_v __attribute__((vector_size(16)));
 #define TK_STREAM_LINE(d, s) do { for (int q = 0; q < 64; q += 16) \
-    __builtin_nontemporal_store(*(const tk_stream_v *)((s) + q), (tk_stream_v *)((d) + q)); } while (0)
+    __builtin_nontemporal_store(*(const tk_stream_v *)((s) + q), (tk_stream_line_v *)((d) + q)); } while (0)
 #elif defined(__GNUC__) && defined(__AVX512F__)
 typedef float tk_stream_v __attribute__((vector_size(64), aligned(1)));
 #define TK_STREAM_LINE(d, s) __builtin_ia32_movntps512((float *)(d), *(const tk_stream_v *)(s))
@@ -167,7 +172,11 @@ static inline uint16_t tk_f32_to_f16_soft(float value) {
     }
 }
 static inline float tk_f16_to_f32(uint16_t h) {
-#if defined(__F16C__)
+#if defined(__F16C__) && defined(__clang__)
+    _Float16 v;
+    memcpy(&v, &h, 2);
+    return (float)v;
+#elif defined(__F16C__)
     tk_v8hi v = {(short)h, 0, 0, 0, 0, 0, 0, 0};
     tk_v4sf r = __builtin_ia32_vcvtph2ps(v);
     return __extension__ r[0];
@@ -177,6 +186,9 @@ static inline float tk_f16_to_f32(uint16_t h) {
 }
 static inline uint16_t tk_f32_to_f16(float f) {
 #if defined(__F16C__)
+    /* The builtin, not a _Float16 conversion, with clang too: clang folds
+     * a conversion to f32 and back into nothing, keeping a signaling NaN
+     * that half quiets. */
     tk_v4sf a = {f, 0.0f, 0.0f, 0.0f};
     tk_v8hi r = __builtin_ia32_vcvtps2ph(a, 0 /* round to nearest even */);
     return (uint16_t)(__extension__ r[0]);

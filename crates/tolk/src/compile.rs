@@ -1,5 +1,5 @@
 //! The system C compiler: builds a program's kernels into one shared object
-//! and loads it. `$CC`, else `cc`; flags from `c_ops::CFLAGS` (chosen by
+//! and loads it. `$CC`, else `cc`; flags from `c_ops::CFLAGS` (gcc's own left out for clang; chosen by
 //! measurement: `-O2 -fvect-cost-model=dynamic` vectorizes the fused loops
 //! as `-O3` does at a fifth of the compile time).
 
@@ -116,10 +116,19 @@ pub fn sanitize_flags() -> &'static [&'static str] {
     }
 }
 
+/// Whether `$CC` is clang, by its version line (Apple's included).
+pub fn is_clang() -> bool {
+    compiler_identity().is_ok_and(|id| {
+        let version = id.split_once(": ").map_or(id.as_str(), |(_, v)| v);
+        version.contains("clang")
+    })
+}
+
 /// Every flag a kernel build uses besides `-shared -fPIC -o`: `c_ops::CFLAGS`
-/// and, with `TOLK_SANITIZE=1`, [`sanitize_flags`].
+/// (less gcc's own for clang, [`c_ops::cflags`]) and, with
+/// `TOLK_SANITIZE=1`, [`sanitize_flags`].
 pub fn flags() -> Vec<&'static str> {
-    let mut f = c_ops::CFLAGS.to_vec();
+    let mut f = c_ops::cflags(is_clang());
     f.extend_from_slice(sanitize_flags());
     f
 }
@@ -160,10 +169,10 @@ pub fn build_units(units: &[String], out: &Path, extra_flags: &[&str]) -> Result
             String::from_utf8_lossy(&o.stderr)
         )
     };
+    let flags = flags();
     let result = if units.len() == 1 {
         Command::new(&cc)
-            .args(c_ops::CFLAGS)
-            .args(sanitize_flags())
+            .args(&flags)
             .args(extra_flags)
             .args(["-shared", "-fPIC", "-o"])
             .arg(&so_tmp)
@@ -176,8 +185,7 @@ pub fn build_units(units: &[String], out: &Path, extra_flags: &[&str]) -> Result
             .zip(&o_paths)
             .map(|(c, o)| {
                 Command::new(&cc)
-                    .args(c_ops::CFLAGS)
-                    .args(sanitize_flags())
+                    .args(&flags)
                     .args(extra_flags)
                     .args(["-fPIC", "-c", "-o"])
                     .arg(o)

@@ -558,7 +558,7 @@ fn scratch_dir(tag: &str) -> PathBuf {
 fn compile(cc: &str, src: &Path, so: &Path, extra: &[&str]) {
     let t = std::time::Instant::now();
     let out = Command::new(cc)
-        .args(c_ops::CFLAGS)
+        .args(tolk::compile::flags())
         .args(extra)
         .args(["-shared", "-fPIC", "-o"])
         .arg(so)
