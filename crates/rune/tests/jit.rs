@@ -1337,6 +1337,56 @@ fn exp_on_both_sides_of_its_fast_range_matches_eager() {
     assert_close(&rune::jit(softmax).call(&x), &softmax(&x));
 }
 
+// ------------------------------------------------------ invariant values
+
+/// Values that are the same at every point of a kernel's loops (a scalar
+/// input broadcast, then squared twice and put through a sigmoid, in each
+/// float dtype; an iota along a length-1 axis) are computed once before the
+/// loops and equal eager bit for bit, in maps, reductions and streamed
+/// outputs, at lengths from 1 to beyond one thread's part. Broadcasts into
+/// an empty shape compute nothing (the hoisted load would read an element
+/// the loops never read).
+#[test]
+fn loop_invariant_values_equal_eager() {
+    for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        for n in [1usize, 17, 70_001] {
+            let f = move |(s, x): &(Tensor, Tensor)| {
+                let c = s.broadcast_to(&[n]).cast(dt);
+                let chain = (&c * &c * (&c * &c)).sigmoid();
+                let sum = (&chain + x.cast(dt)).sum_all();
+                (chain.clone(), chain * x.cast(dt), sum)
+            };
+            let p = (Tensor::from_slice(&[0.3f32], &[1]), f32s(&data(n, 7), &[n]));
+            let (a, b, c) = rune::jit(f).call(&p);
+            let (ea, eb, ec) = f(&p);
+            assert_same(&a, &ea);
+            assert_same(&b, &eb);
+            assert_close(&c.cast(DType::F64), &ec.cast(DType::F64));
+            let g = rune::make_graph(f, &p);
+            let opts = tolk::Options {
+                use_cache: false,
+                epilogues: false,
+                stream_min_bytes: Some(0),
+            };
+            let compiled = tolk::compile_with(&g, &opts).expect("compiles");
+            assert!(
+                compiled
+                    .kernel_sources
+                    .iter()
+                    .any(|(_, c)| c.contains("if (lo >= hi) return;")),
+                "{dt} n = {n}: no kernel computes the invariant chain before its loops"
+            );
+            let got = compiled.program.run(&p.leaves());
+            assert_same(&got[0], &ea);
+            assert_same(&got[1], &eb);
+        }
+    }
+    // Empty: [1, 0] broadcast to [5, 0].
+    let f = |s: &Tensor| (s.broadcast_to(&[5, 0]) * 2.0).exp();
+    let s = Tensor::zeros(&[1, 0], DType::F32);
+    assert_same(&rune::jit(f).call(&s), &f(&s));
+}
+
 // ------------------------------------------------------ streamed outputs
 
 /// Maps that write a program output in a pass larger than the last-level

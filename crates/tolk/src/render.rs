@@ -161,12 +161,48 @@ fn has_guarded(k: &Kernel) -> bool {
     })
 }
 
-/// The statements computing every node, at the loop indices `i0, i1, ...`.
-/// With `fast`, nodes that have a vectorized form use it and fold their
-/// guard key into `big` (the largest so far).
-fn body(k: &Kernel, nest: &LoopNest, indent: &str, fast: bool) -> String {
-    let mut s = String::new();
+/// Which nodes are the same at every point of the loop nest: literals,
+/// loads (and iotas) that step through no loop, and operations on those
+/// only. They are computed once, before the loops. Besides the work saved,
+/// a chain of them inside a loop (a broadcast scalar squared twice, then a
+/// bf16 sigmoid) kept clang's loop vectorizer busy for over 20 minutes: its
+/// analysis walks each use of a value, exponential in a chain of squares.
+///
+/// A load is hoisted only when the loops run at least once (the kernel
+/// returns first on an empty range, and no loop of the nest is empty), so
+/// that it reads an element the loops would have read.
+fn invariant(k: &Kernel, nest: &LoopNest) -> Vec<bool> {
+    let mut inv = vec![false; k.nodes.len()];
+    let nonempty = nest.dims.iter().all(|&d| d > 0);
     for (i, n) in k.nodes.iter().enumerate() {
+        inv[i] = match n {
+            Node::Lit { .. } => true,
+            Node::Load { .. } | Node::Iota { .. } | Node::Coord { .. } => {
+                nonempty
+                    && nest.loads[i]
+                        .as_ref()
+                        .is_some_and(|(_, strides)| strides.iter().all(|&st| st == 0))
+            }
+            Node::Unary { x, .. } | Node::Cast { x, .. } => inv[*x],
+            Node::Binary { a, b, .. } | Node::Compare { a, b, .. } => inv[*a] && inv[*b],
+            Node::Where { c, a, b, .. } => inv[*c] && inv[*a] && inv[*b],
+        };
+    }
+    inv
+}
+
+/// The statements computing the nodes `pick` selects, in order, at the
+/// loop indices `i0, i1, ...`. With `fast`, nodes that have a vectorized
+/// form use it and fold their guard key into `big` (the largest so far).
+fn body(
+    k: &Kernel,
+    nest: &LoopNest,
+    indent: &str,
+    fast: bool,
+    pick: &dyn Fn(usize) -> bool,
+) -> String {
+    let mut s = String::new();
+    for (i, n) in k.nodes.iter().enumerate().filter(|(i, _)| pick(*i)) {
         let t = c_ops::c_type(node_dtype(k, i));
         let v = |j: &usize| format!("v{j}");
         let index = || {
@@ -345,6 +381,20 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
             k.arg_dtypes.len() + 1
         );
     }
+    // The invariant nodes, once (with the exact forms where the loops use
+    // them: a tiled reduction's). Loads among them read element 0 of their
+    // buffer, which an empty range may not have: nothing runs then.
+    let tiled = k.reduce.is_some() && column_tile(k, nest).is_some();
+    let inv = invariant(k, nest);
+    if inv
+        .iter()
+        .zip(&k.nodes)
+        .any(|(&i, n)| i && !matches!(n, Node::Lit { .. }))
+    {
+        s.push_str("  if (lo >= hi) return;\n");
+    }
+    s.push_str(&body(k, nest, "  ", fast && !tiled, &|i| inv[i]));
+    let looped = |i: usize| !inv[i];
     let nd = nest.dims.len();
     let nkept = nest.kept;
     let mut indent = String::from("  ");
@@ -376,11 +426,11 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
     }
     if let (Some((op, _)), Some(tile)) = (k.reduce, column_tile(k, nest)) {
         // Tiled reductions use the exact forms (no guard to check).
-        render_tiled(&mut s, k, nest, op, tile);
+        render_tiled(&mut s, k, nest, op, tile, &looped);
         return s;
     }
     if k.stream && k.reduce.is_none() && !nest.block && nd == 1 {
-        render_streamed(&mut s, k, nest, fast);
+        render_streamed(&mut s, k, nest, fast, &looped);
         if fast {
             let _ = writeln!(s, "  if (TK_GUARD_FAILED(big)) {name}_exact(b, lo, hi);");
         }
@@ -392,7 +442,7 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
     }
     match k.reduce {
         None => {
-            s.push_str(&body(k, nest, &indent, fast));
+            s.push_str(&body(k, nest, &indent, fast, &looped));
             let _ = writeln!(s, "{indent}out[{oidx}] = v{};", k.root);
         }
         Some((op, _)) => {
@@ -415,7 +465,7 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
             let _ = writeln!(s, "{indent}  for (int u = 0; u < {ACCS}; u++) {{");
             let inner = format!("{indent}    ");
             let _ = writeln!(s, "{inner}int64_t i{last} = r + u;");
-            s.push_str(&body(k, nest, &inner, fast));
+            s.push_str(&body(k, nest, &inner, fast, &looped));
             let _ = writeln!(s, "{inner}{at} acc = accs[u];");
             let _ = writeln!(s, "{inner}accs[u] = {};", acc.fold);
             let _ = writeln!(s, "{indent}  }}");
@@ -423,7 +473,7 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
             let _ = writeln!(s, "{indent}for (; r < {n}; r++) {{");
             let inner = format!("{indent}  ");
             let _ = writeln!(s, "{inner}int64_t i{last} = r;");
-            s.push_str(&body(k, nest, &inner, fast));
+            s.push_str(&body(k, nest, &inner, fast, &looped));
             let _ = writeln!(s, "{inner}{at} acc = accs[0];");
             let _ = writeln!(s, "{inner}accs[0] = {};", acc.fold);
             let _ = writeln!(s, "{indent}}}");
@@ -453,7 +503,13 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
 /// space, so that after a part's first tile the stores start on whole
 /// lines) is computed into an L1 buffer, the same body and the same bits,
 /// then stored past the cache by `tk_stream`.
-fn render_streamed(s: &mut String, k: &Kernel, nest: &LoopNest, fast: bool) {
+fn render_streamed(
+    s: &mut String,
+    k: &Kernel,
+    nest: &LoopNest,
+    fast: bool,
+    looped: &dyn Fn(usize) -> bool,
+) {
     let t = c_ops::c_type(k.out_dtype);
     s.push_str("  for (int64_t t0 = lo; t0 < hi;) {\n");
     s.push_str("    int64_t t1 = (t0 / TK_STREAM_TILE + 1) * TK_STREAM_TILE;\n");
@@ -463,7 +519,7 @@ fn render_streamed(s: &mut String, k: &Kernel, nest: &LoopNest, fast: bool) {
         "    {t} tile[TK_STREAM_TILE] __attribute__((aligned(64)));"
     );
     s.push_str("    for (int64_t i0 = t0; i0 < t1; i0++) {\n");
-    s.push_str(&body(k, nest, "      ", fast));
+    s.push_str(&body(k, nest, "      ", fast, looped));
     let _ = writeln!(s, "      tile[i0 - t0] = v{};", k.root);
     s.push_str("    }\n");
     let _ = writeln!(
@@ -505,7 +561,14 @@ fn column_tile(k: &Kernel, nest: &LoopNest) -> Option<usize> {
 /// innermost reduced dim into accumulator `r % ACCS` while a full group of
 /// `ACCS` remains, the rest into accumulator 0, then the pairwise merge), so
 /// the result is the same bit for bit; only the loops are interchanged.
-fn render_tiled(s: &mut String, k: &Kernel, nest: &LoopNest, op: ReduceOp, tile: usize) {
+fn render_tiled(
+    s: &mut String,
+    k: &Kernel,
+    nest: &LoopNest,
+    op: ReduceOp,
+    tile: usize,
+    looped: &dyn Fn(usize) -> bool,
+) {
     let nd = nest.dims.len();
     let nkept = nest.kept;
     let kd = nkept - 1;
@@ -560,7 +623,7 @@ fn render_tiled(s: &mut String, k: &Kernel, nest: &LoopNest, op: ReduceOp, tile:
         let _ = writeln!(s, "{indent}for (int64_t t = 0; t < tn; t++) {{");
         let inner = format!("{indent}  ");
         let _ = writeln!(s, "{inner}int64_t i{kd} = t0 + t;");
-        s.push_str(&body(k, nest, &inner, false));
+        s.push_str(&body(k, nest, &inner, false, looped));
         let _ = writeln!(s, "{inner}{at} acc = accs[{u}][t];");
         let _ = writeln!(s, "{inner}accs[{u}][t] = {};", acc.fold);
         let _ = writeln!(s, "{indent}}}");
