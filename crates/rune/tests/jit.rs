@@ -1339,6 +1339,17 @@ fn exp_on_both_sides_of_its_fast_range_matches_eager() {
 
 // ------------------------------------------------------ invariant values
 
+/// `f` staged and compiled without the disk cache, every map writing an
+/// output streamed whatever its size (`stream_min_bytes: Some(0)`).
+fn compiled_streaming<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> tolk::Compiled {
+    let opts = tolk::Options {
+        use_cache: false,
+        epilogues: false,
+        stream_min_bytes: Some(0),
+    };
+    tolk::compile_with(&rune::make_graph(f, p), &opts).expect("compiles")
+}
+
 /// Values that are the same at every point of a kernel's loops (a scalar
 /// input broadcast, then squared twice and put through a sigmoid, in each
 /// float dtype; an iota along a length-1 axis) are computed once before the
@@ -1362,13 +1373,7 @@ fn loop_invariant_values_equal_eager() {
             assert_same(&a, &ea);
             assert_same(&b, &eb);
             assert_close(&c.cast(DType::F64), &ec.cast(DType::F64));
-            let g = rune::make_graph(f, &p);
-            let opts = tolk::Options {
-                use_cache: false,
-                epilogues: false,
-                stream_min_bytes: Some(0),
-            };
-            let compiled = tolk::compile_with(&g, &opts).expect("compiles");
+            let compiled = compiled_streaming(f, &p);
             assert!(
                 compiled
                     .kernel_sources
@@ -1418,13 +1423,7 @@ fn streamed_outputs_equal_eager_bit_for_bit() {
             xs[n - 1] = f32::NAN;
         }
         let p = (f32s(&xs, &[n]), f32s(&ys, &[n]));
-        let g = rune::make_graph(f, &p);
-        let opts = tolk::Options {
-            use_cache: false,
-            epilogues: false,
-            stream_min_bytes: Some(0),
-        };
-        let compiled = tolk::compile_with(&g, &opts).expect("compiles");
+        let compiled = compiled_streaming(f, &p);
         let streams = compiled
             .kernel_sources
             .iter()

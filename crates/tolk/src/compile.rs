@@ -118,10 +118,14 @@ pub fn sanitize_flags() -> &'static [&'static str] {
 
 /// Whether `$CC` is clang, by its version line (Apple's included).
 pub fn is_clang() -> bool {
-    compiler_identity().is_ok_and(|id| {
-        let version = id.split_once(": ").map_or(id.as_str(), |(_, v)| v);
-        version.contains("clang")
-    })
+    compiler_identity().is_ok_and(|id| names_clang(&id))
+}
+
+/// Whether a [`compiler_identity`] line (`path: first --version line`)
+/// names clang: by the version line only, not by the compiler's path.
+pub fn names_clang(identity: &str) -> bool {
+    let version = identity.split_once(": ").map_or(identity, |(_, v)| v);
+    version.contains("clang")
 }
 
 /// Every flag a kernel build uses besides `-shared -fPIC -o`: `c_ops::CFLAGS`

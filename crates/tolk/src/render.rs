@@ -429,7 +429,8 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
         render_tiled(&mut s, k, nest, op, tile, &looped);
         return s;
     }
-    if k.stream && k.reduce.is_none() && !nest.block && nd == 1 {
+    // `stream` is only set on maps that are not epilogues.
+    if k.stream && nd == 1 {
         render_streamed(&mut s, k, nest, fast, &looped);
         if fast {
             let _ = writeln!(s, "  if (TK_GUARD_FAILED(big)) {name}_exact(b, lo, hi);");

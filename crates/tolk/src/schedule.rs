@@ -148,9 +148,10 @@ pub struct Kernel {
     /// covers a block of columns given at run time, so it can follow each
     /// block of the product.
     pub block: Option<usize>,
-    /// The output goes to memory past the cache (`tk_stream`): a map over
-    /// one loop whose pass moves more bytes than the last-level cache holds
-    /// (see [`stream_min_bytes`]). The values are the same.
+    /// The output goes to memory past the cache (`tk_stream`): a map (not
+    /// an epilogue) writing a program output in a pass that moves at least
+    /// [`stream_min_bytes`]; rendered so when it lowers to one loop. The
+    /// values are the same.
     pub stream: bool,
 }
 
@@ -536,15 +537,7 @@ pub fn stream_min_bytes() -> Option<usize> {
             let (Some(level), Some(size)) = (read("level"), read("size")) else {
                 continue;
             };
-            let size = size.trim();
-            let bytes = match size.strip_suffix('K') {
-                Some(k) => k.parse::<usize>().ok().map(|k| k << 10),
-                None => size
-                    .strip_suffix('M')
-                    .and_then(|m| m.parse::<usize>().ok())
-                    .map(|m| m << 20),
-            };
-            if let (Ok(level), Some(bytes)) = (level.trim().parse::<u32>(), bytes) {
+            if let (Ok(level), Some(bytes)) = (level.trim().parse::<u32>(), cache_size(&size)) {
                 if best.is_none_or(|(l, _)| level > l) {
                     best = Some((level, bytes));
                 }
@@ -552,6 +545,17 @@ pub fn stream_min_bytes() -> Option<usize> {
         }
         best.map(|(_, bytes)| bytes)
     })
+}
+
+/// A sysfs cache size (`32768K`, `1M`, or plain bytes) in bytes.
+fn cache_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let (digits, shift) = match text.as_bytes().last()? {
+        b'K' => (&text[..text.len() - 1], 10),
+        b'M' => (&text[..text.len() - 1], 20),
+        _ => (text, 0),
+    };
+    digits.parse::<usize>().ok().map(|n| n << shift)
 }
 
 /// Schedules `g` (already simplified); `epilogues`: whether kernels may run
@@ -1106,5 +1110,21 @@ fn plan(
         kernels: distinct,
         steps,
         frees,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cache_size;
+
+    /// sysfs writes cache sizes with a `K` suffix (some kernels `M`).
+    #[test]
+    fn cache_sizes_read_as_sysfs_writes_them() {
+        assert_eq!(cache_size("32768K\n"), Some(32 << 20));
+        assert_eq!(cache_size("2M"), Some(2 << 20));
+        assert_eq!(cache_size("512"), Some(512));
+        assert_eq!(cache_size(""), None);
+        assert_eq!(cache_size("K"), None);
+        assert_eq!(cache_size("lots"), None);
     }
 }

@@ -819,3 +819,28 @@ long tk_soft_f16_mismatches(void) {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// clang gets `CFLAGS` without gcc's own flags (it refuses `--param` names
+/// it does not know), gcc all of them; clang is told by the version line,
+/// not the compiler's path.
+#[test]
+fn clang_gets_cflags_without_gccs_own() {
+    assert_eq!(c_ops::cflags(false), c_ops::CFLAGS.to_vec());
+    let clang = c_ops::cflags(true);
+    assert!(clang
+        .iter()
+        .all(|f| !f.starts_with("--param") && !f.starts_with("-fvect-cost-model")));
+    assert!(clang.contains(&"-ffp-contract=off") && clang.contains(&"-march=native"));
+    assert!(tolk::compile::names_clang(
+        "/usr/bin/cc: Debian clang version 16.0.6"
+    ));
+    assert!(tolk::compile::names_clang(
+        "cc: Apple clang version 15.0.0 (clang-1500.3.9.4)"
+    ));
+    assert!(!tolk::compile::names_clang(
+        "cc: cc (Debian 12.2.0-14+deb12u1) 12.2.0"
+    ));
+    assert!(!tolk::compile::names_clang(
+        "/opt/clang-shim/cc: gcc (GCC) 13.2.0"
+    ));
+}
