@@ -31,7 +31,7 @@ fn ab<P: Ptree, Q: Ptree>(name: &str, f: impl Fn(&P) -> Q, p: &P, calls: usize) 
     let g = rune::make_graph(f, p);
     let compile = |epilogues| {
         tolk::compile_with(
-            &g,
+            g.clone(),
             &tolk::Options {
                 use_cache: false,
                 epilogues,

@@ -317,7 +317,7 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                     }
                 }
                 self.traces.set(self.traces.get() + 1);
-                let compiled = tolk::compile(&graph, true).map_err(JitError::new)?;
+                let compiled = tolk::compile(graph, true).map_err(JitError::new)?;
                 if debug_level() >= 2 {
                     eprintln!("jit {}: program\n{}", self.name, compiled.program.graph());
                     for (i, (fused, src)) in compiled.kernel_sources.iter().enumerate() {

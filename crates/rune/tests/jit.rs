@@ -1347,7 +1347,7 @@ fn compiled_streaming<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> tolk::C
         epilogues: false,
         stream_min_bytes: Some(0),
     };
-    tolk::compile_with(&rune::make_graph(f, p), &opts).expect("compiles")
+    tolk::compile_with(rune::make_graph(f, p), &opts).expect("compiles")
 }
 
 /// Values that are the same at every point of a kernel's loops (a scalar
@@ -1461,7 +1461,7 @@ fn compiled_with_sources<P: Ptree, Q: Ptree>(
         epilogues,
         stream_min_bytes: None,
     };
-    tolk::compile_with(&g, &opts).expect("compiles")
+    tolk::compile_with(g, &opts).expect("compiles")
 }
 
 /// `f` compiled with epilogues runs `want` of them and equals, bit for bit
@@ -1734,7 +1734,7 @@ fn small_kernels_beside_a_large_product_equal_eager() {
         rand_f32(&[96], 3) * 40.0 - 20.0,
     );
     let g = rune::make_graph(f, &p);
-    let c = tolk::compile(&g, false).expect("compiles");
+    let c = tolk::compile(g, false).expect("compiles");
     let small = |c: &tolk::Compiled| {
         c.kernel_sources
             .iter()
@@ -1751,7 +1751,7 @@ fn small_kernels_beside_a_large_product_equal_eager() {
         }
     }
     let alone = |v: &Tensor| ((v.exp() * 0.5).tanh() + v.sin()).sqrt() / (v * v + 1.0);
-    let c = tolk::compile(&rune::make_graph(alone, &p.2), false).expect("compiles");
+    let c = tolk::compile(rune::make_graph(alone, &p.2), false).expect("compiles");
     assert_eq!(small(&c), 0, "nothing is small beside nothing");
     assert_same(&c.program.run(&[p.2.clone()])[0], &alone(&p.2));
 }

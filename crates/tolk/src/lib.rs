@@ -16,7 +16,7 @@
 //! g.eqns.push(Eqn { prim: Prim::Binary(BinaryOp::Mul), inputs: vec![e, x], out: y });
 //! g.outputs.push(y);
 //!
-//! let compiled = tolk::compile(&g, false).expect("needs a C compiler (cc)");
+//! let compiled = tolk::compile(g, false).expect("needs a C compiler (cc)");
 //! assert_eq!(compiled.program.num_kernels(), 1); // both equations fuse into one loop
 //! let xs = Tensor::from_slice(&[0.0f32, 1.0, 2.0], &[3]);
 //! let out = compiled.program.run(&[xs.clone()]);
@@ -124,7 +124,7 @@ pub struct Compiled {
 /// Compiles `graph` for the host CPU, through the persistent cache unless
 /// `use_cache` is false (or `JITCACHE=0`). `Err` carries a message for the
 /// user (no C compiler, say).
-pub fn compile(graph: &Graph, use_cache: bool) -> Result<Compiled, String> {
+pub fn compile(graph: Graph, use_cache: bool) -> Result<Compiled, String> {
     compile_with(
         graph,
         &Options {
@@ -154,7 +154,7 @@ pub struct Options {
 }
 
 /// [`compile()`] with explicit [`Options`].
-pub fn compile_with(graph: &Graph, opts: &Options) -> Result<Compiled, String> {
+pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
     let start = Instant::now();
     let g = simplify::simplify(graph);
     let t_simplify = start.elapsed().as_secs_f64();

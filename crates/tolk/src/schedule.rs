@@ -24,7 +24,6 @@
 use crate::graph::{Eqn, Graph, Var};
 use nx::{BinaryOp, CmpOp, DType, Layout, Prim, ReduceOp, UnaryOp};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
-use std::collections::BTreeSet;
 
 /// One node of a kernel's body, in topological order; operands are indices
 /// of earlier nodes.
@@ -331,7 +330,7 @@ struct Builder<'g> {
     /// Defining equation of each variable (None: input or constant).
     def: &'g [Option<usize>],
     kinds: &'g [Kind],
-    buffers: &'g BTreeSet<Var>,
+    buffers: &'g VarSet,
     /// The buffer this kernel computes.
     root: Var,
     nodes: Vec<Node>,
@@ -517,6 +516,41 @@ impl Builder<'_> {
     }
 }
 
+/// A set of variables, one flag per variable of the graph: the scheduler
+/// asks whether a value is a buffer for every node of every kernel, tens of
+/// thousands of times in a traced 1000-step scan.
+struct VarSet(Vec<bool>);
+
+impl VarSet {
+    fn new(vars: usize) -> VarSet {
+        VarSet(vec![false; vars])
+    }
+
+    fn contains(&self, v: &Var) -> bool {
+        self.0[*v]
+    }
+
+    /// Adds `v`; whether it was new.
+    fn insert(&mut self, v: Var) -> bool {
+        !std::mem::replace(&mut self.0[v], true)
+    }
+
+    fn extend(&mut self, vs: impl IntoIterator<Item = Var>) {
+        for v in vs {
+            self.0[v] = true;
+        }
+    }
+
+    /// The members in increasing order.
+    fn iter(&self) -> impl DoubleEndedIterator<Item = Var> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, &m)| m)
+            .map(|(v, _)| v)
+    }
+}
+
 /// Schedules `g` (already simplified), with epilogues unless `TOLK_EPILOGUE=0`.
 pub fn schedule(g: &Graph) -> Schedule {
     schedule_with(g, epilogues_enabled(), stream_min_bytes())
@@ -571,8 +605,8 @@ pub fn schedule_with(g: &Graph, epilogues: bool, stream_min_bytes: Option<usize>
 
     // Buffers to start from; movement results feeding library steps are
     // eager views (steps of their own), not buffers.
-    let mut buffers: BTreeSet<Var> = BTreeSet::new();
-    let mut views: BTreeSet<Var> = BTreeSet::new();
+    let mut buffers = VarSet::new(g.avals.len());
+    let mut views = VarSet::new(g.avals.len());
     buffers.extend(g.inputs.iter().copied());
     buffers.extend(g.consts.iter().map(|(v, _)| *v));
     buffers.extend(g.outputs.iter().copied());
@@ -582,8 +616,8 @@ pub fn schedule_with(g: &Graph, epilogues: bool, stream_min_bytes: Option<usize>
         g: &Graph,
         def: &[Option<usize>],
         kinds: &[Kind],
-        buffers: &mut BTreeSet<Var>,
-        views: &mut BTreeSet<Var>,
+        buffers: &mut VarSet,
+        views: &mut VarSet,
     ) {
         match def[v].map(|e| (e, kinds[e])) {
             Some((e, Kind::Movement)) => {
@@ -631,7 +665,7 @@ pub fn schedule_with(g: &Graph, epilogues: bool, stream_min_bytes: Option<usize>
         buffers.extend(shared_values(g, &buffers, &kinds));
         let mut kernels: Vec<(Var, Kernel, Vec<Var>, Vec<usize>)> = Vec::new();
         let mut need = None;
-        let mut work: Vec<Var> = buffers.iter().rev().copied().collect();
+        let mut work: Vec<Var> = buffers.iter().rev().collect();
         while let Some(root) = work.pop() {
             match kind_of(root) {
                 None | Some(Kind::Library) => continue,
@@ -733,7 +767,7 @@ fn reduce_of(g: &Graph, def: &[Option<usize>], root: Var) -> Option<(ReduceOp, u
 /// the backward pass, are then recomputed from the product's output rather
 /// than each written to a buffer by kernels of their own (W4: two passes
 /// over `[128, 512]` fewer per layer).
-fn shared_values(g: &Graph, buffers: &BTreeSet<Var>, kinds: &[Kind]) -> Vec<Var> {
+fn shared_values(g: &Graph, buffers: &VarSet, kinds: &[Kind]) -> Vec<Var> {
     const NONE: usize = usize::MAX;
     const MANY: usize = usize::MAX - 1;
     let n = g.avals.len();
@@ -1014,7 +1048,7 @@ fn epilogues(g: &Graph, pre: Vec<Pre>) -> Vec<Pre> {
 fn plan(
     g: &Graph,
     kernels: Vec<(Var, Kernel, Vec<Var>, Vec<usize>)>,
-    views: &BTreeSet<Var>,
+    views: &VarSet,
     kinds: &[Kind],
     with_epilogues: bool,
     stream_min_bytes: Option<usize>,

@@ -396,7 +396,7 @@ pub fn shard(
 ) -> Result<ShardedProgram, ShardError> {
     // Dead code and duplicates go first: a dead reduction over the split
     // axis would otherwise cost an all-reduce.
-    let simplified = crate::simplify::simplify(g);
+    let simplified = crate::simplify::simplify(g.clone());
     let g = &simplified;
     let mut b = Builder {
         g,
@@ -558,7 +558,7 @@ fn stage(
         .collect();
     exports.sort_by_key(|k| var[k]);
     local.outputs = exports.iter().map(|k| var[k]).collect();
-    let compiled = crate::compile(&local, persist)?;
+    let compiled = crate::compile(local, persist)?;
     let program = compiled.program;
     let mut programs: Vec<Mutex<crate::Program>> =
         (1..n).map(|_| Mutex::new(program.instance())).collect();

@@ -9,11 +9,10 @@ use nx::Prim;
 use rustc_hash::FxHashMap as HashMap;
 
 /// `g` with constants folded, common subexpressions merged and dead
-/// equations removed, in that order. Each pass after the first moves the
-/// graph along rather than copying it: a traced 1000-step scan has tens of
-/// thousands of equations, and copying them (and their avals) per pass was
-/// most of the pass's time.
-pub fn simplify(g: &Graph) -> Graph {
+/// equations removed, in that order. Each pass moves the graph along rather
+/// than copying it: a traced 1000-step scan has tens of thousands of
+/// equations, and copying them (and their avals) was most of a pass's time.
+pub fn simplify(g: Graph) -> Graph {
     let g = fold_constants(g);
     let g = cse(g);
     let g = shared_transposes(g);
@@ -359,22 +358,18 @@ fn dce(mut g: Graph) -> Graph {
 
 /// Evaluates equations whose inputs are all constants (a captured weight
 /// transposed, a constant table cast) into new constants.
-fn fold_constants(g: &Graph) -> Graph {
+fn fold_constants(mut g: Graph) -> Graph {
+    if g.consts.is_empty() {
+        return g; // nothing to fold: every equation reads an input or a fill
+    }
     let mut is_const = vec![false; g.avals.len()];
     let mut values: HashMap<Var, nx::Tensor> = HashMap::default();
     for (v, t) in &g.consts {
         is_const[*v] = true;
         values.insert(*v, t.clone());
     }
-    let mut out = Graph {
-        avals: g.avals.clone(),
-        inputs: g.inputs.clone(),
-        consts: g.consts.clone(),
-        eqns: Vec::with_capacity(g.eqns.len()),
-        outputs: g.outputs.clone(),
-        writebacks: g.writebacks.clone(),
-    };
-    for e in &g.eqns {
+    let mut folded = Vec::new();
+    g.eqns.retain(|e| {
         let foldable = !e.inputs.is_empty()
             && e.inputs.iter().all(|&v| is_const[v])
             && !matches!(
@@ -391,14 +386,14 @@ fn fold_constants(g: &Graph) -> Graph {
         if foldable {
             let ins: Vec<&nx::Tensor> = e.inputs.iter().map(|v| &values[v]).collect();
             let t = nx::raw::eval(e.prim.clone(), &ins);
-            out.consts.push((e.out, t.clone()));
+            folded.push((e.out, t.clone()));
             values.insert(e.out, t);
             is_const[e.out] = true;
-        } else {
-            out.eqns.push(e.clone());
         }
-    }
-    out
+        !foldable
+    });
+    g.consts.extend(folded);
+    g
 }
 
 #[cfg(test)]
