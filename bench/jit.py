@@ -13,7 +13,7 @@ Workloads (definitions as in the anchors' README, shared/bench/anchors):
   W8  the jitted W4 step in fresh processes: cold first call, warm-cache first call,
       whole process (spawn to exit) with a warm cache; 1 discarded + 3 processes each
   W9  scan RNN H=128 I=64 T=100 B=32, value_and_grad of sum(h_T^2)          5/200    ms
-      (ours also: cold first call at T=100 and T=1000, JITCACHE=0, 5 fresh
+      (ours also: cold first call at T=100 and T=1000, JITCACHE=0, 10 fresh
       processes each, the two lengths alternating)
   W10 jacfwd / jacrev of sin(x)*sum(x), x f32[500]                          10/500   ms
   C1  grad of the 100-op elementwise chain on [64]                          200/2000 us
@@ -409,7 +409,7 @@ def main():
              "result was compared with eager once before timing (checks below). W1 and the triad floor "
              "are measured alternately (`--w1-rounds`, default 5), the best of each kept; so are ours' "
              "and jax.jit's per-call workloads, W4 to C1 (`--rounds`, default 5). W9's cold first calls "
-             "at T = 100 and T = 1000 alternate too (5 processes each).\n",
+             "at T = 100 and T = 1000 alternate too (10 processes each).\n",
              "| workload | unit | ours eager | ours jit | jax.jit | ours jit / jax.jit (min / median) | target | verdict |",
              "|---|---|---|---|---|---|---|---|"]
 
