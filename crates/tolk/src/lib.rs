@@ -186,10 +186,6 @@ pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
     let t_key = start.elapsed().as_secs_f64();
     let sched = schedule::schedule_with(&g, opts.epilogues, opts.stream_min_bytes);
     let t_schedule = start.elapsed().as_secs_f64();
-    let plan = Plan {
-        steps: sched.steps.clone(),
-        frees: sched.frees.clone(),
-    };
     let nests: Vec<render::LoopNest> = sched.kernels.iter().map(render::lower).collect();
     // Kernels whose C is the same (the same loop nest over buffers of other
     // shapes that lower to the same loops, as a 1-D elementwise pass of any
@@ -254,6 +250,12 @@ pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
         .zip(&names)
         .map(|((k, n), name)| (name.clone(), n.outer(), k.out_dtype, k.out_shape().to_vec()))
         .collect();
+    // The schedule's steps move into the plan (a long program has
+    // thousands; the kernels stay for the code below).
+    let plan = Plan {
+        steps: sched.steps,
+        frees: sched.frees,
+    };
     let program = if sched.kernels.is_empty() {
         Program::new(g, plan, Vec::new(), None)
     } else {
