@@ -212,7 +212,7 @@ impl<Q: Ptree> Placed<Q> {
                 // jit's compilations persist across processes, pmap's never
                 // (the seed's rule).
                 let persist = self.what == "jit";
-                let program = tolk::shard::shard(&graph, self.devices.len(), &axes, persist)
+                let program = tolk::shard::shard(graph, self.devices.len(), &axes, persist)
                     .map_err(JitError::new)?;
                 let disk = program.origin() == tolk::Origin::Disk;
                 let sig = leaves

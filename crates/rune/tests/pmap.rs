@@ -213,7 +213,7 @@ fn a_data_parallel_step_all_reduces_and_gathers_nothing() {
     };
     let p = (data(&[5, 3], 1), data(&[8, 5], 2), data(&[8, 3], 3));
     let g = rune::make_graph(step, &p);
-    let plan = tolk::shard::shard(&g, 2, &[None, Some(0), Some(0)], false).expect("shards");
+    let plan = tolk::shard::shard(g, 2, &[None, Some(0), Some(0)], false).expect("shards");
     let d = plan.describe();
     assert!(d.contains("all-reduce"), "{d}");
     assert!(!d.contains("all-gather") && !d.contains("slice"), "{d}");
@@ -373,7 +373,7 @@ fn a_data_parallel_sgd_step_is_two_stages_around_the_all_reduces() {
     );
     let g = rune::make_graph(step, &p);
     let plan =
-        tolk::shard::shard(&g, 2, &[None, None, None, Some(0), Some(0)], false).expect("shards");
+        tolk::shard::shard(g, 2, &[None, None, None, Some(0), Some(0)], false).expect("shards");
     let d = plan.describe();
     assert_eq!(d.matches("stage of").count(), 2, "{d}");
     assert_eq!(d.matches("all-reduce").count(), 3, "one per gradient: {d}");

@@ -384,7 +384,7 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
     // The invariant nodes, once (with the exact forms where the loops use
     // them: a tiled reduction's). Loads among them read element 0 of their
     // buffer, which an empty range may not have: nothing runs then.
-    let tiled = k.reduce.is_some() && column_tile(k, nest).is_some();
+    let tiled = k.reduce.zip(column_tile(k, nest));
     let inv = invariant(k, nest);
     if inv
         .iter()
@@ -393,7 +393,7 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
     {
         s.push_str("  if (lo >= hi) return;\n");
     }
-    s.push_str(&body(k, nest, "  ", fast && !tiled, &|i| inv[i]));
+    s.push_str(&body(k, nest, "  ", fast && tiled.is_none(), &|i| inv[i]));
     let looped = |i: usize| !inv[i];
     let nd = nest.dims.len();
     let nkept = nest.kept;
@@ -424,7 +424,7 @@ fn render_fn(name: &str, k: &Kernel, nest: &LoopNest, fast: bool) -> String {
     for d in 1..nkept {
         oidx = format!("({oidx}) * {} + i{d}", nest.dims[d]);
     }
-    if let (Some((op, _)), Some(tile)) = (k.reduce, column_tile(k, nest)) {
+    if let Some(((op, _), tile)) = tiled {
         // Tiled reductions use the exact forms (no guard to check).
         render_tiled(&mut s, k, nest, op, tile, &looped);
         return s;

@@ -389,14 +389,14 @@ impl Builder<'_> {
 /// gather on every call). `persist`: the stages go through the disk cache
 /// (jit on a device does; the seed never persists pmap compilations).
 pub fn shard(
-    g: &Graph,
+    g: Graph,
     n: usize,
     in_axes: &[Option<usize>],
     persist: bool,
 ) -> Result<ShardedProgram, ShardError> {
     // Dead code and duplicates go first: a dead reduction over the split
     // axis would otherwise cost an all-reduce.
-    let simplified = crate::simplify::simplify(g.clone());
+    let simplified = crate::simplify::simplify(g);
     let g = &simplified;
     let mut b = Builder {
         g,

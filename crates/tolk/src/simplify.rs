@@ -447,4 +447,50 @@ mod tests {
         assert_ne!(o(3), o(4), "different slices stay apart");
         assert_eq!(s.eqns.len(), 8, "two fills, two slices, four negations");
     }
+
+    /// Equations over captured constants only become constants (evaluated
+    /// by nx, so the same bits), in place; views of a capture stay views;
+    /// anything reading an input stays an equation. Without captures the
+    /// graph is returned as it came.
+    #[test]
+    fn fold_constants_evaluates_equations_over_captures_only() {
+        let mut g = Graph::default();
+        let x = g.new_var(Aval::new(&[3], DType::F32));
+        let c = g.new_var(Aval::new(&[3], DType::F32));
+        let c_val = nx::Tensor::from_slice(&[0.5f32, -1.0, 2.0], &[3]);
+        g.inputs = vec![x];
+        g.consts = vec![(c, c_val.clone())];
+        let eqn = |g: &mut Graph, prim: Prim, inputs: Vec<Var>, shape: &[usize]| {
+            let out = g.new_var(Aval::new(shape, DType::F32));
+            g.eqns.push(Eqn { prim, inputs, out });
+            out
+        };
+        let e = eqn(&mut g, Prim::Unary(nx::UnaryOp::Exp), vec![c], &[3]);
+        let view = eqn(
+            &mut g,
+            Prim::Reshape { shape: vec![3, 1] },
+            vec![e],
+            &[3, 1],
+        );
+        let y = eqn(&mut g, Prim::Binary(nx::BinaryOp::Add), vec![x, e], &[3]);
+        g.outputs = vec![y, view];
+        let f = fold_constants(g.clone());
+        assert_eq!(f.consts.len(), 2, "the capture, then exp of it");
+        assert_eq!(f.consts[1].0, e);
+        assert_eq!(
+            f.consts[1].1.to_vec::<f32>(),
+            c_val.exp().to_vec::<f32>(),
+            "folded by nx: eager's bits"
+        );
+        let kept: Vec<Var> = f.eqns.iter().map(|q| q.out).collect();
+        assert_eq!(
+            kept,
+            vec![view, y],
+            "the view and the input's sum stay, in order"
+        );
+        g.consts.clear();
+        let unchanged = fold_constants(g);
+        assert_eq!(unchanged.eqns.len(), 3);
+        assert!(unchanged.consts.is_empty());
+    }
 }
