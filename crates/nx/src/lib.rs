@@ -104,4 +104,4 @@ pub use ptree::__private as __ptree;
 pub use ptree::{Ptree, Tree};
 pub use random::seed;
 pub use tensor::Tensor;
-pub use trace::{bind, bind_below, push_trace, Trace, TraceGuard, Tracer};
+pub use trace::{bind, bind_below, bind_multi, push_trace, MultiOp, Trace, TraceGuard, Tracer};

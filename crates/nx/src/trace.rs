@@ -41,6 +41,30 @@ pub trait Trace {
     /// trace is active. A trace that compiles (jit's staging) panics here;
     /// the default accepts.
     fn eager_only(&self, _op: &str) {}
+    /// Applies a multi-output operation defined outside nx (a staged loop)
+    /// to `inputs`. The default refuses it, naming the operation: a trace
+    /// that can meet one (every trace rune defines) overrides this.
+    fn process_multi(&self, op: &std::sync::Arc<dyn MultiOp>, _inputs: &[&Tensor]) -> Vec<Tensor> {
+        panic!(
+            "{}: this transformation does not support the operation",
+            op.name()
+        )
+    }
+}
+
+/// An operation with several outputs whose rules live in the crate that
+/// defines it (JAX's higher-order primitives: rune's staged `scan` loop).
+/// Traces reach the concrete operation through [`MultiOp::as_any`].
+pub trait MultiOp: Send + Sync + 'static {
+    /// The name used in messages and printouts.
+    fn name(&self) -> String;
+    /// Runs the operation on concrete inputs (no trace owns it).
+    fn eval(&self, inputs: &[&Tensor]) -> Vec<Tensor>;
+    /// The operation as `Any`, so that a trace can downcast it.
+    fn as_any(&self) -> &dyn Any;
+    /// The shared operation as `Any`, so that a trace can keep it as its
+    /// concrete type (`Arc::downcast`).
+    fn into_any(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn Any + Send + Sync>;
 }
 
 /// The per-tensor state of a trace (primal and tangent, node on a tape, ...).
@@ -238,6 +262,55 @@ pub fn bind_below(ceiling: usize, prim: Prim, inputs: &[&Tensor]) -> Tensor {
         let refs: Vec<&Tensor> = owned.iter().collect();
         return bind_below(ceiling, prim, &refs);
     }
+    match owner(ceiling, || prim.name(), inputs) {
+        Some((top, trace)) => {
+            let _guard = CeilingGuard::set(top);
+            trace.process(prim, inputs)
+        }
+        None => crate::cpu::eval(prim, inputs),
+    }
+}
+
+/// Applies a multi-output operation: its `eval`, or the owning trace's
+/// `process_multi` (found as for [`bind`]).
+pub fn bind_multi(op: &std::sync::Arc<dyn MultiOp>, inputs: &[&Tensor]) -> Vec<Tensor> {
+    bind_multi_below(ceiling(), op, inputs)
+}
+
+/// Like [`bind_multi`], but considers only traces of level below `ceiling`.
+pub fn bind_multi_below(
+    ceiling: usize,
+    op: &std::sync::Arc<dyn MultiOp>,
+    inputs: &[&Tensor],
+) -> Vec<Tensor> {
+    let owned = resolve_escaped(inputs);
+    let inputs: Vec<&Tensor> = owned.iter().collect();
+    match owner(ceiling, || op.name(), &inputs) {
+        Some((top, trace)) => {
+            let _guard = CeilingGuard::set(top);
+            trace.process_multi(op, &inputs)
+        }
+        None => {
+            if let Some(t) = inputs.iter().find(|t| t.is_traced()) {
+                panic!(
+                    "{}: a traced tensor ({:?}) is used outside the transformation that created it",
+                    op.name(),
+                    t
+                );
+            }
+            op.eval(&inputs)
+        }
+    }
+}
+
+/// The trace that owns an operation on `inputs` below `ceiling`, with its
+/// level: the highest level among the inputs' tracers and the dynamic
+/// traces; `None` for the eager kernels.
+fn owner(
+    ceiling: usize,
+    name: impl Fn() -> String,
+    inputs: &[&Tensor],
+) -> Option<(usize, Rc<dyn Trace>)> {
     let mut top = 0;
     for t in inputs {
         if let Some(tr) = t.tracer() {
@@ -245,31 +318,24 @@ pub fn bind_below(ceiling: usize, prim: Prim, inputs: &[&Tensor]) -> Tensor {
             if level >= ceiling {
                 panic!(
                     "{}: a tracer of level {level} reached a trace below it",
-                    prim.name()
+                    name()
                 );
             }
             top = top.max(level);
         }
     }
-    let trace = STACK.with(|s| {
+    STACK.with(|s| {
         let s = s.borrow();
         if top > s.len() {
             panic!(
                 "{}: a traced tensor is used outside the transformation that created it",
-                prim.name()
+                name()
             );
         }
         let limit = s.len().min(ceiling.saturating_sub(1));
         if let Some(dyn_level) = (top..limit).rev().find(|&i| s[i].dynamic).map(|i| i + 1) {
             top = top.max(dyn_level);
         }
-        (top > 0).then(|| s[top - 1].trace.clone())
-    });
-    match trace {
-        Some(trace) => {
-            let _guard = CeilingGuard::set(top);
-            trace.process(prim, inputs)
-        }
-        None => crate::cpu::eval(prim, inputs),
-    }
+        (top > 0).then(|| (top, s[top - 1].trace.clone()))
+    })
 }

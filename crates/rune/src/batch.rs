@@ -97,6 +97,14 @@ impl Trace for BatchTrace {
         self.pack(self.rule(&prim, &values, &batched))
     }
 
+    fn process_multi(&self, op: &Arc<dyn nx::MultiOp>, inputs: &[&Tensor]) -> Vec<Tensor> {
+        if inputs.iter().all(|t| !self.unpack(t).1) {
+            let values: Vec<&Tensor> = inputs.to_vec();
+            return nx::bind_multi(op, &values);
+        }
+        crate::loops::batch(self, crate::loops::as_loop(op), inputs)
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }

@@ -10,7 +10,8 @@ use nx::{DType, Ptree, Tensor};
 /// next carry and a per-step output. Returns the final carry and the
 /// outputs stacked along a new axis 0 (every leaf of `Y`; `Y = ()` gives
 /// `()`). Every leaf of `xs` is sliced; their lengths must agree.
-/// Differentiating traces every step.
+/// Differentiating traces every step. Under `jit`, `f` is traced once and
+/// the compiled program runs the loop (see [`scan_with`]).
 ///
 /// Panics if a leaf of `xs` is a scalar, or `xs` is empty along axis 0.
 ///
@@ -26,6 +27,51 @@ pub fn scan<C: Ptree, X: Ptree, Y: Ptree>(
     init: &C,
     xs: &X,
 ) -> (C, Y) {
+    scan_with(f, init, xs, ScanOpts::default())
+}
+
+/// How [`scan_with`] stages its loop under `jit`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanOpts {
+    /// Body copies per iteration of the compiled loop (JAX's `unroll`): 1
+    /// runs one step per iteration; `k` runs `k` (the last `len % k` steps
+    /// after the loop); a value at least the length unrolls the whole loop
+    /// into straight-line code. Eager scans ignore it.
+    pub unroll: usize,
+}
+
+impl Default for ScanOpts {
+    fn default() -> ScanOpts {
+        ScanOpts { unroll: 1 }
+    }
+}
+
+/// [`scan`] with options. Under `jit`, `f` is traced once into a loop of
+/// the compiled program (its carry must keep its shapes and dtypes, or the
+/// call raises `JitError`); `grad` of it runs a reverse loop, `jvp` carries
+/// tangents through the carry, `vmap` batches the body. Outside `jit`, each
+/// step runs (and is differentiated or batched) as it comes.
+///
+/// Panics as [`scan`]; also if `opts.unroll` is 0.
+///
+/// ```
+/// use rune::prelude::*;
+/// let xs = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0], &[5]);
+/// let sum = jit(|xs: &Tensor| {
+///     let step = |c: &Tensor, x: &Tensor| (c + x, ());
+///     rune::scan_with(step, &Tensor::scalar(0.0f32), xs, ScanOpts { unroll: 2 }).0
+/// });
+/// assert_eq!(sum.call(&xs).item::<f32>(), 15.0);
+/// ```
+pub fn scan_with<C: Ptree, X: Ptree, Y: Ptree>(
+    f: impl Fn(&C, &X) -> (C, Y),
+    init: &C,
+    xs: &X,
+    opts: ScanOpts,
+) -> (C, Y) {
+    if opts.unroll == 0 {
+        panic!("scan_with: unroll must be at least 1, got 0");
+    }
     let leaves = xs.leaves();
     if leaves.is_empty() {
         panic!("scan: xs has no tensor leaves to slice along axis 0");
@@ -48,6 +94,21 @@ pub fn scan<C: Ptree, X: Ptree, Y: Ptree>(
     if len == 0 {
         panic!("scan: xs is empty along axis 0 (length 0); there is no step to run");
     }
+    if opts.unroll < len && crate::stage::staging_active() {
+        return crate::loops::staged_scan(&f, init, xs, len, opts.unroll);
+    }
+    traced_scan(&f, init, xs, len)
+}
+
+/// The scan run step by step (each step's operations go to the traces on
+/// the stack, or run eagerly).
+pub(crate) fn traced_scan<C: Ptree, X: Ptree, Y: Ptree>(
+    f: &impl Fn(&C, &X) -> (C, Y),
+    init: &C,
+    xs: &X,
+    len: usize,
+) -> (C, Y) {
+    let leaves = xs.leaves();
     let mut carry = init.map_leaves(&mut |t| t.clone());
     let mut outputs: Vec<Vec<Tensor>> = Vec::new();
     let mut template: Option<Y> = None;

@@ -34,6 +34,24 @@ impl Trace for DebugTrace {
         out
     }
 
+    fn process_multi(
+        &self,
+        op: &std::sync::Arc<dyn nx::MultiOp>,
+        inputs: &[&Tensor],
+    ) -> Vec<Tensor> {
+        let outs = nx::trace::bind_multi_below(self.level, op, inputs);
+        let shapes: Vec<String> = outs
+            .iter()
+            .map(|o| format!("{:?} {}", o.shape(), o.dtype()))
+            .collect();
+        let line = format!("{} {}", op.name(), shapes.join(", "));
+        match &self.sink {
+            Sink::Stderr => eprintln!("{line}"),
+            Sink::Buffer(lines) => lines.borrow_mut().push(line),
+        }
+        outs
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }

@@ -149,6 +149,10 @@ impl Trace for JvpTrace {
         self.pack(out, tangent)
     }
 
+    fn process_multi(&self, op: &Arc<dyn nx::MultiOp>, inputs: &[&Tensor]) -> Vec<Tensor> {
+        crate::loops::jvp(self, crate::loops::as_loop(op), inputs)
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }

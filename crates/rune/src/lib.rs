@@ -131,6 +131,7 @@ mod jacobian;
 mod jit;
 mod jvp;
 mod linalg_rules;
+mod loops;
 mod pmap;
 mod resident;
 pub mod rng;
@@ -143,7 +144,7 @@ pub use autodiff::{
     grad, hvp, jvp, jvp_aux, value_and_grad, value_and_grad_aux, vjp, vjp_fun, Pullback,
 };
 pub use check_grads::{check_grads, check_grads_with, CheckGradsOpts};
-pub use control::{cond, scan, while_loop};
+pub use control::{cond, scan, scan_with, while_loop, ScanOpts};
 pub use custom::{custom_jvp, custom_vjp, remat};
 pub use debug::{with_debug, with_debug_to};
 pub use gradient_control::{detach, no_grad};
@@ -160,9 +161,9 @@ pub mod prelude {
     pub use crate::{
         check_grads, check_grads_with, cond, custom_jvp, custom_vjp, detach, grad, hessian, hvp,
         jacfwd, jacrev, jit, jit_stats, jit_with, jvp, jvp_aux, make_graph, no_grad, pmap,
-        pmap_with, remat, reset_jit_stats, scan, value_and_grad, value_and_grad_aux, vjp, vjp_fun,
-        vmap, vmap_with, while_loop, with_debug, with_debug_to, CheckGradsOpts, JitError, JitOpts,
-        JitStats, PmapOpts, VmapOpts,
+        pmap_with, remat, reset_jit_stats, scan, scan_with, value_and_grad, value_and_grad_aux,
+        vjp, vjp_fun, vmap, vmap_with, while_loop, with_debug, with_debug_to, CheckGradsOpts,
+        JitError, JitOpts, JitStats, PmapOpts, ScanOpts, VmapOpts,
     };
     pub use nx::{DType, Ptree, Slice, Tensor, Tree};
 }

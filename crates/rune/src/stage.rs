@@ -8,14 +8,15 @@
 //! into a view raise `JitError` (as a panic whose payload is the error, which
 //! `Jit::try_call` catches).
 
-use nx::trace::{push_trace, Trace, TraceGuard, Tracer};
+use nx::trace::{push_trace, MultiOp, Trace, TraceGuard, Tracer};
 use nx::{Aval, Prim, Tensor};
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tolk::{Eqn, Graph, Var};
+use std::sync::Arc;
+use tolk::{Eqn, Graph, Loop, Op, Var};
 
 /// Why a function cannot be compiled (the seed's `Jit_error`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,6 +124,10 @@ impl StageTracer {
 
 #[derive(Default)]
 struct State {
+    /// Staging a loop's body: tensors of other traces (and concrete ones)
+    /// become captures (the graph's constants, made the loop's leading
+    /// inputs by [`stage_body`]) instead of an error.
+    body: bool,
     graph: Graph,
     /// Captured tensors already made constants, by handle identity.
     consts: HashMap<usize, Var>,
@@ -165,11 +170,9 @@ fn var_of(level: usize, st: &mut State, t: &Tensor) -> Var {
                     if g != v.seen.load(Ordering::Relaxed) {
                         let depends = st.depends[src];
                         let out = new_var(st, s.aval.clone(), depends);
-                        st.graph.eqns.push(Eqn {
-                            prim: v.prim.clone(),
-                            inputs: vec![src],
-                            out,
-                        });
+                        st.graph
+                            .eqns
+                            .push(Eqn::prim(v.prim.clone(), vec![src], out));
                         s.var.store(out, Ordering::Relaxed);
                         v.seen.store(g, Ordering::Relaxed);
                         s.generation.fetch_add(1, Ordering::Relaxed);
@@ -177,21 +180,29 @@ fn var_of(level: usize, st: &mut State, t: &Tensor) -> Var {
                 }
                 s.var()
             }
+            _ if st.body => capture(st, t),
             _ => panic!(
                 "jit: internal error: a tensor traced by another transformation reached the \
                      staging trace"
             ),
         },
-        None => {
-            if let Some(&v) = st.consts.get(&t.id()) {
-                return v;
-            }
-            let v = new_var(st, t.aval(), false);
-            st.graph.consts.push((v, t.clone()));
-            st.consts.insert(t.id(), v);
-            v
-        }
+        None => capture(st, t),
     }
+}
+
+/// The constant standing for `t` (a capture: concrete, or in a loop's body
+/// a tensor of another trace), made once per tensor.
+fn capture(st: &mut State, t: &Tensor) -> Var {
+    if let Some(&v) = st.consts.get(&t.id()) {
+        return v;
+    }
+    // In a body, a traced capture is an input of the loop (it may depend on
+    // the jitted function's inputs); a concrete one is a constant.
+    let depends = st.body && t.is_traced();
+    let v = new_var(st, t.aval(), depends);
+    st.graph.consts.push((v, t.clone()));
+    st.consts.insert(t.id(), v);
+    v
 }
 
 fn tracer(
@@ -296,13 +307,37 @@ impl Trace for StageTrace {
             prim: prim.clone(),
             seen: AtomicUsize::new(generation(inputs[0])),
         });
-        st.graph.eqns.push(Eqn {
-            prim,
-            inputs: vars,
-            out,
-        });
+        st.graph.eqns.push(Eqn::prim(prim, vars, out));
         drop(st);
         tracer(self.level, aval, out, None, view)
+    }
+
+    fn process_multi(&self, op: &Arc<dyn MultiOp>, inputs: &[&Tensor]) -> Vec<Tensor> {
+        let Ok(lp) = op.clone().into_any().downcast::<Loop>() else {
+            panic!("jit: {} cannot be staged", op.name());
+        };
+        let mut st = self.state.borrow_mut();
+        let vars: Vec<Var> = inputs
+            .iter()
+            .map(|t| var_of(self.level, &mut st, t))
+            .collect();
+        let depends = vars.iter().any(|&v| st.depends[v]);
+        let avals = lp.out_avals();
+        let outs: Vec<Var> = avals
+            .iter()
+            .map(|a| new_var(&mut st, a.clone(), depends))
+            .collect();
+        st.graph.eqns.push(Eqn {
+            op: Op::Loop(lp),
+            inputs: vars,
+            outs: outs.clone(),
+        });
+        drop(st);
+        avals
+            .into_iter()
+            .zip(outs)
+            .map(|(a, v)| tracer(self.level, a, v, None, None))
+            .collect()
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -405,4 +440,56 @@ impl Staging {
         g.outputs = outs;
         g
     }
+}
+
+/// Whether a jit staging trace is active below the ceiling: `scan` then
+/// stages its body once as a loop instead of tracing every step.
+pub(crate) fn staging_active() -> bool {
+    let top = nx::trace::depth().min(nx::trace::ceiling().saturating_sub(1));
+    (1..=top).any(|l| nx::trace::trace_at(l).as_any().is::<StageTrace>())
+}
+
+/// Stages `f` once as a loop body over fresh inputs of `avals` (JAX's
+/// closure conversion): returns the body graph, whose leading inputs are
+/// the tensors `f` captured (concrete or traced by another transformation),
+/// and those captures, which the loop takes as its leading inputs.
+pub(crate) fn stage_body(
+    avals: &[Aval],
+    f: impl FnOnce(&[Tensor]) -> Vec<Tensor>,
+) -> (Graph, Vec<Tensor>) {
+    let state = Rc::new(RefCell::new(State {
+        body: true,
+        ..State::default()
+    }));
+    let shared = state.clone();
+    let guard = push_trace(
+        move |level| StageTrace {
+            level,
+            state: shared,
+        },
+        true,
+    );
+    let level = guard.level();
+    let inputs: Vec<Tensor> = {
+        let mut st = state.borrow_mut();
+        avals
+            .iter()
+            .map(|a| {
+                let v = new_var(&mut st, a.clone(), true);
+                st.graph.inputs.push(v);
+                tracer(level, a.clone(), v, None, None)
+            })
+            .collect()
+    };
+    let outputs = f(&inputs);
+    let mut st = state.borrow_mut();
+    let outs: Vec<Var> = outputs.iter().map(|t| var_of(level, &mut st, t)).collect();
+    drop(guard);
+    let mut g = std::mem::take(&mut st.graph);
+    g.outputs = outs;
+    let captures: Vec<(Var, Tensor)> = std::mem::take(&mut g.consts);
+    let mut ins: Vec<Var> = captures.iter().map(|(v, _)| *v).collect();
+    ins.extend(g.inputs.iter().copied());
+    g.inputs = ins;
+    (g, captures.into_iter().map(|(_, t)| t).collect())
 }

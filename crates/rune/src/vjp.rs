@@ -206,6 +206,10 @@ impl Trace for VjpTrace {
         }
     }
 
+    fn process_multi(&self, op: &Arc<dyn nx::MultiOp>, inputs: &[&Tensor]) -> Vec<Tensor> {
+        crate::loops::vjp(self, crate::loops::as_loop(op), inputs)
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }

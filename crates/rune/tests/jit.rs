@@ -1124,9 +1124,9 @@ fn make_graph_prints_one_primitive_a_line() {
     assert_eq!(g.outputs.len(), 1);
     for (line, e) in lines[1 + g.consts.len()..].iter().zip(&g.eqns) {
         assert!(
-            line.contains(&format!("= {}", e.prim.name())),
+            line.contains(&format!("= {}", e.name())),
             "{line} is {}",
-            e.prim.name()
+            e.name()
         );
     }
     for name in ["sin", "dot_general", "sum"] {
@@ -1803,14 +1803,14 @@ fn products_sharing_a_transposed_weight_read_one_copy_and_equal_eager() {
     let copies = simplified
         .eqns
         .iter()
-        .filter(|e| matches!(e.prim, nx::Prim::Copy))
+        .filter(|e| matches!(e.as_prim(), Some(nx::Prim::Copy)))
         .count();
     assert_eq!(copies, 1, "one transposed copy:\n{simplified}");
     let contiguous_rhs = simplified
         .eqns
         .iter()
         .filter(
-            |e| matches!(&e.prim, nx::Prim::DotGeneral { rhs_contract, .. } if rhs_contract == &[0]),
+            |e| matches!(e.as_prim(), Some(nx::Prim::DotGeneral { rhs_contract, .. }) if rhs_contract == &[0]),
         )
         .count();
     assert_eq!(

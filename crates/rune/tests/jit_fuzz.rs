@@ -932,9 +932,9 @@ fn magnitudes(g: &tolk::Graph, args: &[Tensor]) -> Vec<f64> {
             .iter()
             .map(|&i| vals[i].as_ref().unwrap())
             .collect();
-        let out = nx::raw::eval(e.prim.clone(), &ins);
-        scale[e.out] = e.inputs.iter().map(|&i| scale[i]).fold(own(&out), f64::max);
-        vals[e.out] = Some(out);
+        let out = nx::raw::eval(e.as_prim().unwrap().clone(), &ins);
+        scale[e.out()] = e.inputs.iter().map(|&i| scale[i]).fold(own(&out), f64::max);
+        vals[e.out()] = Some(out);
     }
     scale
 }
@@ -1019,7 +1019,7 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
             let reduces = staged
                 .eqns
                 .iter()
-                .any(|e| matches!(e.prim, nx::Prim::Reduce { .. }));
+                .any(|e| matches!(e.as_prim(), Some(nx::Prim::Reduce { .. })));
             let exact = !c.prog.library && !reduces;
             // A float value that differs within the bound and is then cast
             // to an integer (or compared) can land on another integer: a
@@ -1029,11 +1029,11 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
             let quantized = !exact
                 && staged.eqns.iter().any(|e| {
                     let from = staged
-                        .aval(e.inputs.first().copied().unwrap_or(e.out))
+                        .aval(e.inputs.first().copied().unwrap_or(e.outs[0]))
                         .dtype;
-                    match &e.prim {
-                        nx::Prim::Cast(to) => from.is_float() && !to.is_float(),
-                        nx::Prim::Compare(_) => from.is_float(),
+                    match e.as_prim() {
+                        Some(nx::Prim::Cast(to)) => from.is_float() && !to.is_float(),
+                        Some(nx::Prim::Compare(_)) => from.is_float(),
                         _ => false,
                     }
                 });

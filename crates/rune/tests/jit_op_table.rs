@@ -144,7 +144,7 @@ fn run_jit(items: &[&Item]) -> Result<Vec<Vec<Tensor>>, String> {
 fn fuses_a_reduction(item: &Item) -> bool {
     let ins: Vec<Tensor> = item.slots.iter().map(|s| s.tensor().clone()).collect();
     let g = rune::make_graph(|xs: &Vec<Tensor>| (item.case.run)(xs), &ins);
-    let def = |v: usize| g.eqns.iter().find(|e| e.out == v);
+    let def = |v: usize| g.eqns.iter().find(|e| e.outs.contains(&v));
     let movement = |p: &nx::Prim| {
         matches!(
             p,
@@ -156,16 +156,16 @@ fn fuses_a_reduction(item: &Item) -> bool {
         )
     };
     g.eqns.iter().any(|e| {
-        if !matches!(e.prim, nx::Prim::Reduce { .. }) {
+        if !matches!(e.as_prim(), Some(nx::Prim::Reduce { .. })) {
             return false;
         }
         let mut v = e.inputs[0];
-        while let Some(d) = def(v).filter(|d| movement(&d.prim)) {
+        while let Some(d) = def(v).filter(|d| d.as_prim().is_some_and(&movement)) {
             v = d.inputs[0];
         }
         def(v).is_some_and(|d| {
             matches!(
-                d.prim,
+                d.as_prim().unwrap(),
                 nx::Prim::Unary(_)
                     | nx::Prim::Binary(_)
                     | nx::Prim::Compare(_)

@@ -2,23 +2,166 @@
 //! applications over variables; inputs in leaf order, captured constants,
 //! outputs, and writebacks (whole-tensor in-place updates of inputs).
 //!
+//! An equation applies a primitive (one output) or runs a [`Loop`] over a
+//! body graph (several outputs: `scan` staged under jit).
+//!
 //! `Display` prints it like a jaxpr: one line per equation.
 
 use nx::{Aval, Prim, Tensor};
 use std::fmt;
+use std::sync::Arc;
 
 /// A variable: an index into `Graph::avals`.
 pub type Var = usize;
 
-/// One primitive application: `out = prim(inputs)`.
+/// What an equation applies.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// An nx primitive; the equation has one output.
+    Prim(Prim),
+    /// A loop over a body graph; the equation has the loop's outputs.
+    Loop(Arc<Loop>),
+}
+
+/// One equation: `outs = op(inputs)`.
 #[derive(Clone, Debug)]
 pub struct Eqn {
-    /// The primitive and its static parameters.
-    pub prim: Prim,
-    /// The argument variables, in the primitive's order.
+    /// The primitive or loop, with its static parameters.
+    pub op: Op,
+    /// The argument variables, in the operation's order.
     pub inputs: Vec<Var>,
-    /// The variable it defines.
-    pub out: Var,
+    /// The variables it defines (one for a primitive).
+    pub outs: Vec<Var>,
+}
+
+impl Eqn {
+    /// `out = prim(inputs)`.
+    pub fn prim(prim: Prim, inputs: Vec<Var>, out: Var) -> Eqn {
+        Eqn {
+            op: Op::Prim(prim),
+            inputs,
+            outs: vec![out],
+        }
+    }
+
+    /// The primitive, for a primitive equation.
+    pub fn as_prim(&self) -> Option<&Prim> {
+        match &self.op {
+            Op::Prim(p) => Some(p),
+            Op::Loop(_) => None,
+        }
+    }
+
+    /// The output of a primitive equation (a loop's first output).
+    pub fn out(&self) -> Var {
+        self.outs[0]
+    }
+
+    /// The operation's name, as printouts show it.
+    pub fn name(&self) -> String {
+        match &self.op {
+            Op::Prim(p) => p.name(),
+            Op::Loop(_) => "scan".to_string(),
+        }
+    }
+}
+
+/// `scan` staged as a loop (JAX's `scan` primitive): the body runs
+/// `length` times, in reverse order of the steps when `reverse`.
+///
+/// The equation's inputs are `n_consts` loop-invariant values, `n_carry`
+/// initial carries, then the stacked per-step inputs `xs` (each sliced
+/// along axis 0); its outputs are the final carries, then the per-step
+/// outputs stacked along a new axis 0. The body's inputs are the consts,
+/// the carries and one slice of each `xs`; its outputs the new carries
+/// (each of its carry's shape and dtype) and one slice of each output.
+/// The body has no constants and no writebacks (staging made its captures
+/// consts of the loop).
+#[derive(Clone, Debug)]
+pub struct Loop {
+    /// One step.
+    pub body: Graph,
+    /// The number of steps (at least 1).
+    pub length: usize,
+    /// The leading body inputs that are the same at every step.
+    pub n_consts: usize,
+    /// The body inputs after the consts (and its leading outputs) that are
+    /// carried from step to step.
+    pub n_carry: usize,
+    /// Steps run from the last slice to the first (ys still stacked in
+    /// slice order).
+    pub reverse: bool,
+}
+
+impl Loop {
+    /// The shapes and dtypes of the loop's outputs.
+    pub fn out_avals(&self) -> Vec<Aval> {
+        let b = &self.body;
+        b.outputs
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let a = b.aval(v);
+                if i < self.n_carry {
+                    a.clone()
+                } else {
+                    let mut shape = vec![self.length];
+                    shape.extend_from_slice(&a.shape);
+                    Aval::new(&shape, a.dtype)
+                }
+            })
+            .collect()
+    }
+
+    /// Runs the loop eagerly: each step evaluates the body by binding its
+    /// equations (so the traces on the stack see them).
+    pub fn eval(&self, inputs: &[&Tensor]) -> Vec<Tensor> {
+        let (consts, rest) = inputs.split_at(self.n_consts);
+        let (init, xs) = rest.split_at(self.n_carry);
+        let mut carry: Vec<Tensor> = init.iter().map(|t| (*t).clone()).collect();
+        let mut ys: Vec<Vec<Tensor>> =
+            vec![Vec::with_capacity(self.length); self.body.outputs.len() - self.n_carry];
+        let order: Vec<usize> = if self.reverse {
+            (0..self.length).rev().collect()
+        } else {
+            (0..self.length).collect()
+        };
+        for t in order {
+            let mut args: Vec<Tensor> = consts.iter().map(|c| (*c).clone()).collect();
+            args.extend(carry.iter().cloned());
+            args.extend(xs.iter().map(|x| x.get(t)));
+            let mut outs = self.body.eval(&args);
+            let step_ys = outs.split_off(self.n_carry);
+            carry = outs;
+            for (acc, y) in ys.iter_mut().zip(step_ys) {
+                acc.push(y);
+            }
+        }
+        if self.reverse {
+            for acc in &mut ys {
+                acc.reverse();
+            }
+        }
+        carry
+            .into_iter()
+            .chain(ys.iter().map(|acc| Tensor::stack(acc, 0)))
+            .collect()
+    }
+}
+
+impl nx::MultiOp for Loop {
+    fn name(&self) -> String {
+        "scan".to_string()
+    }
+    fn eval(&self, inputs: &[&Tensor]) -> Vec<Tensor> {
+        Loop::eval(self, inputs)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
 }
 
 /// A staged program. Variables are defined once, by an input, a constant or
@@ -50,6 +193,57 @@ impl Graph {
     /// The shape and dtype of `v`.
     pub fn aval(&self, v: Var) -> &Aval {
         &self.avals[v]
+    }
+
+    /// Evaluates the graph on `inputs` by binding each equation (JAX's
+    /// `eval_jaxpr`): eagerly with no trace active, and under a trace each
+    /// equation is that trace's to interpret, so transforming this call
+    /// transforms the graph.
+    pub fn eval(&self, inputs: &[Tensor]) -> Vec<Tensor> {
+        assert_eq!(
+            inputs.len(),
+            self.inputs.len(),
+            "Graph::eval: wrong number of inputs"
+        );
+        let mut env: Vec<Option<Tensor>> = vec![None; self.avals.len()];
+        for (&v, t) in self.inputs.iter().zip(inputs) {
+            env[v] = Some(t.clone());
+        }
+        for (v, t) in &self.consts {
+            env[*v] = Some(t.clone());
+        }
+        for e in &self.eqns {
+            let ins: Vec<&Tensor> = e
+                .inputs
+                .iter()
+                .map(|&v| {
+                    env[v]
+                        .as_ref()
+                        .expect("Graph::eval: a variable used before it is defined")
+                })
+                .collect();
+            match &e.op {
+                Op::Prim(p) => {
+                    let out = nx::bind(p.clone(), &ins);
+                    env[e.outs[0]] = Some(out);
+                }
+                Op::Loop(lp) => {
+                    let op: Arc<dyn nx::MultiOp> = lp.clone();
+                    let outs = nx::bind_multi(&op, &ins);
+                    for (&v, t) in e.outs.iter().zip(outs) {
+                        env[v] = Some(t);
+                    }
+                }
+            }
+        }
+        self.outputs
+            .iter()
+            .map(|&v| {
+                env[v]
+                    .clone()
+                    .expect("Graph::eval: an output is never defined")
+            })
+            .collect()
     }
 
     /// The signature of the structure the compiled code depends on: every
@@ -86,19 +280,39 @@ impl Graph {
         let mut prims: rustc_hash::FxHashMap<u64, Vec<(&Prim, u64)>> = Default::default();
         let mut n_prims = 0u64;
         for e in &self.eqns {
-            words.push(e.out as u64);
-            aval(&mut words, &self.avals[e.out]);
+            list(&mut words, &e.outs);
+            for &o in &e.outs {
+                aval(&mut words, &self.avals[o]);
+            }
+            let prim = match &e.op {
+                Op::Prim(p) => p,
+                Op::Loop(lp) => {
+                    // A loop by its parameters and its body's own key.
+                    let text = format!(
+                        "loop {} {} {} {} {}\n",
+                        lp.length,
+                        lp.n_consts,
+                        lp.n_carry,
+                        lp.reverse,
+                        lp.body.structure_key()
+                    );
+                    texts.extend_from_slice(text.as_bytes());
+                    words.push(u64::MAX);
+                    list(&mut words, &e.inputs);
+                    continue;
+                }
+            };
             let mut h = rustc_hash::FxHasher::default();
-            crate::simplify::prim_hash(&e.prim, &mut h);
+            crate::simplify::prim_hash(prim, &mut h);
             let bucket = prims.entry(std::hash::Hasher::finish(&h)).or_default();
             let id = match bucket
                 .iter()
-                .find(|(p, _)| crate::simplify::same_prim(p, &e.prim))
+                .find(|(p, _)| crate::simplify::same_prim(p, prim))
             {
                 Some(&(_, id)) => id,
                 None => {
-                    bucket.push((&e.prim, n_prims));
-                    texts.extend_from_slice(format!("{n_prims}:{:?}\n", e.prim).as_bytes());
+                    bucket.push((prim, n_prims));
+                    texts.extend_from_slice(format!("{n_prims}:{prim:?}\n").as_bytes());
                     n_prims += 1;
                     n_prims - 1
                 }
@@ -140,30 +354,58 @@ fn params(prim: &Prim) -> String {
 
 impl fmt::Display for Graph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_indented(f, 0)
+    }
+}
+
+impl Graph {
+    /// `Display`'s text with every line indented by `depth` levels (a
+    /// loop's body is printed inside its equation, one level deeper).
+    fn write_indented(&self, f: &mut fmt::Formatter<'_>, depth: usize) -> fmt::Result {
+        let pad = "    ".repeat(depth);
         let v = |v: Var| format!("%{v}");
         let typed = |x: Var| format!("%{x}:{}", fmt_aval(&self.avals[x]));
         let ins: Vec<String> = self.inputs.iter().map(|&x| typed(x)).collect();
         writeln!(f, "{{ lambda {} .", ins.join(" "))?;
         for (c, t) in &self.consts {
             let kind = if t.is_contiguous() { "" } else { " (strided)" };
-            writeln!(f, "  {} = const{kind}", typed(*c))?;
+            writeln!(f, "{pad}  {} = const{kind}", typed(*c))?;
         }
         for e in &self.eqns {
             let args: Vec<String> = e.inputs.iter().map(|&x| v(x)).collect();
-            let line = format!(
-                "  {} = {}{} {}",
-                typed(e.out),
-                e.prim.name(),
-                params(&e.prim),
-                args.join(" ")
-            );
-            writeln!(f, "{}", line.trim_end())?;
+            let outs: Vec<String> = e.outs.iter().map(|&x| typed(x)).collect();
+            match &e.op {
+                Op::Prim(p) => {
+                    let line = format!(
+                        "{pad}  {} = {}{} {}",
+                        outs.join(" "),
+                        p.name(),
+                        params(p),
+                        args.join(" ")
+                    );
+                    writeln!(f, "{}", line.trim_end())?;
+                }
+                Op::Loop(lp) => {
+                    write!(
+                        f,
+                        "{pad}  {} = scan{{length: {}, consts: {}, carry: {}, reverse: {}}} {} ",
+                        outs.join(" "),
+                        lp.length,
+                        lp.n_consts,
+                        lp.n_carry,
+                        lp.reverse,
+                        args.join(" ")
+                    )?;
+                    lp.body.write_indented(f, depth + 1)?;
+                    writeln!(f)?;
+                }
+            }
         }
         for (i, x) in &self.writebacks {
-            writeln!(f, "  {} <- {}", v(self.inputs[*i]), v(*x))?;
+            writeln!(f, "{pad}  {} <- {}", v(self.inputs[*i]), v(*x))?;
         }
         let outs: Vec<String> = self.outputs.iter().map(|&x| v(x)).collect();
-        write!(f, "  in ({}) }}", outs.join(", "))
+        write!(f, "{pad}  in ({}) }}", outs.join(", "))
     }
 }
 
@@ -188,12 +430,25 @@ impl fmt::Debug for Graph {
             )?;
         }
         for e in &self.eqns {
-            let a = &self.avals[e.out];
-            writeln!(
-                f,
-                "{} {}{:?} = {:?} {:?}",
-                e.out, a.dtype, a.shape, e.prim, e.inputs
-            )?;
+            let outs: Vec<String> = e
+                .outs
+                .iter()
+                .map(|&o| format!("{o} {}", fmt_aval(&self.avals[o])))
+                .collect();
+            match &e.op {
+                Op::Prim(p) => writeln!(f, "{} = {:?} {:?}", outs.join(", "), p, e.inputs)?,
+                Op::Loop(lp) => writeln!(
+                    f,
+                    "{} = scan length={} consts={} carry={} reverse={} {:?} body {{\n{:?}\n}}",
+                    outs.join(", "),
+                    lp.length,
+                    lp.n_consts,
+                    lp.n_carry,
+                    lp.reverse,
+                    e.inputs,
+                    lp.body
+                )?,
+            }
         }
         writeln!(f, "wb {:?}", self.writebacks)?;
         write!(f, "out {:?}", self.outputs)
@@ -211,21 +466,18 @@ mod tests {
         let x = g.new_var(Aval::new(&[n], DType::F32));
         g.inputs = vec![x];
         let c = g.new_var(Aval::new(&[n], DType::F32));
-        g.eqns.push(Eqn {
-            prim: Prim::Full {
+        g.eqns.push(Eqn::prim(
+            Prim::Full {
                 shape: vec![n],
                 dtype: DType::F32,
                 value,
             },
-            inputs: vec![],
-            out: c,
-        });
+            vec![],
+            c,
+        ));
         let y = g.new_var(Aval::new(&[n], DType::F32));
-        g.eqns.push(Eqn {
-            prim: Prim::Binary(nx::BinaryOp::Add),
-            inputs: vec![x, c],
-            out: y,
-        });
+        g.eqns
+            .push(Eqn::prim(Prim::Binary(nx::BinaryOp::Add), vec![x, c], y));
         g.outputs = vec![y];
         g
     }

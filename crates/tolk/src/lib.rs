@@ -12,8 +12,8 @@
 //! let e = g.new_var(Aval::new(&[3], DType::F32));
 //! let y = g.new_var(Aval::new(&[3], DType::F32));
 //! g.inputs.push(x);
-//! g.eqns.push(Eqn { prim: Prim::Unary(UnaryOp::Exp), inputs: vec![x], out: e });
-//! g.eqns.push(Eqn { prim: Prim::Binary(BinaryOp::Mul), inputs: vec![e, x], out: y });
+//! g.eqns.push(Eqn::prim(Prim::Unary(UnaryOp::Exp), vec![x], e));
+//! g.eqns.push(Eqn::prim(Prim::Binary(BinaryOp::Mul), vec![e, x], y));
 //! g.outputs.push(y);
 //!
 //! let compiled = tolk::compile(g, false).expect("needs a C compiler (cc)");
@@ -61,7 +61,7 @@ pub mod schedule;
 pub mod shard;
 pub mod simplify;
 
-pub use graph::{Eqn, Graph, Var};
+pub use graph::{Eqn, Graph, Loop, Op, Var};
 pub use runtime::Program;
 
 use runtime::{KernelEntry, Plan};
@@ -157,6 +157,26 @@ pub struct Options {
 pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
     let start = Instant::now();
     let g = simplify::simplify(graph);
+    let bodies = compile_bodies(&g, opts)?;
+    let mut compiled = compile_simplified(g, opts, start)?;
+    compiled.program.bodies = bodies;
+    Ok(compiled)
+}
+
+/// Each loop's body, compiled as a program of its own (through the cache
+/// like any program), by the index of its equation.
+fn compile_bodies(g: &Graph, opts: &Options) -> Result<Vec<(usize, Program)>, String> {
+    let mut bodies = Vec::new();
+    for (i, e) in g.eqns.iter().enumerate() {
+        if let Op::Loop(lp) = &e.op {
+            bodies.push((i, compile_with(lp.body.clone(), opts)?.program));
+        }
+    }
+    Ok(bodies)
+}
+
+/// [`compile_with`] of a simplified graph, its loops' bodies aside.
+fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compiled, String> {
     let t_simplify = start.elapsed().as_secs_f64();
     let cache_dir = if opts.use_cache { cache::dir() } else { None };
     let cc = compile::compiler_identity();
@@ -357,9 +377,12 @@ fn small_bodies(
             }
             schedule::Step::Library { eqn } => {
                 let e = &g.eqns[*eqn];
-                let out = g.aval(e.out).shape.iter().product::<usize>();
-                total += match &e.prim {
-                    nx::Prim::DotGeneral { lhs_contract, .. } => {
+                let out = g.aval(e.out()).shape.iter().product::<usize>();
+                total += match &e.op {
+                    // A loop's work: its steps' outputs (its kernels are
+                    // another program's).
+                    Op::Loop(lp) => lp.length * out,
+                    Op::Prim(nx::Prim::DotGeneral { lhs_contract, .. }) => {
                         let lhs = &g.aval(e.inputs[0]).shape;
                         out * lhs_contract.iter().map(|&a| lhs[a]).product::<usize>()
                             / PRODUCT_SPEED
@@ -409,7 +432,7 @@ fn load_entry(
                     schedule::Step::Library { eqn } => g
                         .eqns
                         .get(*eqn)
-                        .is_some_and(|e| matches!(e.prim, nx::Prim::DotGeneral { .. })),
+                        .is_some_and(|e| matches!(e.as_prim(), Some(nx::Prim::DotGeneral { .. }))),
                     schedule::Step::Kernel { .. } => false,
                 };
             follows

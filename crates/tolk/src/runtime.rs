@@ -25,7 +25,7 @@
 //! before the product starts.
 
 use crate::compile::{KernelFn, Loaded};
-use crate::graph::{Graph, Var};
+use crate::graph::{Graph, Loop, Op, Var};
 use crate::schedule::Step;
 use nx::{Prim, Tensor};
 use std::cell::RefCell;
@@ -89,6 +89,8 @@ pub struct Program {
     /// Contiguous copies of non-contiguous slots (inputs, constants) for
     /// kernels, which address their arguments as dense row-major buffers.
     dense: RefCell<Vec<Option<Tensor>>>,
+    /// Per loop equation (by index): its compiled body.
+    pub(crate) bodies: Vec<(usize, Program)>,
 }
 
 // SAFETY: the raw pointers a program holds (`arena_ptrs`, and `scratch`
@@ -142,12 +144,18 @@ impl Program {
     /// own arena and call state, so that two threads can run the same
     /// program at once (pmap's devices), one instance each.
     pub fn instance(&self) -> Program {
-        Program::with_code(
+        let mut p = Program::with_code(
             self.graph.clone(),
             self.plan.clone(),
             self.kernels.clone(),
             self.loaded.clone(),
-        )
+        );
+        p.bodies = self
+            .bodies
+            .iter()
+            .map(|(e, b)| (*e, b.instance()))
+            .collect();
+        p
     }
 
     fn with_code(
@@ -195,6 +203,7 @@ impl Program {
             scratch: RefCell::new(Vec::new()),
             slots: RefCell::new(vec![None; n]),
             dense: RefCell::new(vec![None; n]),
+            bodies: Vec::new(),
         }
     }
 
@@ -298,6 +307,23 @@ impl Program {
                     if epilogues > 0 {
                         let group = &steps[s + 1..s + 1 + epilogues];
                         self.run_product(&mut slots, &mut dense, *eqn, group);
+                    } else if let Op::Loop(lp) = &g.eqns[*eqn].op {
+                        let e = &g.eqns[*eqn];
+                        let body = self
+                            .bodies
+                            .iter()
+                            .find(|(i, _)| i == eqn)
+                            .map(|(_, b)| b)
+                            .expect("tolk: a loop without its compiled body");
+                        let ins: Vec<&Tensor> = e
+                            .inputs
+                            .iter()
+                            .map(|a| slots[*a].as_ref().unwrap())
+                            .collect();
+                        let outs = run_loop(lp, body, &ins);
+                        for (&v, t) in e.outs.iter().zip(outs) {
+                            slots[v] = Some(t);
+                        }
                     } else {
                         let e = &g.eqns[*eqn];
                         let out = {
@@ -306,19 +332,20 @@ impl Program {
                                 .iter()
                                 .map(|a| slots[*a].as_ref().unwrap())
                                 .collect();
-                            let out = nx::raw::eval(e.prim.clone(), &ins);
+                            let prim = e.as_prim().expect("tolk: loops are handled above");
+                            let out = nx::raw::eval(prim.clone(), &ins);
                             // Only movement steps may return a view of an
                             // input (the arena layout extends their sources'
                             // lifetimes); any other result is fresh.
                             debug_assert!(
-                                crate::schedule::is_movement(&e.prim)
+                                crate::schedule::is_movement(prim)
                                     || ins.iter().all(|t| !nx::raw::shares_storage(t, &out)),
                                 "tolk: {} returned a view of its input",
-                                e.prim.name()
+                                prim.name()
                             );
                             out
                         };
-                        slots[e.out] = Some(out);
+                        slots[e.out()] = Some(out);
                     }
                     s + 1 + epilogues
                 }
@@ -421,7 +448,7 @@ impl Program {
             })
             .collect();
         let member = |v: Var, before: usize| -> Option<Member> {
-            if v == e.out {
+            if v == e.out() {
                 return Some(Member::Product);
             }
             parts[..before]
@@ -478,13 +505,286 @@ impl Program {
                 .iter()
                 .map(|a| slots[*a].as_ref().unwrap())
                 .collect();
-            nx::raw::dot_general_then(&e.prim, &ins, &|p, r, c| epi.run(p, r, c))
+            let prim = e.as_prim().expect("tolk: a product is a primitive");
+            nx::raw::dot_general_then(prim, &ins, &|p, r, c| epi.run(p, r, c))
         };
-        slots[e.out] = Some(product);
+        slots[e.out()] = Some(product);
         for ((_, out, _), o) in parts.iter().zip(outs) {
             slots[*out] = Some(o);
         }
     }
+}
+
+/// Runs loop `lp` with its compiled `body` on the loop equation's inputs
+/// (consts, initial carries, stacked xs); returns the final carries, then
+/// the per-step outputs stacked along axis 0.
+fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
+    if body
+        .plan
+        .steps
+        .iter()
+        .all(|s| matches!(s, Step::Kernel { .. }))
+    {
+        return run_kernel_loop(lp, body, ins);
+    }
+    let (n_consts, n_carry) = (lp.n_consts, lp.n_carry);
+    let xs = &ins[n_consts + n_carry..];
+    let mut args: Vec<Tensor> = ins.iter().map(|t| (*t).clone()).collect();
+    let ys: Vec<Tensor> = lp.out_avals()[n_carry..]
+        .iter()
+        .map(|a| nx::raw::alloc(a.dtype, &a.shape))
+        .collect();
+    for i in 0..lp.length {
+        let t = if lp.reverse { lp.length - 1 - i } else { i };
+        for (j, x) in xs.iter().enumerate() {
+            args[n_consts + n_carry + j] = row(x, t);
+        }
+        let mut outs = body.run(&args);
+        for (y, out) in ys.iter().zip(&outs[n_carry..]) {
+            nx::raw::eval(Prim::Assign, &[&row(y, t), out]);
+        }
+        outs.truncate(n_carry);
+        for (j, c) in outs.into_iter().enumerate() {
+            args[n_consts + j] = c;
+        }
+    }
+    let mut carry: Vec<Tensor> = args.drain(n_consts..n_consts + n_carry).collect();
+    carry.extend(ys);
+    carry
+}
+
+/// Where a value of a loop's body lives during one step (see
+/// [`run_kernel_loop`]).
+#[derive(Clone, Copy)]
+enum Place {
+    /// The same address at every step: a const, an arena slot, a buffer
+    /// of the call's own.
+    Fixed(*mut u8),
+    /// Carry `i` as the step receives it.
+    CarryIn(usize),
+    /// Carry `i` as the step produces it.
+    CarryOut(usize),
+    /// Row `t` of stacked input `j`.
+    X(usize),
+    /// Row `t` of stacked output `j`.
+    Y(usize),
+}
+
+/// The addresses of one step's places.
+struct Frame {
+    carry_in: Vec<*mut u8>,
+    carry_out: Vec<*mut u8>,
+    xs: Vec<(*mut u8, usize)>,
+    ys: Vec<(*mut u8, usize)>,
+    t: usize,
+}
+
+impl Frame {
+    fn at(&self, p: Place) -> *mut u8 {
+        match p {
+            Place::Fixed(ptr) => ptr,
+            Place::CarryIn(i) => self.carry_in[i],
+            Place::CarryOut(i) => self.carry_out[i],
+            // In bounds: row `t < length` of a contiguous [length, ...]
+            // tensor whose rows are `row` bytes.
+            Place::X(j) => self.xs[j].0.wrapping_add(self.t * self.xs[j].1),
+            Place::Y(j) => self.ys[j].0.wrapping_add(self.t * self.ys[j].1),
+        }
+    }
+}
+
+/// [`run_loop`] for a body made of kernels only: every step calls the
+/// body's kernels on addresses resolved once per loop (no tensor, lock or
+/// allocation per step). Each carry has two buffers that the steps write
+/// alternately; a kernel computing a carry or a per-step output writes it
+/// in place (the carry's next buffer, the output's row), and outputs that
+/// are copies of other values (an input passed through, a value returned
+/// twice) are copied after the step's kernels.
+fn run_kernel_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
+    let g = &body.graph;
+    let (nk, nc) = (lp.n_consts, lp.n_carry);
+    let owned: Vec<Tensor> = ins.iter().map(|t| contiguous(t)).collect();
+    let bytes = |a: &nx::Aval| a.numel() * a.dtype.size_in_bytes();
+    let out_avals = lp.out_avals();
+    let next_a: Vec<Tensor> = out_avals[..nc]
+        .iter()
+        .map(|a| nx::raw::alloc(a.dtype, &a.shape))
+        .collect();
+    let next_b: Vec<Tensor> = out_avals[..nc]
+        .iter()
+        .map(|a| nx::raw::alloc(a.dtype, &a.shape))
+        .collect();
+    let ys: Vec<Tensor> = out_avals[nc..]
+        .iter()
+        .map(|a| nx::raw::alloc(a.dtype, &a.shape))
+        .collect();
+    // Places of the body's values.
+    let mut place: Vec<Option<Place>> = vec![None; g.avals.len()];
+    let reads: Vec<nx::raw::ReadView<'_>> = owned.iter().map(nx::raw::read).collect();
+    for (i, &v) in g.inputs.iter().enumerate() {
+        place[v] = Some(if i < nk {
+            Place::Fixed(reads[i].ptr() as *mut u8)
+        } else if i < nk + nc {
+            Place::CarryIn(i - nk)
+        } else {
+            Place::X(i - nk - nc)
+        });
+    }
+    let const_reads: Vec<nx::raw::ReadView<'_>> = body
+        .consts
+        .iter()
+        .map(|(_, t, d)| nx::raw::read(d.as_ref().unwrap_or(t)))
+        .collect();
+    for ((v, _, _), r) in body.consts.iter().zip(&const_reads) {
+        place[*v] = Some(Place::Fixed(r.ptr() as *mut u8));
+    }
+    // A kernel computing an output writes it in place; other outputs are
+    // copied from where their value is, after the step.
+    let mut copies: Vec<(Var, Place, usize)> = Vec::new();
+    let computed: Vec<Var> = body
+        .plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Kernel { out, .. } => Some(*out),
+            _ => None,
+        })
+        .collect();
+    for (o, &v) in g.outputs.iter().enumerate() {
+        let home = if o < nc {
+            Place::CarryOut(o)
+        } else {
+            Place::Y(o - nc)
+        };
+        if place[v].is_none() && computed.contains(&v) {
+            place[v] = Some(home);
+        } else {
+            copies.push((v, home, bytes(g.aval(v))));
+        }
+    }
+    // The other kernel outputs: the body's arena, else a buffer per call.
+    let mut scratch: Vec<Tensor> = Vec::new();
+    for &v in &computed {
+        if place[v].is_none() {
+            place[v] = Some(match body.arena_ptrs[v] {
+                Some(p) => Place::Fixed(p),
+                None => {
+                    let a = g.aval(v);
+                    scratch.push(nx::raw::alloc(a.dtype, &a.shape));
+                    Place::Fixed(std::ptr::null_mut()) // set below
+                }
+            });
+        }
+    }
+    let scratch_writes: Vec<nx::raw::WriteView<'_>> = scratch.iter().map(nx::raw::write).collect();
+    let mut next_scratch = scratch_writes.iter();
+    for &v in &computed {
+        if let Some(Place::Fixed(p)) = &mut place[v] {
+            if p.is_null() {
+                *p = next_scratch
+                    .next()
+                    .expect("one scratch buffer per value")
+                    .ptr();
+            }
+        }
+    }
+    let writes_a: Vec<nx::raw::WriteView<'_>> = next_a.iter().map(nx::raw::write).collect();
+    let writes_b: Vec<nx::raw::WriteView<'_>> = next_b.iter().map(nx::raw::write).collect();
+    let writes_y: Vec<nx::raw::WriteView<'_>> = ys.iter().map(nx::raw::write).collect();
+    let row = |a: &nx::Aval| bytes(a) / a.shape[0].max(1);
+    let mut frame = Frame {
+        carry_in: reads[nk..nk + nc]
+            .iter()
+            .map(|r| r.ptr() as *mut u8)
+            .collect(),
+        carry_out: writes_a.iter().map(|w| w.ptr()).collect(),
+        xs: reads[nk + nc..]
+            .iter()
+            .zip(&owned[nk + nc..])
+            .map(|(r, x)| (r.ptr() as *mut u8, row(&x.aval())))
+            .collect(),
+        ys: writes_y
+            .iter()
+            .zip(&out_avals[nc..])
+            .map(|(w, a)| (w.ptr(), row(a)))
+            .collect(),
+        t: 0,
+    };
+    // Per kernel step: the kernel, its output's and arguments' places, its work.
+    let calls: Vec<(&KernelEntry, Vec<Place>, usize, bool)> = body
+        .plan
+        .steps
+        .iter()
+        .zip(&body.work)
+        .map(|(s, &work)| match s {
+            Step::Kernel { kernel, out, args } => {
+                let entry = &body.kernels[*kernel];
+                let mut places = vec![place[*out].expect("placed")];
+                places.extend(args.iter().map(|a| place[*a].expect("placed")));
+                (entry, places, work, g.aval(*out).numel() > 0)
+            }
+            _ => unreachable!("a kernel-only body"),
+        })
+        .collect();
+    let copies: Vec<(Place, Place, usize)> = copies
+        .into_iter()
+        .map(|(v, dst, n)| (place[v].expect("placed"), dst, n))
+        .collect();
+    let mut ptrs: Vec<*mut u8> = Vec::new();
+    for i in 0..lp.length {
+        frame.t = if lp.reverse { lp.length - 1 - i } else { i };
+        for (entry, places, work, nonempty) in &calls {
+            if *nonempty {
+                ptrs.clear();
+                ptrs.extend(places.iter().map(|&p| frame.at(p)));
+                call_kernel(entry, &ptrs, *work);
+            }
+        }
+        for &(src, dst, n) in &copies {
+            // SAFETY: both places address `n` bytes of this step's value
+            // (the body's aval), in different buffers: a copy's source is
+            // an input, a const, another output's place or a value's own
+            // buffer, and its destination the next carry buffer or an
+            // output row, which nothing else in this step writes.
+            unsafe { std::ptr::copy_nonoverlapping(frame.at(src), frame.at(dst), n) };
+        }
+        // The carries just written are the next step's input; the step
+        // after writes the other buffers.
+        let written = std::mem::take(&mut frame.carry_out);
+        frame.carry_out = if i % 2 == 0 {
+            writes_b.iter().map(|w| w.ptr()).collect()
+        } else {
+            writes_a.iter().map(|w| w.ptr()).collect()
+        };
+        frame.carry_in = written;
+    }
+    drop((
+        writes_a,
+        writes_b,
+        writes_y,
+        scratch_writes,
+        const_reads,
+        reads,
+    ));
+    let last = if lp.length % 2 == 1 { next_a } else { next_b };
+    last.into_iter().chain(ys).collect()
+}
+
+/// Row `t` of `x` along axis 0, as a view without that axis.
+fn row(x: &Tensor, t: usize) -> Tensor {
+    let shape = x.shape();
+    let mut start = vec![0; shape.len()];
+    start[0] = t;
+    let mut end = shape.to_vec();
+    end[0] = t + 1;
+    let step = vec![1; shape.len()];
+    let r = nx::raw::eval(Prim::Slice { start, end, step }, &[x]);
+    nx::raw::eval(
+        Prim::Reshape {
+            shape: shape[1..].to_vec(),
+        },
+        &[&r],
+    )
 }
 
 /// Per step of `plan`, about how many elements a kernel step visits: its
@@ -570,8 +870,8 @@ impl ArenaLayout {
         for step in &plan.steps {
             if let Step::Library { eqn } = step {
                 let e = &g.eqns[*eqn];
-                if crate::schedule::is_movement(&e.prim) {
-                    root[e.out] = root[e.inputs[0]];
+                if e.as_prim().is_some_and(crate::schedule::is_movement) {
+                    root[e.out()] = root[e.inputs[0]];
                 }
             }
         }
@@ -717,13 +1017,13 @@ mod tests {
         let out = g.new_var(f(512));
         g.inputs = vec![x];
         // v1 is read through an eager view (a reshape) at the last step.
-        g.eqns.push(Eqn {
-            prim: nx::Prim::Reshape {
+        g.eqns.push(Eqn::prim(
+            nx::Prim::Reshape {
                 shape: vec![16, 16],
             },
-            inputs: vec![v1],
-            out: view,
-        });
+            vec![v1],
+            view,
+        ));
         g.outputs = vec![out];
         let steps = vec![
             kernel(v1, &[x]),         // 0

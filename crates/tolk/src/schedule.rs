@@ -233,7 +233,11 @@ const FUSED_FULL_REDUCE_MAX: usize = 1 << 16;
 fn eqn_kinds(g: &Graph, def: &[Option<usize>]) -> Vec<Kind> {
     let mut kinds: Vec<Kind> = Vec::with_capacity(g.eqns.len());
     for e in &g.eqns {
-        let k = match &e.prim {
+        let Some(prim) = e.as_prim() else {
+            kinds.push(Kind::Library); // a loop: a step of its own
+            continue;
+        };
+        let k = match prim {
             Prim::Reduce { axes, .. } => {
                 let x = g.aval(e.inputs[0]);
                 let full = axes.len() == x.shape.len();
@@ -301,6 +305,13 @@ fn kind(prim: &Prim) -> Kind {
     }
 }
 
+/// The primitive of an equation the scheduler fuses (never a loop: loops
+/// are library steps).
+fn prim_of(e: &Eqn) -> &Prim {
+    e.as_prim()
+        .expect("tolk: a loop where a fusible primitive was expected")
+}
+
 /// Whether `prim` is a movement primitive (a view of its input).
 pub(crate) fn is_movement(prim: &Prim) -> bool {
     kind(prim) == Kind::Movement
@@ -362,8 +373,8 @@ impl Builder<'_> {
         let mut below = var;
         for &m in chain {
             let e = &self.g.eqns[m];
-            layout = apply_movement(&e.prim, &layout).ok_or(NeedBuffer(below))?;
-            below = e.out;
+            layout = apply_movement(prim_of(e), &layout).ok_or(NeedBuffer(below))?;
+            below = e.out();
         }
         Ok(layout)
     }
@@ -372,7 +383,7 @@ impl Builder<'_> {
     fn through_from(&self, start: Layout, chain: &[usize]) -> Option<Layout> {
         chain
             .iter()
-            .try_fold(start, |l, &m| apply_movement(&self.g.eqns[m].prim, &l))
+            .try_fold(start, |l, &m| apply_movement(prim_of(&self.g.eqns[m]), &l))
     }
 
     /// The node computing `var` seen through `chain` (movement equations
@@ -402,7 +413,7 @@ impl Builder<'_> {
                     || (is_root_call && self.kinds[self.def[var].unwrap()] != Kind::Library) =>
             {
                 self.fused.push(self.def[var].unwrap());
-                match &e.prim {
+                match prim_of(e) {
                     Prim::Reduce { axes, .. } => {
                         // The kernel's root: its body is the input's
                         // expression, over the input's index space with the
@@ -598,7 +609,9 @@ fn cache_size(text: &str) -> Option<usize> {
 pub fn schedule_with(g: &Graph, epilogues: bool, stream_min_bytes: Option<usize>) -> Schedule {
     let mut def = vec![None; g.avals.len()];
     for (i, e) in g.eqns.iter().enumerate() {
-        def[e.out] = Some(i);
+        for &o in &e.outs {
+            def[o] = Some(i);
+        }
     }
     let kinds = eqn_kinds(g, &def);
     let kind_of = |v: Var| def[v].map(|e: usize| kinds[e]);
@@ -635,7 +648,7 @@ pub fn schedule_with(g: &Graph, epilogues: bool, stream_min_bytes: Option<usize>
     // for every element it is broadcast to (sin(x) of a [500] vector inside
     // a [500, 500] kernel: 500 times the work).
     for e in &g.eqns {
-        if let Prim::Broadcast { shape } = &e.prim {
+        if let Some(Prim::Broadcast { shape }) = e.as_prim() {
             let mut v = e.inputs[0];
             while let Some(i) = def[v].filter(|&i| kinds[i] == Kind::Movement) {
                 v = g.eqns[i].inputs[0];
@@ -648,10 +661,10 @@ pub fn schedule_with(g: &Graph, epilogues: bool, stream_min_bytes: Option<usize>
     }
     for (i, e) in g.eqns.iter().enumerate() {
         if kinds[i] == Kind::Reduce {
-            buffers.insert(e.out);
+            buffers.insert(e.out());
         }
         if kinds[i] == Kind::Library {
-            buffers.insert(e.out);
+            buffers.extend(e.outs.iter().copied());
             for &i in &e.inputs {
                 library_input(i, g, &def, &kinds, &mut buffers, &mut views);
             }
@@ -728,13 +741,10 @@ pub fn schedule_with(g: &Graph, epilogues: bool, stream_min_bytes: Option<usize>
 /// The shape a kernel iterates over: its root's, or for a reduction the
 /// input's with the reduced axes last.
 fn iteration_shape(g: &Graph, def: &[Option<usize>], root: Var) -> Vec<usize> {
-    match def[root].map(|e| &g.eqns[e]) {
-        Some(Eqn {
-            prim: Prim::Reduce { axes, .. },
-            inputs,
-            ..
-        }) => {
-            let x = &g.aval(inputs[0]).shape;
+    let e = def[root].map(|e| &g.eqns[e]);
+    match e.and_then(Eqn::as_prim) {
+        Some(Prim::Reduce { axes, .. }) => {
+            let x = &g.aval(e.unwrap().inputs[0]).shape;
             let mut s: Vec<usize> = (0..x.len())
                 .filter(|a| !axes.contains(a))
                 .map(|a| x[a])
@@ -747,12 +757,9 @@ fn iteration_shape(g: &Graph, def: &[Option<usize>], root: Var) -> Vec<usize> {
 }
 
 fn reduce_of(g: &Graph, def: &[Option<usize>], root: Var) -> Option<(ReduceOp, usize)> {
-    match def[root].map(|e| &g.eqns[e]) {
-        Some(Eqn {
-            prim: Prim::Reduce { op, axes },
-            inputs,
-            ..
-        }) => Some((*op, g.aval(inputs[0]).shape.len() - axes.len())),
+    let e = def[root].map(|e| &g.eqns[e])?;
+    match e.as_prim()? {
+        Prim::Reduce { op, axes } => Some((*op, g.aval(e.inputs[0]).shape.len() - axes.len())),
         _ => None,
     }
 }
@@ -776,7 +783,10 @@ fn shared_values(g: &Graph, buffers: &VarSet, kinds: &[Kind]) -> Vec<Var> {
     // buffer, a constant or a view of them costs no operation.
     let mut cost: Vec<Option<(usize, usize)>> = vec![None; n];
     for (i, e) in g.eqns.iter().enumerate() {
-        let size = g.aval(e.out).numel();
+        if kinds[i] == Kind::Library {
+            continue; // its outputs are buffers; `cost` stays `None`
+        }
+        let size = g.aval(e.out()).numel();
         let of = |v: Var| {
             if buffers.contains(&v) {
                 Some((0, usize::from(g.aval(v).numel() >= size)))
@@ -784,10 +794,10 @@ fn shared_values(g: &Graph, buffers: &VarSet, kinds: &[Kind]) -> Vec<Var> {
                 cost[v]
             }
         };
-        cost[e.out] = match kinds[i] {
+        cost[e.out()] = match kinds[i] {
             Kind::Fill => Some((0, 0)),
             Kind::Movement => of(e.inputs[0]),
-            Kind::Elementwise if light(&e.prim) => e
+            Kind::Elementwise if light(prim_of(e)) => e
                 .inputs
                 .iter()
                 .try_fold((1, 0), |(ops, big), &v| {
@@ -807,17 +817,20 @@ fn shared_values(g: &Graph, buffers: &VarSet, kinds: &[Kind]) -> Vec<Var> {
     let mut consumers = vec![NONE; n];
     let mut shared = Vec::new();
     for (ei, e) in g.eqns.iter().enumerate().rev() {
-        let v = e.out;
-        if buffers.contains(&v) || kinds[ei] == Kind::Library {
+        if kinds[ei] == Kind::Library {
+            for &o in &e.outs {
+                group[o] = o;
+            }
+            continue; // a library input is a buffer or an eager view already
+        }
+        let v = e.out();
+        if buffers.contains(&v) {
             group[v] = v;
         } else if consumers[v] == MANY && !cheap[v] {
             shared.push(v);
             group[v] = v;
         } else {
             group[v] = consumers[v];
-        }
-        if kinds[ei] == Kind::Library {
-            continue; // a library input is a buffer or an eager view already
         }
         let mine = group[v];
         for &u in &e.inputs {
@@ -900,7 +913,7 @@ fn mark_streams(g: &Graph, pre: &mut [Pre], min: usize) {
 /// How many leading dims of a `dot_general`'s output form the rows of its
 /// `[batch * M, N]` matrix (the batch and lhs free dims).
 fn product_split(g: &Graph, e: &Eqn) -> usize {
-    let Prim::DotGeneral { lhs_contract, .. } = &e.prim else {
+    let Some(Prim::DotGeneral { lhs_contract, .. }) = e.as_prim() else {
         unreachable!("not a product")
     };
     g.aval(e.inputs[0]).shape.len() - lhs_contract.len()
@@ -931,7 +944,7 @@ pub(crate) fn strides_2d(layout: &Layout, split: usize) -> Option<(isize, isize)
 /// outputs) only at the element it writes: an elementwise kernel over the
 /// product's shape whose every load merges into a `[rows, cols]` matrix.
 fn epilogue_fits(g: &Graph, dot: &Eqn, k: &Kernel, args: &[Var], members: &[Var]) -> bool {
-    let shape = &g.aval(dot.out).shape;
+    let shape = &g.aval(dot.out()).shape;
     if k.reduce.is_some() || &k.shape != shape {
         return false;
     }
@@ -977,10 +990,12 @@ fn epilogues(g: &Graph, pre: Vec<Pre>) -> Vec<Pre> {
         match step {
             Pre::Library(eqn) => {
                 let e = &g.eqns[*eqn];
-                pos.insert(e.out, i);
-                if matches!(e.prim, Prim::DotGeneral { .. }) {
-                    group_of.insert(e.out, groups.len());
-                    groups.push((i, *eqn, vec![e.out]));
+                for &o in &e.outs {
+                    pos.insert(o, i);
+                }
+                if matches!(e.as_prim(), Some(Prim::DotGeneral { .. })) {
+                    group_of.insert(e.out(), groups.len());
+                    groups.push((i, *eqn, vec![e.out()]));
                 }
             }
             Pre::Kernel {
@@ -1059,15 +1074,17 @@ fn plan(
         .collect();
     let mut pre = Vec::new();
     for (i, e) in g.eqns.iter().enumerate() {
-        if let Some((kernel, args, fused)) = by_root.remove(&e.out) {
+        if kinds[i] == Kind::Library {
+            pre.push(Pre::Library(i));
+        } else if let Some((kernel, args, fused)) = by_root.remove(&e.out()) {
             pre.push(Pre::Kernel {
                 kernel,
-                out: e.out,
+                out: e.out(),
                 args,
                 epilogue: false,
                 fused,
             });
-        } else if kinds[i] == Kind::Library || views.contains(&e.out) {
+        } else if views.contains(&e.out()) {
             pre.push(Pre::Library(i));
         }
     }
@@ -1110,7 +1127,7 @@ fn plan(
         }
     }
     for (k, fused) in distinct.iter_mut().zip(first_fused) {
-        k.fused = fused.iter().map(|&e| g.eqns[e].prim.name()).collect();
+        k.fused = fused.iter().map(|&e| g.eqns[e].name()).collect();
     }
     // Last use of every buffer.
     let mut last: Vec<Option<usize>> = vec![None; g.avals.len()];

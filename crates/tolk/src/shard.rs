@@ -17,7 +17,7 @@
 //! stages (tolk programs, compiled once, run per device) and the
 //! conversions between them.
 
-use crate::graph::{Eqn, Graph, Var};
+use crate::graph::{Eqn, Graph, Op, Var};
 use nx::{Aval, Prim, ReduceOp, Tensor};
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -57,7 +57,7 @@ enum Step<S> {
     Convert { from: Key, to: Key, how: Convert },
 }
 
-type LocalEqns = Vec<(Vec<Key>, Key, Prim)>;
+type LocalEqns = Vec<(Vec<Key>, Vec<Key>, Op)>;
 
 /// A compiled stage: its program (one instance per device) and which
 /// values it reads and writes.
@@ -165,26 +165,30 @@ impl Builder<'_> {
             let eqn = &self.g.eqns[e];
             let shape = &self.g.aval(v).shape;
             let local = local_shape(shape, want, self.n);
-            match &eqn.prim {
-                Prim::Full { dtype, value, .. } => {
+            match eqn.as_prim() {
+                Some(Prim::Full { dtype, value, .. }) => {
                     let prim = Prim::Full {
                         shape: local,
                         dtype: *dtype,
                         value: *value,
                     };
-                    self.current.push((Vec::new(), (v, want), prim));
+                    self.current
+                        .push((Vec::new(), vec![(v, want)], Op::Prim(prim)));
                     self.add(v, want);
                     return (v, want);
                 }
-                Prim::Broadcast { .. } => {
+                Some(Prim::Broadcast { .. }) => {
                     let u = eqn.inputs[0];
                     let in_shape = &self.g.aval(u).shape;
                     let lead = shape.len() - in_shape.len();
                     let expanded = a < lead || in_shape[a - lead] == 1;
                     if expanded {
                         let k = self.rep(u);
-                        self.current
-                            .push((vec![k], (v, want), Prim::Broadcast { shape: local }));
+                        self.current.push((
+                            vec![k],
+                            vec![(v, want)],
+                            Op::Prim(Prim::Broadcast { shape: local }),
+                        ));
                         self.add(v, want);
                         return (v, want);
                     }
@@ -206,31 +210,41 @@ impl Builder<'_> {
     }
 
     fn emit(&mut self, inputs: Vec<Key>, out: Var, sh: Sharding, prim: Prim) {
-        self.current.push((inputs, (out, sh), prim));
+        self.current.push((inputs, vec![(out, sh)], Op::Prim(prim)));
         self.add(out, sh);
     }
 
     /// Every input replicated; the equation runs as it is.
     fn replicated(&mut self, e: &Eqn) {
         let ins: Vec<Key> = e.inputs.iter().map(|&v| self.rep(v)).collect();
-        self.emit(ins, e.out, Sharding::Rep, e.prim.clone());
+        let outs: Vec<Key> = e.outs.iter().map(|&o| (o, Sharding::Rep)).collect();
+        self.current.push((ins, outs, e.op.clone()));
+        for &o in &e.outs {
+            self.add(o, Sharding::Rep);
+        }
     }
 
     fn eqn(&mut self, i: usize) {
         let g = self.g;
         let e = &g.eqns[i];
-        self.def.insert(e.out, i);
+        for &o in &e.outs {
+            self.def.insert(o, i);
+        }
+        let Op::Prim(prim) = &e.op else {
+            // A loop runs whole on every device, on replicated values.
+            return self.replicated(e);
+        };
         let ins: Vec<Key> = e.inputs.iter().map(|&v| self.any(v)).collect();
         let split_axis = ins.iter().find_map(|(_, s)| match s {
             Sharding::Split(a) => Some(*a),
             _ => None,
         });
         let Some(a) = split_axis else {
-            return self.emit(ins, e.out, Sharding::Rep, e.prim.clone());
+            return self.emit(ins, e.out(), Sharding::Rep, prim.clone());
         };
-        let out_shape = &g.aval(e.out).shape;
+        let out_shape = &g.aval(e.out()).shape;
         let n = self.n;
-        match &e.prim {
+        match prim {
             Prim::Unary(_)
             | Prim::Binary(_)
             | Prim::Compare(_)
@@ -239,11 +253,11 @@ impl Builder<'_> {
             | Prim::Copy
             | Prim::StopGradient => {
                 let ins = e.inputs.iter().map(|&v| self.split(v, a)).collect();
-                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+                self.emit(ins, e.out(), Sharding::Split(a), prim.clone());
             }
             Prim::Threefry2x32 if a + 1 < out_shape.len() => {
                 let ins = e.inputs.iter().map(|&v| self.split(v, a)).collect();
-                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+                self.emit(ins, e.out(), Sharding::Split(a), prim.clone());
             }
             Prim::Reduce { op, axes } => {
                 let sh = if axes.contains(&a) {
@@ -251,28 +265,28 @@ impl Builder<'_> {
                 } else {
                     Sharding::Split(a - axes.iter().filter(|&&x| x < a).count())
                 };
-                self.emit(ins, e.out, sh, e.prim.clone());
+                self.emit(ins, e.out(), sh, prim.clone());
             }
             Prim::ArgReduce { axis, .. } if *axis != a => {
                 let b = if *axis < a { a - 1 } else { a };
-                self.emit(ins, e.out, Sharding::Split(b), e.prim.clone());
+                self.emit(ins, e.out(), Sharding::Split(b), prim.clone());
             }
             Prim::Cumulative { axis, .. } if *axis != a => {
-                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+                self.emit(ins, e.out(), Sharding::Split(a), prim.clone());
             }
             Prim::Broadcast { shape } => {
                 let b = a + shape.len() - g.aval(e.inputs[0]).shape.len();
                 let local = local_shape(shape, Sharding::Split(b), n);
                 self.emit(
                     ins,
-                    e.out,
+                    e.out(),
                     Sharding::Split(b),
                     Prim::Broadcast { shape: local },
                 );
             }
             Prim::Permute { perm } => {
                 let b = perm.iter().position(|&p| p == a).unwrap();
-                self.emit(ins, e.out, Sharding::Split(b), e.prim.clone());
+                self.emit(ins, e.out(), Sharding::Split(b), prim.clone());
             }
             Prim::Reshape { shape } => {
                 let in_shape = &g.aval(e.inputs[0]).shape;
@@ -285,7 +299,7 @@ impl Builder<'_> {
                         let local = local_shape(shape, Sharding::Split(b), n);
                         self.emit(
                             ins,
-                            e.out,
+                            e.out(),
                             Sharding::Split(b),
                             Prim::Reshape { shape: local },
                         );
@@ -303,21 +317,21 @@ impl Builder<'_> {
                     end,
                     step: step.clone(),
                 };
-                self.emit(ins, e.out, Sharding::Split(a), prim);
+                self.emit(ins, e.out(), Sharding::Split(a), prim);
             }
             Prim::Flip { axes } if !axes.contains(&a) => {
-                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+                self.emit(ins, e.out(), Sharding::Split(a), prim.clone());
             }
             Prim::Pad { lo, hi, .. } if lo[a] == 0 && hi[a] == 0 => {
-                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+                self.emit(ins, e.out(), Sharding::Split(a), prim.clone());
             }
             Prim::Concat { axis } if *axis != a => {
                 let ins = e.inputs.iter().map(|&v| self.split(v, a)).collect();
-                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+                self.emit(ins, e.out(), Sharding::Split(a), prim.clone());
             }
             Prim::Gather { axis } | Prim::ScatterAdd { axis } if *axis != a => {
                 let ins = e.inputs.iter().map(|&v| self.split(v, a)).collect();
-                self.emit(ins, e.out, Sharding::Split(a), e.prim.clone());
+                self.emit(ins, e.out(), Sharding::Split(a), prim.clone());
             }
             Prim::DotGeneral {
                 lhs_batch,
@@ -351,32 +365,32 @@ impl Builder<'_> {
             Sharding::Split(a) => Some(a),
             _ => None,
         };
-        let prim = e.prim.clone();
+        let prim = e.as_prim().expect("a product").clone();
         match (split(l), split(r)) {
             (Some(a), None) if lfree.contains(&a) => {
                 let b = lhs_batch.len() + lfree.iter().position(|&x| x == a).unwrap();
                 let r = self.rep(e.inputs[1]);
-                self.emit(vec![l, r], e.out, Sharding::Split(b), prim);
+                self.emit(vec![l, r], e.out(), Sharding::Split(b), prim);
             }
             (None, Some(a)) if rfree.contains(&a) => {
                 let b = lhs_batch.len() + lfree.len() + rfree.iter().position(|&x| x == a).unwrap();
                 let l = self.rep(e.inputs[0]);
-                self.emit(vec![l, r], e.out, Sharding::Split(b), prim);
+                self.emit(vec![l, r], e.out(), Sharding::Split(b), prim);
             }
             (Some(a), _) if lhs_contract.contains(&a) => {
                 let i = lhs_contract.iter().position(|&x| x == a).unwrap();
                 let r = self.split(e.inputs[1], rhs_contract[i]);
-                self.emit(vec![l, r], e.out, Sharding::Partial(ReduceOp::Sum), prim);
+                self.emit(vec![l, r], e.out(), Sharding::Partial(ReduceOp::Sum), prim);
             }
             (None, Some(a)) if rhs_contract.contains(&a) => {
                 let i = rhs_contract.iter().position(|&x| x == a).unwrap();
                 let l = self.split(e.inputs[0], lhs_contract[i]);
-                self.emit(vec![l, r], e.out, Sharding::Partial(ReduceOp::Sum), prim);
+                self.emit(vec![l, r], e.out(), Sharding::Partial(ReduceOp::Sum), prim);
             }
             (Some(a), _) if lhs_batch.contains(&a) => {
                 let i = lhs_batch.iter().position(|&x| x == a).unwrap();
                 let r = self.split(e.inputs[1], rhs_batch[i]);
-                self.emit(vec![l, r], e.out, Sharding::Split(i), prim);
+                self.emit(vec![l, r], e.out(), Sharding::Split(i), prim);
             }
             _ => self.replicated(e),
         }
@@ -435,7 +449,7 @@ pub fn shard(
                 .any(|v| later.contains(v) || b.only_partial(*v))
             {
                 waiting.push(i);
-                later.insert(e.out);
+                later.extend(e.outs.iter().copied());
             } else {
                 b.eqn(i);
             }
@@ -528,7 +542,7 @@ fn stage(
         let a = g.aval(k.0);
         Aval::new(&local_shape(&a.shape, k.1, n), a.dtype)
     };
-    for (ins, out, prim) in eqns {
+    for (ins, outs, op) in eqns {
         let mut inputs = Vec::with_capacity(ins.len());
         for k in ins {
             let v = match var.get(&k) {
@@ -543,13 +557,17 @@ fn stage(
             };
             inputs.push(v);
         }
-        let o = local.new_var(aval(out));
+        let mut local_outs = Vec::with_capacity(outs.len());
+        for out in outs {
+            let o = local.new_var(aval(out));
+            var.insert(out, o);
+            local_outs.push(o);
+        }
         local.eqns.push(Eqn {
-            prim,
+            op,
             inputs,
-            out: o,
+            outs: local_outs,
         });
-        var.insert(out, o);
     }
     let mut exports: Vec<Key> = var
         .keys()

@@ -4,7 +4,7 @@
 //! eager kernels). Chains of movement ops need no pass of their own: the
 //! scheduler composes them into one strided view per load.
 
-use crate::graph::{Eqn, Graph, Var};
+use crate::graph::{Eqn, Graph, Op, Var};
 use nx::Prim;
 use rustc_hash::FxHashMap as HashMap;
 
@@ -35,16 +35,18 @@ const SHARED_TRANSPOSE_MIN: usize = 4;
 fn shared_transposes(mut g: Graph) -> Graph {
     let mut def: Vec<Option<usize>> = vec![None; g.avals.len()];
     for (i, e) in g.eqns.iter().enumerate() {
-        def[e.out] = Some(i);
+        for &o in &e.outs {
+            def[o] = Some(i);
+        }
     }
     // The matrix a product reads transposed as its right operand, if any.
     let transposed = |g: &Graph, e: &Eqn| -> Option<Var> {
-        let Prim::DotGeneral {
+        let Some(Prim::DotGeneral {
             lhs_batch,
             rhs_batch,
             lhs_contract,
             rhs_contract,
-        } = &e.prim
+        }) = e.as_prim()
         else {
             return None;
         };
@@ -60,12 +62,11 @@ fn shared_transposes(mut g: Graph) -> Graph {
         match rhs_contract.as_slice() {
             [1] => Some(e.inputs[1]),
             [0] => match def[e.inputs[1]].map(|d| &g.eqns[d]) {
-                Some(Eqn {
-                    prim: Prim::Permute { perm },
-                    inputs,
-                    ..
-                }) if perm == &[1, 0] => Some(inputs[0]),
-                _ => None,
+                Some(d) => match d.as_prim() {
+                    Some(Prim::Permute { perm }) if perm == &[1, 0] => Some(d.inputs[0]),
+                    _ => None,
+                },
+                None => None,
             },
             _ => None,
         }
@@ -90,27 +91,19 @@ fn shared_transposes(mut g: Graph) -> Graph {
                     let shape = vec![a.shape[1], a.shape[0]];
                     let view = g.new_var(nx::Aval::new(&shape, a.dtype));
                     let wt = g.new_var(nx::Aval::new(&shape, a.dtype));
-                    out.push(Eqn {
-                        prim: Prim::Permute { perm: vec![1, 0] },
-                        inputs: vec![w],
-                        out: view,
-                    });
-                    out.push(Eqn {
-                        prim: Prim::Copy,
-                        inputs: vec![view],
-                        out: wt,
-                    });
+                    out.push(Eqn::prim(Prim::Permute { perm: vec![1, 0] }, vec![w], view));
+                    out.push(Eqn::prim(Prim::Copy, vec![view], wt));
                     copy_of.insert(w, wt);
                     wt
                 }
             };
             e.inputs[1] = wt;
-            e.prim = Prim::DotGeneral {
+            e.op = Op::Prim(Prim::DotGeneral {
                 lhs_batch: vec![],
                 rhs_batch: vec![],
                 lhs_contract: vec![1],
                 rhs_contract: vec![0],
-            };
+            });
         }
         out.push(e);
     }
@@ -121,16 +114,10 @@ fn shared_transposes(mut g: Graph) -> Graph {
 /// The scalar every element of `v` holds, if `v` is a `Full` seen through
 /// broadcasts and reshapes.
 fn splat<'a>(v: Var, def: &impl Fn(Var) -> Option<&'a Eqn>) -> Option<f64> {
-    match def(v) {
-        Some(Eqn {
-            prim: Prim::Full { value, .. },
-            ..
-        }) => Some(*value),
-        Some(Eqn {
-            prim: Prim::Broadcast { .. } | Prim::Reshape { .. },
-            inputs,
-            ..
-        }) => splat(inputs[0], def),
+    let e = def(v)?;
+    match e.as_prim()? {
+        Prim::Full { value, .. } => Some(*value),
+        Prim::Broadcast { .. } | Prim::Reshape { .. } => splat(e.inputs[0], def),
         _ => None,
     }
 }
@@ -143,12 +130,13 @@ fn splat<'a>(v: Var, def: &impl Fn(Var) -> Option<&'a Eqn>) -> Option<f64> {
 /// where eager reduces its contiguous product; the sum's order, and so its
 /// last bits, may then differ, within the bound stated for reductions.)
 fn identity_of<'a>(g: &Graph, e: &Eqn, def: &impl Fn(Var) -> Option<&'a Eqn>) -> Option<Var> {
-    let same = |v: Var| g.aval(v) == g.aval(e.out);
+    let prim = e.as_prim()?;
+    let same = |v: Var| g.aval(v) == g.aval(e.out());
     let one = |v: Var| splat(v, def) == Some(1.0);
     let zero = |v: Var| splat(v, def).is_some_and(|z| z == 0.0 && z.is_sign_positive());
-    let int = !g.aval(e.out).dtype.is_float();
+    let int = !g.aval(e.out()).dtype.is_float();
     let x = *e.inputs.first()?;
-    let found = match &e.prim {
+    let found = match prim {
         Prim::Binary(nx::BinaryOp::Mul) if one(e.inputs[1]) => Some(x),
         Prim::Binary(nx::BinaryOp::Mul) if one(x) => Some(e.inputs[1]),
         Prim::Binary(nx::BinaryOp::Div) if one(e.inputs[1]) => Some(x),
@@ -156,11 +144,7 @@ fn identity_of<'a>(g: &Graph, e: &Eqn, def: &impl Fn(Var) -> Option<&'a Eqn>) ->
         Prim::Binary(nx::BinaryOp::Add) if int && zero(e.inputs[1]) => Some(x),
         Prim::Binary(nx::BinaryOp::Add) if int && zero(x) => Some(e.inputs[1]),
         Prim::Unary(nx::UnaryOp::Neg) => match def(x) {
-            Some(Eqn {
-                prim: Prim::Unary(nx::UnaryOp::Neg),
-                inputs,
-                ..
-            }) => Some(inputs[0]),
+            Some(d) if d.as_prim() == Some(&Prim::Unary(nx::UnaryOp::Neg)) => Some(d.inputs[0]),
             _ => None,
         },
         Prim::Cast(_) | Prim::Reshape { .. } | Prim::Broadcast { .. } => Some(x),
@@ -171,9 +155,13 @@ fn identity_of<'a>(g: &Graph, e: &Eqn, def: &impl Fn(Var) -> Option<&'a Eqn>) ->
 }
 
 /// Whether common-subexpression elimination may merge `a` and `b`: the
-/// same primitive ([`same_prim`]) on the same inputs.
+/// same primitive ([`same_prim`]) on the same inputs. Loops are never
+/// merged.
 fn same_expression(a: &Eqn, b: &Eqn) -> bool {
-    same_prim(&a.prim, &b.prim) && a.inputs == b.inputs
+    match (a.as_prim(), b.as_prim()) {
+        (Some(p), Some(q)) => same_prim(p, q) && a.inputs == b.inputs,
+        _ => false,
+    }
 }
 
 /// The same primitive with the same parameters, constants compared by
@@ -213,7 +201,9 @@ fn expression_hash(e: &Eqn) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = rustc_hash::FxHasher::default();
     e.inputs.hash(&mut h);
-    prim_hash(&e.prim, &mut h);
+    if let Some(p) = e.as_prim() {
+        prim_hash(p, &mut h);
+    }
     h.finish()
 }
 
@@ -305,10 +295,18 @@ fn cse(mut g: Graph) -> Graph {
         for v in e.inputs.iter_mut() {
             *v = subst[*v];
         }
-        if !keep[e.out] {
+        if let Op::Loop(_) = e.op {
+            for &o in &e.outs {
+                def[o] = Some(kept.len());
+            }
+            previous.push(None);
+            kept.push(e);
+            continue;
+        }
+        if !keep[e.out()] {
             let lookup = |v: Var| def[v].map(|i| &kept[i]);
             if let Some(v) = identity_of(&g, &e, &lookup) {
-                subst[e.out] = v;
+                subst[e.out()] = v;
                 continue;
             }
         }
@@ -321,11 +319,11 @@ fn cse(mut g: Graph) -> Graph {
             candidate = previous[i];
         }
         if let Some(i) = candidate {
-            subst[e.out] = kept[i].out;
+            subst[e.out()] = kept[i].out();
             continue;
         }
         previous.push(latest.insert(h, kept.len()));
-        def[e.out] = Some(kept.len());
+        def[e.out()] = Some(kept.len());
         kept.push(e);
     }
     g.eqns = kept;
@@ -345,13 +343,13 @@ fn dce(mut g: Graph) -> Graph {
         live[v] = true;
     }
     for e in g.eqns.iter().rev() {
-        if live[e.out] {
+        if e.outs.iter().any(|&o| live[o]) {
             for &v in &e.inputs {
                 live[v] = true;
             }
         }
     }
-    g.eqns.retain(|e| live[e.out]);
+    g.eqns.retain(|e| e.outs.iter().any(|&o| live[o]));
     g.consts.retain(|(v, _)| live[*v]);
     g
 }
@@ -370,10 +368,13 @@ fn fold_constants(mut g: Graph) -> Graph {
     }
     let mut folded = Vec::new();
     g.eqns.retain(|e| {
+        let Some(prim) = e.as_prim() else {
+            return true; // loops run when the program does
+        };
         let foldable = !e.inputs.is_empty()
             && e.inputs.iter().all(|&v| is_const[v])
             && !matches!(
-                e.prim,
+                prim,
                 // Views stay views of the capture (folding a broadcast would
                 // materialize it).
                 Prim::Assign
@@ -385,10 +386,10 @@ fn fold_constants(mut g: Graph) -> Graph {
             );
         if foldable {
             let ins: Vec<&nx::Tensor> = e.inputs.iter().map(|v| &values[v]).collect();
-            let t = nx::raw::eval(e.prim.clone(), &ins);
-            folded.push((e.out, t.clone()));
-            values.insert(e.out, t);
-            is_const[e.out] = true;
+            let t = nx::raw::eval(prim.clone(), &ins);
+            folded.push((e.out(), t.clone()));
+            values.insert(e.out(), t);
+            is_const[e.out()] = true;
         }
         !foldable
     });
@@ -411,7 +412,7 @@ mod tests {
         g.inputs = vec![x];
         let eqn = |g: &mut Graph, prim: Prim, inputs: Vec<Var>, shape: &[usize]| {
             let out = g.new_var(Aval::new(shape, DType::F32));
-            g.eqns.push(Eqn { prim, inputs, out });
+            g.eqns.push(Eqn::prim(prim, inputs, out));
             out
         };
         let full = |value: f64| Prim::Full {
@@ -462,7 +463,7 @@ mod tests {
         g.consts = vec![(c, c_val.clone())];
         let eqn = |g: &mut Graph, prim: Prim, inputs: Vec<Var>, shape: &[usize]| {
             let out = g.new_var(Aval::new(shape, DType::F32));
-            g.eqns.push(Eqn { prim, inputs, out });
+            g.eqns.push(Eqn::prim(prim, inputs, out));
             out
         };
         let e = eqn(&mut g, Prim::Unary(nx::UnaryOp::Exp), vec![c], &[3]);
@@ -482,7 +483,7 @@ mod tests {
             c_val.exp().to_vec::<f32>(),
             "folded by nx: eager's bits"
         );
-        let kept: Vec<Var> = f.eqns.iter().map(|q| q.out).collect();
+        let kept: Vec<Var> = f.eqns.iter().map(|q| q.out()).collect();
         assert_eq!(
             kept,
             vec![view, y],

@@ -1,0 +1,368 @@
+//! `scan` under jit runs as a loop of the compiled program: results against
+//! the eager scan (each step traced), for every transformation of it.
+
+mod common;
+use common::panic_message;
+use rune::prelude::*;
+
+/// Deterministic f64 values of `shape` in about [-1, 1].
+fn data(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n)
+        .map(|i| {
+            let x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ seed.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            ((x >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        })
+        .collect();
+    Tensor::from_slice(&v, shape)
+}
+
+#[track_caller]
+fn close(a: &Tensor, b: &Tensor, what: &str) {
+    assert_eq!(a.shape(), b.shape(), "{what}: shapes");
+    assert_eq!(a.dtype(), b.dtype(), "{what}: dtypes");
+    let (a, b) = (
+        a.cast(DType::F64).to_vec::<f64>(),
+        b.cast(DType::F64).to_vec::<f64>(),
+    );
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            (x - y).abs() <= 1e-10 * (1.0 + y.abs()),
+            "{what}: element {i}: jit {x}, eager {y}"
+        );
+    }
+}
+
+/// One step of a small recurrent map: the carry through tanh of an affine
+/// map of itself and the input, a per-step output of both.
+fn step(w: &Tensor, c: &Tensor, x: &Tensor) -> (Tensor, Tensor) {
+    let next = (c.matmul(w) * 0.9 + x).tanh();
+    let y = c.sin() * x;
+    (next, y)
+}
+
+fn rnn(w: &Tensor, c0: &Tensor, xs: &Tensor) -> (Tensor, Tensor) {
+    rune::scan(|c: &Tensor, x: &Tensor| step(w, c, x), c0, xs)
+}
+
+fn loss(w: &Tensor, c0: &Tensor, xs: &Tensor) -> Tensor {
+    let (c, ys) = rnn(w, c0, xs);
+    c.square().sum_all() + ys.sum_all()
+}
+
+fn inputs(t: usize) -> (Tensor, Tensor, Tensor) {
+    (data(&[4, 4], 1) * 0.5, data(&[4], 2), data(&[t, 4], 3))
+}
+
+/// The staged program holds one loop and no per-step equations.
+#[test]
+fn a_scan_under_jit_stages_one_loop_equal_to_eager() {
+    let (w, c0, xs) = inputs(50);
+    let f = |(w, c0, xs): &(Tensor, Tensor, Tensor)| rnn(w, c0, xs);
+    let p = (w.clone(), c0.clone(), xs.clone());
+    let g = rune::make_graph(f, &p);
+    let text = format!("{g}");
+    assert_eq!(text.matches("scan{length: 50").count(), 1, "{text}");
+    assert!(g.eqns.len() < 5, "one loop, not 50 unrolled steps:\n{text}");
+    let (c, ys) = jit(f).call(&p);
+    let (ce, yse) = rnn(&w, &c0, &xs);
+    close(&c, &ce, "carry");
+    close(&ys, &yse, "ys");
+}
+
+#[test]
+fn grad_and_value_and_grad_of_a_staged_scan_equal_eager() {
+    let (w, c0, xs) = inputs(30);
+    let p = (w.clone(), c0.clone(), xs.clone());
+    let l = |p: &(Tensor, Tensor, Tensor)| loss(&p.0, &p.1, &p.2);
+    let want = rune::grad(l, &p);
+    let got = jit(|p: &(Tensor, Tensor, Tensor)| rune::grad(l, p)).call(&p);
+    close(&got.0, &want.0, "d/dw (a capture of the body)");
+    close(&got.1, &want.1, "d/dc0");
+    close(&got.2, &want.2, "d/dxs");
+    let (v, g) = jit(|p: &(Tensor, Tensor, Tensor)| rune::value_and_grad(l, p)).call(&p);
+    close(&v, &l(&p), "value");
+    close(&g.0, &want.0, "value_and_grad d/dw");
+    // A reverse loop, not unrolled steps: the graph stays small.
+    let g = rune::make_graph(|p: &(Tensor, Tensor, Tensor)| rune::grad(l, p), &p);
+    assert_eq!(format!("{g}").matches("scan{").count() >= 2, true);
+    assert!(g.eqns.len() < 40, "{g}");
+}
+
+#[test]
+fn jvp_and_hvp_of_a_staged_scan_equal_eager() {
+    let (w, c0, xs) = inputs(20);
+    let p = (w.clone(), c0.clone(), xs.clone());
+    let t = (data(&[4, 4], 7), data(&[4], 8), data(&[20, 4], 9));
+    let f = |p: &(Tensor, Tensor, Tensor)| rnn(&p.0, &p.1, &p.2);
+    let (want_y, want_t) = rune::jvp(f, &p, &t);
+    let (got_y, got_t) =
+        jit(|(p, t): &((Tensor, Tensor, Tensor), (Tensor, Tensor, Tensor))| rune::jvp(f, p, t))
+            .call(&(p.clone(), t.clone()));
+    close(&got_y.0, &want_y.0, "primal carry");
+    close(&got_t.0, &want_t.0, "carry tangent");
+    close(&got_t.1, &want_t.1, "ys tangent");
+    // Only c0 has a tangent: the carry's tangent still flows.
+    let zero_w = (w.zeros_like(), c0.ones_like(), xs.zeros_like());
+    let (_, want) = rune::jvp(f, &p, &zero_w);
+    let (_, got) = jit(|p: &(Tensor, Tensor, Tensor)| {
+        rune::jvp(|c0: &Tensor| rnn(&p.0, c0, &p.2), &p.1, &p.1.ones_like())
+    })
+    .call(&p);
+    close(&got.0, &want.0, "tangent through the carry only");
+    let l = |p: &(Tensor, Tensor, Tensor)| loss(&p.0, &p.1, &p.2);
+    let want = rune::hvp(l, &p, &t);
+    let got =
+        jit(|(p, t): &((Tensor, Tensor, Tensor), (Tensor, Tensor, Tensor))| rune::hvp(l, p, t))
+            .call(&(p.clone(), t.clone()));
+    close(&got.0, &want.0, "hvp w");
+    close(&got.1, &want.1, "hvp c0");
+    close(&got.2, &want.2, "hvp xs");
+}
+
+#[test]
+fn vmap_of_a_staged_scan_equals_the_loop_over_examples() {
+    let (w, _, _) = inputs(1);
+    let c0s = data(&[3, 4], 11);
+    let xss = data(&[3, 12, 4], 12);
+    let f = |(c0, xs): &(Tensor, Tensor)| rnn(&w, c0, xs);
+    let got = jit(|p: &(Tensor, Tensor)| rune::vmap(f, p)).call(&(c0s.clone(), xss.clone()));
+    for b in 0..3 {
+        let (c, ys) = rnn(&w, &c0s.get(b), &xss.get(b));
+        close(&got.0.get(b), &c, "carry of example");
+        close(&got.1.get(b), &ys, "ys of example");
+    }
+    // Only the xs mapped (the initial carry shared), and vmap of grad.
+    let got = jit(|xss: &Tensor| {
+        rune::vmap(
+            |xs: &Tensor| rune::grad(|xs: &Tensor| loss(&w, &c0s.get(0), xs), xs),
+            xss,
+        )
+    })
+    .call(&xss);
+    for b in 0..3 {
+        let want = rune::grad(|xs: &Tensor| loss(&w, &c0s.get(0), xs), &xss.get(b));
+        close(&got.get(b), &want, "vmap of grad");
+    }
+}
+
+#[test]
+fn nested_scans_and_structured_carries_equal_eager() {
+    let xs = data(&[6, 5, 3], 21);
+    let f = |xs: &Tensor| {
+        let init = (
+            Tensor::zeros(&[3], DType::F64),
+            Tensor::ones(&[3], DType::F64),
+        );
+        rune::scan(
+            |(s, p): &(Tensor, Tensor), row: &Tensor| {
+                // An inner scan over the row's entries.
+                let (inner, _) =
+                    rune::scan(|a: &Tensor, x: &Tensor| (a * 0.5 + x.cos(), ()), s, row);
+                ((inner.clone(), p * (inner.tanh() + 1.5)), s.sum_all())
+            },
+            &init,
+            xs,
+        )
+    };
+    let ((s, p), ys) = jit(f).call(&xs);
+    let ((se, pe), yse) = f(&xs);
+    close(&s, &se, "sum carry");
+    close(&p, &pe, "product carry");
+    close(&ys, &yse, "ys");
+    let g = rune::make_graph(f, &xs);
+    assert_eq!(format!("{g}").matches("scan{length: ").count(), 2, "{g}");
+    let l = |xs: &Tensor| {
+        let ((s, p), ys) = f(xs);
+        s.sum_all() + p.sum_all() + ys.sum_all()
+    };
+    close(
+        &jit(|xs: &Tensor| rune::grad(l, xs)).call(&xs),
+        &rune::grad(l, &xs),
+        "grad of nested",
+    );
+}
+
+#[test]
+fn lengths_one_and_ten_thousand_and_each_unroll_equal_eager() {
+    for t in [1usize, 10_000] {
+        let (w, c0, xs) = inputs(t);
+        let f = |p: &(Tensor, Tensor, Tensor)| rnn(&p.0, &p.1, &p.2);
+        let p = (w, c0, xs);
+        let (c, ys) = jit(f).call(&p);
+        let (ce, yse) = f(&p);
+        close(&c, &ce, &format!("carry, length {t}"));
+        close(&ys, &yse, &format!("ys, length {t}"));
+    }
+    let (w, c0, xs) = inputs(10);
+    let l = |p: &(Tensor, Tensor, Tensor), unroll: usize| {
+        let (c, ys) = rune::scan_with(
+            |c: &Tensor, x: &Tensor| step(&p.0, c, x),
+            &p.1,
+            &p.2,
+            ScanOpts { unroll },
+        );
+        c.square().sum_all() + ys.sum_all()
+    };
+    let p = (w, c0, xs);
+    let want = rune::grad(|p: &(Tensor, Tensor, Tensor)| l(p, 1), &p);
+    for unroll in [1usize, 3, 10, 25] {
+        let f = move |p: &(Tensor, Tensor, Tensor)| {
+            (
+                l(p, unroll),
+                rune::grad(|p: &(Tensor, Tensor, Tensor)| l(p, unroll), p),
+            )
+        };
+        let (v, g) = jit(f).call(&p);
+        close(&v, &l(&p, 1), &format!("value, unroll {unroll}"));
+        close(&g.0, &want.0, &format!("grad w, unroll {unroll}"));
+        close(&g.2, &want.2, &format!("grad xs, unroll {unroll}"));
+        let text = format!(
+            "{}",
+            rune::make_graph(|p: &(Tensor, Tensor, Tensor)| l(p, unroll), &p)
+        );
+        match unroll {
+            1 => assert!(text.contains("scan{length: 10,"), "{text}"),
+            3 => assert!(
+                text.contains("scan{length: 3,"),
+                "three iterations of three steps, one after: {text}"
+            ),
+            _ => assert!(!text.contains("scan{"), "fully unrolled: {text}"),
+        }
+    }
+    assert!(panic_message(|| {
+        rune::scan_with(
+            |c: &Tensor, x: &Tensor| (c + x, ()),
+            &Tensor::scalar(0.0f64),
+            &data(&[3], 1),
+            ScanOpts { unroll: 0 },
+        );
+    })
+    .contains("unroll"));
+}
+
+#[test]
+fn a_key_threaded_through_the_carry_draws_as_eager() {
+    let xs = data(&[8, 5], 31).cast(DType::F32);
+    let f = |(key, xs): &(Tensor, Tensor)| {
+        rune::scan(
+            |k: &Tensor, x: &Tensor| {
+                let ks = rune::rng::split(k, 2);
+                let noise = rune::rng::normal(&ks.get(1), &[5], DType::F32);
+                (ks.get(0), x + noise)
+            },
+            key,
+            xs,
+        )
+    };
+    let p = (rune::rng::key(42), xs);
+    let (k, ys) = jit(f).call(&p);
+    let (ke, yse) = f(&p);
+    assert_eq!(k.to_vec::<u32>(), ke.to_vec::<u32>(), "the final key");
+    assert_eq!(
+        ys.to_vec::<f32>(),
+        yse.to_vec::<f32>(),
+        "the draws, bit for bit"
+    );
+}
+
+#[test]
+fn a_scan_inside_pmap_equals_eager() {
+    let (w, _, _) = inputs(1);
+    // A batch of 4 carries split over two devices; xs [T, B, 4] split on B.
+    let c0 = data(&[4, 4], 41);
+    let xs = data(&[9, 4, 4], 42);
+    let f = |(c0, xs): &(Tensor, Tensor)| {
+        let (c, ys) = rnn(&w, c0, xs);
+        (c, ys.sum_all())
+    };
+    let opts = PmapOpts {
+        devices: vec!["CPU:1".into(), "CPU:2".into()],
+        in_axes: Some(vec![Some(0), Some(1)]),
+        donate: false,
+    };
+    let (c, total) = rune::pmap_with(f, opts).call(&(c0.clone(), xs.clone()));
+    let (ce, totale) = f(&(c0, xs));
+    close(&c, &ce, "carry");
+    assert!((total.item::<f64>() - totale.item::<f64>()).abs() < 1e-9);
+}
+
+#[test]
+fn a_carry_that_changes_shape_and_a_traced_predicate_raise_jit_error() {
+    let xs = data(&[4, 2], 51);
+    let grows = jit(|xs: &Tensor| {
+        rune::scan(
+            |c: &Tensor, x: &Tensor| (Tensor::concatenate(&[c.clone(), x.clone()], 0), ()),
+            &Tensor::zeros(&[2], DType::F64),
+            xs,
+        )
+        .0
+    });
+    let e = grows.try_call(&xs).err().expect("a JitError");
+    assert!(e.message().contains("keeps its shape"), "{}", e.message());
+    let branches = jit(|xs: &Tensor| {
+        rune::scan(
+            |c: &Tensor, x: &Tensor| {
+                let pred = c.sum_all().greater(&Tensor::scalar(0.0f64));
+                (rune::cond(&pred, || c + x, || c - x), ())
+            },
+            &Tensor::zeros(&[2], DType::F64),
+            xs,
+        )
+        .0
+    });
+    let e = branches.try_call(&xs).err().expect("a JitError");
+    assert!(
+        e.message().contains("reads the value of a traced tensor"),
+        "{}",
+        e.message()
+    );
+}
+
+/// Bodies of elementwise kernels only run each step on addresses resolved
+/// once (no tensor per step): carries swapped, passed through, returned
+/// twice, an input returned as an output, odd and even lengths.
+#[test]
+fn kernel_only_bodies_with_swapped_and_passed_through_carries_equal_eager() {
+    type C = (Tensor, Tensor, Tensor);
+    let f = |xs: &Tensor| {
+        let init = (data(&[5], 62), data(&[5], 63), data(&[5], 64));
+        rune::scan(
+            |(a, b, c): &C, x: &Tensor| {
+                let n = (a.sin() * 0.5 + x).tanh();
+                (
+                    (b.clone(), n.clone(), c.clone()),
+                    (n.clone(), n * 2.0, x.clone(), a.clone()),
+                )
+            },
+            &init,
+            xs,
+        )
+    };
+    for t in [1usize, 2, 7, 8] {
+        let xs = data(&[t, 5], 61 + t as u64);
+        let ((a, b, c), (n, n2, x, a_in)) = jit(f).call(&xs);
+        let ((ae, be, ce), (ne, n2e, xe, a_ine)) = f(&xs);
+        for (got, want, what) in [
+            (&a, &ae, "a"),
+            (&b, &be, "b"),
+            (&c, &ce, "c (passed through)"),
+            (&n, &ne, "n"),
+            (&n2, &n2e, "2n"),
+            (&x, &xe, "x (an input returned)"),
+            (&a_in, &a_ine, "a as received"),
+        ] {
+            close(got, want, &format!("{what}, length {t}"));
+        }
+        let l = |xs: &Tensor| {
+            let ((a, b, _), (n, _, _, _)) = f(xs);
+            a.sum_all() + b.square().sum_all() + n.sum_all()
+        };
+        close(
+            &jit(|xs: &Tensor| rune::grad(l, xs)).call(&xs),
+            &rune::grad(l, &xs),
+            "grad",
+        );
+    }
+}
