@@ -1,0 +1,522 @@
+//! The "generality" workloads W12-W15 (`shared/bench/generality/README.md`)
+//! and the flagship training step, under `rune::jit`, for
+//! `bench/generality.py`, which runs JAX's side (`jax_generality.py`,
+//! `bench/flagship_jax.py`) beside them. These are programs of other shapes
+//! than the W1-W10 the compiler was tuned on: does a gain carry over?
+//!
+//! ```sh
+//! cargo run --release -p rune --example bench_generality                 # steady state, all
+//! cargo run --release -p rune --example bench_generality -- --only W12,W15
+//! JITCACHE=0 cargo run --release -p rune --example bench_generality -- --first-call W12:10000
+//! ```
+//!
+//! Each workload is the README's program in float32, with inputs of the
+//! same distributions from a deterministic generator (splitmix64, not
+//! numpy's streams):
+//!
+//! - W12: a ring of 64 damped pendulums, classic RK4 with dt = 0.01 for T
+//!   steps under `rune::scan` (carry `(x, v)`; the scanned `xs` is a
+//!   `[T, 1]` zero tensor the step ignores, as JAX's `None`),
+//!   `loss = sum(x_T²) + 0.1·sum(v_T²)`; `jit(grad(loss))` at `(x0, v0)`,
+//!   T = 1000 (ms/call).
+//! - W13: 120 chained elementwise ops on f32[256] (sin, `x·0.9 + 0.05`,
+//!   tanh, `exp(-x²)`, `log1p(x²)`, sigmoid, cycled), `jit(grad(sum))`
+//!   (µs/call).
+//! - W14: `jit(vmap(jvp(grad(loss w.r.t. (W1, W2)), (W1, W2), (D1, D2))))`
+//!   over 256 examples of a 32-64-1 tanh MLP's squared error (µs/call).
+//! - W15: one step of a pre-LN causal transformer block (B 8, T 128, D 256,
+//!   8 heads of 32, MLP 1024, gelu in its tanh form): `jit` of
+//!   `value_and_grad(loss)` plus SGD (lr 0.01) on all ten parameters
+//!   (ms/step).
+//! - FLAGSHIP: the training step `train_mlp` runs under `jit` (the
+//!   2-64-64-3 tanh MLP on the spirals, batch 128, Adam with a bias-corrected
+//!   step size fed as a 0-d tensor) (µs/step).
+//!
+//! Timing as the anchors prescribe: inputs built once, untimed warmup
+//! calls, then individually timed calls; min and median, printed as JSON
+//! lines (`common/timing.rs`'s `emit`). Warmup / repeats are the README's
+//! (W12 5/100, W13 200/5000, W14 20/500, W15 5/50; FLAGSHIP 100/1000).
+//!
+//! Every jitted result is compared once with the eager (un-jitted)
+//! function within a stated tolerance before it is timed, and printed as a
+//! `check` row; a mismatch, a jit error or a panic prints an `error` row,
+//! the other workloads still run, and the program exits with status 1.
+//!
+//! `--first-call ID[:T]` (W12:100, W12:10000, W13, W14, W15) runs one
+//! first call (trace + compile + run) of that jitted function in this
+//! process and prints `FIRSTCALL {"id": ..., "first_call_s": ...}`, then
+//! checks the result against eager. The runner starts one fresh process per
+//! measurement with `JITCACHE=0` (no persistent compilation cache).
+
+#[path = "common/timing.rs"]
+mod timing;
+use timing::{bench, emit};
+
+use rune::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+#[path = "common/splitmix.rs"]
+mod splitmix;
+use splitmix::SplitMix;
+
+#[path = "common/spirals.rs"]
+#[allow(dead_code)] // train_mlp's accuracy and constants are not needed here
+mod spirals;
+use spirals::{loss as mlp_loss, spirals, Mlp, CLASSES, HIDDEN};
+
+// ---------------------------------------------------------------- checks
+
+/// Set by a failed workload: the process then exits with status 1.
+static FAILED: AtomicBool = AtomicBool::new(false);
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// Runs one workload; a panic (a jit error, a failed check) prints an
+/// error row naming it and marks the run failed; the others still run.
+fn guarded(id: &str, f: impl FnOnce()) {
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "(non-string panic)".into());
+        println!(
+            "{{\"id\": \"{id}\", \"framework\": \"ours\", \"error\": {}}}",
+            json_str(&msg)
+        );
+        FAILED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Compares the jitted result with eager's leaf by leaf: panics unless each
+/// leaf's largest absolute difference is within `rtol` of that eager leaf's
+/// largest magnitude; prints a check row with the worst relative error.
+fn check<T: Ptree>(id: &str, jitted: &T, eager: &T, rtol: f64) {
+    let (jl, el) = (jitted.leaves(), eager.leaves());
+    assert_eq!(jl.len(), el.len(), "{id}: leaf counts differ");
+    let mut worst = 0f64;
+    for (i, (j, e)) in jl.iter().zip(&el).enumerate() {
+        assert_eq!(j.shape(), e.shape(), "{id}: leaf {i}: shapes differ");
+        let j = j.cast(DType::F64).to_vec::<f64>();
+        let e = e.cast(DType::F64).to_vec::<f64>();
+        let (mut err, mut scale) = (0f64, 0f64);
+        for (a, b) in j.iter().zip(&e) {
+            // NaN anywhere fails the check (max ignores NaN).
+            err = if (a - b).is_nan() {
+                f64::INFINITY
+            } else {
+                err.max((a - b).abs())
+            };
+            scale = scale.max(b.abs());
+        }
+        assert!(
+            err <= rtol * scale + 1e-30,
+            "{id}: jit differs from eager: leaf {i} max abs diff {err:e} > {rtol:e} x max |eager| {scale:e}"
+        );
+        worst = worst.max(err / scale.max(1e-30));
+    }
+    println!(
+        "{{\"id\": \"{id}\", \"framework\": \"ours\", \"variant\": \"check: jit vs eager\", \"max_rel_err\": {worst:e}, \"tolerance\": {rtol:e}}}"
+    );
+}
+
+// ---------------------------------------------------------------- W12
+
+const W12_DT: f64 = 0.01;
+type State2 = (Tensor, Tensor);
+
+fn w12_inputs() -> State2 {
+    let mut rng = SplitMix(12);
+    let x0 = rng.normal_tensor(&[64], 1.0);
+    let v0 = rng.normal_tensor(&[64], 0.1);
+    (x0, v0)
+}
+
+/// The ring's vector field: `(dx/dt, dv/dt)`.
+fn pendulums(x: &Tensor, v: &Tensor) -> State2 {
+    let lap = x.roll(1, 0) - 2.0 * x + x.roll(-1, 0);
+    (v.clone(), -x.sin() - 0.1 * v + 0.5 * lap)
+}
+
+/// One classic RK4 step of `pendulums`.
+fn rk4((x, v): &State2) -> State2 {
+    let dt = W12_DT;
+    let (k1x, k1v) = pendulums(x, v);
+    let (k2x, k2v) = pendulums(&(x + dt / 2.0 * &k1x), &(v + dt / 2.0 * &k1v));
+    let (k3x, k3v) = pendulums(&(x + dt / 2.0 * &k2x), &(v + dt / 2.0 * &k2v));
+    let (k4x, k4v) = pendulums(&(x + dt * &k3x), &(v + dt * &k3v));
+    let x = x + dt / 6.0 * (&k1x + 2.0 * &k2x + 2.0 * &k3x + &k4x);
+    let v = v + dt / 6.0 * (&k1v + 2.0 * &k2v + 2.0 * &k3v + &k4v);
+    (x, v)
+}
+
+/// `sum(x_T²) + 0.1·sum(v_T²)` after `t` RK4 steps from `s`.
+fn w12_loss(s: &State2, t: usize) -> Tensor {
+    let steps = Tensor::zeros(&[t, 1], DType::F32); // scan's xs: only its length is used
+    let ((x, v), ()) = rune::scan(|c: &State2, _: &Tensor| (rk4(c), ()), s, &steps);
+    (&x * &x).sum_all() + 0.1 * (&v * &v).sum_all()
+}
+
+fn w12_grad(t: usize) -> impl Fn(&State2) -> State2 {
+    move |s: &State2| rune::grad(|s: &State2| w12_loss(s, t), s)
+}
+
+// Through T RK4 steps the gradient's rounding differences grow with T.
+const W12_RTOL: f64 = 1e-3;
+
+fn w12() {
+    let s = w12_inputs();
+    let g = w12_grad(1000);
+    let jg = rune::jit(&g);
+    check("W12", &jg.call(&s), &g(&s), W12_RTOL);
+    emit(
+        "W12",
+        "jit(grad) 1000-step RK4 scan, 64 pendulums",
+        "ms",
+        bench(|| jg.call(&s), 5, 100),
+    );
+}
+
+// ---------------------------------------------------------------- W13
+
+/// Op `i` of the chain.
+fn chain_op(i: usize, x: &Tensor) -> Tensor {
+    match i % 6 {
+        0 => x.sin(),
+        1 => x * 0.9 + 0.05,
+        2 => x.tanh(),
+        3 => (-x * x).exp(),
+        4 => (x * x).log1p(),
+        _ => x.sigmoid(),
+    }
+}
+
+fn w13_grad(x: &Tensor) -> Tensor {
+    rune::grad(
+        |x: &Tensor| {
+            let mut h = x.clone();
+            for i in 0..120 {
+                h = chain_op(i, &h);
+            }
+            h.sum_all()
+        },
+        x,
+    )
+}
+
+fn w13_inputs() -> Tensor {
+    SplitMix(13).normal_tensor(&[256], 1.0)
+}
+
+fn w13() {
+    let x = w13_inputs();
+    let jg = rune::jit(w13_grad);
+    check("W13", &jg.call(&x), &w13_grad(&x), 1e-5);
+    emit(
+        "W13",
+        "jit(grad) 120-op transcendental chain, f32[256]",
+        "us",
+        bench(|| jg.call(&x), 200, 5000),
+    );
+}
+
+// ---------------------------------------------------------------- W14
+
+type Params2 = (Tensor, Tensor);
+
+struct W14 {
+    p: Params2,
+    d: Params2,
+    xs: Tensor,
+    ys: Tensor,
+}
+
+fn w14_inputs() -> W14 {
+    let mut rng = SplitMix(14);
+    let p = (
+        rng.normal_tensor(&[32, 64], 1.0 / 32f32.sqrt()),
+        rng.normal_tensor(&[64, 1], 1.0 / 8.0),
+    );
+    let d = (
+        rng.normal_tensor(&[32, 64], 1.0),
+        rng.normal_tensor(&[64, 1], 1.0),
+    );
+    let xs = rng.normal_tensor(&[256, 32], 1.0);
+    let ys = rng.normal_tensor(&[256], 1.0);
+    W14 { p, d, xs, ys }
+}
+
+/// One example's squared error: `r = (tanh(x @ W1) @ W2)[0] - y`, `r²`.
+fn w14_sq((w1, w2): &Params2, x: &Tensor, y: &Tensor) -> Tensor {
+    let r = x.matmul(w1).tanh().matmul(w2).get(0) - y;
+    &r * &r
+}
+
+/// Per-example Hessian-vector products along `d` at `p` (captured, as JAX's
+/// closure): `vmap` over `(xs, ys)` of `jvp` of `grad`.
+fn w14_fn(p: &Params2, d: &Params2) -> impl Fn(&(Tensor, Tensor)) -> Params2 {
+    let (p, d) = (p.clone(), d.clone());
+    move |examples: &(Tensor, Tensor)| {
+        rune::vmap(
+            |(x, y): &(Tensor, Tensor)| {
+                rune::jvp(
+                    |q: &Params2| rune::grad(|q: &Params2| w14_sq(q, x, y), q),
+                    &p,
+                    &d,
+                )
+                .1
+            },
+            examples,
+        )
+    }
+}
+
+fn w14() {
+    let w = w14_inputs();
+    let f = w14_fn(&w.p, &w.d);
+    let jf = rune::jit(&f);
+    let inp = (w.xs, w.ys);
+    check("W14", &jf.call(&inp), &f(&inp), 1e-5);
+    emit(
+        "W14",
+        "jit(vmap(hvp)) 32-64-1 MLP, 256 examples",
+        "us",
+        bench(|| jf.call(&inp), 20, 500),
+    );
+}
+
+// ---------------------------------------------------------------- W15
+
+const B: usize = 8;
+const T: usize = 128;
+const D: usize = 256;
+const H: usize = 8;
+const F: usize = 1024;
+
+/// The block's ten parameters.
+#[derive(Ptree, Clone)]
+struct Block {
+    wq: Tensor,
+    wk: Tensor,
+    wv: Tensor,
+    wo: Tensor,
+    w1: Tensor,
+    w2: Tensor,
+    b1: Tensor,
+    b2: Tensor,
+    g1: Tensor,
+    g2: Tensor,
+}
+
+fn w15_inputs() -> (Block, Tensor, Tensor) {
+    let mut rng = SplitMix(15);
+    let mut w = |i: usize, o: usize| rng.normal_tensor(&[i, o], 1.0 / (i as f32).sqrt());
+    let (wq, wk, wv, wo, w1, w2) = (w(D, D), w(D, D), w(D, D), w(D, D), w(D, F), w(F, D));
+    let p = Block {
+        wq,
+        wk,
+        wv,
+        wo,
+        w1,
+        w2,
+        b1: Tensor::zeros(&[F], DType::F32),
+        b2: Tensor::zeros(&[D], DType::F32),
+        g1: Tensor::ones(&[D], DType::F32),
+        g2: Tensor::ones(&[D], DType::F32),
+    };
+    let x = rng.normal_tensor(&[B, T, D], 1.0);
+    let tgt = rng.normal_tensor(&[B, T, D], 1.0);
+    (p, x, tgt)
+}
+
+/// LayerNorm over the last axis, no bias: `(z - mean)/√(var + 1e-5)·g`.
+fn ln(z: &Tensor, g: &Tensor) -> Tensor {
+    let m = z.mean(&[-1], true);
+    let v = (z - &m).square().mean(&[-1], true);
+    (z - &m) / (v + 1e-5).sqrt() * g
+}
+
+fn block(p: &Block, x: &Tensor) -> Tensor {
+    let h = ln(x, &p.g1);
+    let heads = |t: Tensor| t.reshape(&[B, T, H, D / H]).permute(&[0, 2, 1, 3]);
+    let (q, k, v) = (
+        heads(h.matmul(&p.wq)),
+        heads(h.matmul(&p.wk)),
+        heads(h.matmul(&p.wv)),
+    );
+    let s = q.matmul(&k.permute(&[0, 1, 3, 2])) / ((D / H) as f64).sqrt();
+    // Causal: position i sees positions j <= i.
+    let causal =
+        Tensor::iota(&[T, T], 1, DType::I64).less_equal(&Tensor::iota(&[T, T], 0, DType::I64));
+    let s = Tensor::where_(&causal, &s, &s.scalar_like(-1e9));
+    let a = s.softmax(-1).matmul(&v);
+    let x = x + a.permute(&[0, 2, 1, 3]).reshape(&[B, T, D]).matmul(&p.wo);
+    let h = ln(&x, &p.g2);
+    &x + (h.matmul(&p.w1) + &p.b1).gelu().matmul(&p.w2) + &p.b2
+}
+
+fn w15_fn(x: &Tensor, tgt: &Tensor) -> impl Fn(&Block) -> (Tensor, Block) {
+    let (x, tgt) = (x.clone(), tgt.clone());
+    move |p: &Block| {
+        let (l, g) = rune::value_and_grad(|p: &Block| (block(p, &x) - &tgt).square().mean_all(), p);
+        (l, p.map2_leaves(&g, &mut |a, b| a - 0.01 * b))
+    }
+}
+
+fn w15() {
+    let (p, x, tgt) = w15_inputs();
+    let step = w15_fn(&x, &tgt);
+    let js = rune::jit(&step);
+    check("W15", &js.call(&p), &step(&p), 1e-4);
+    emit(
+        "W15",
+        "jit(value_and_grad + SGD) transformer block B8 T128 D256",
+        "ms",
+        bench(|| js.call(&p), 5, 50),
+    );
+}
+
+// ---------------------------------------------------------------- FLAGSHIP
+
+const BATCH: usize = 128;
+const SEED: u64 = 42;
+const BETA1: f64 = 0.9;
+const BETA2: f64 = 0.999;
+const EPS: f64 = 1e-8;
+
+/// `train_mlp`'s state: the parameters and Adam's moments.
+#[derive(Ptree, Clone)]
+struct State {
+    params: Mlp,
+    m: Mlp,
+    v: Mlp,
+}
+
+/// `train_mlp`'s training step, as it is there: value_and_grad of the mean
+/// cross-entropy on a minibatch, then Adam with the bias-corrected step size
+/// `lr` (a 0-d tensor, so the step compiles once).
+fn train_step((s, xb, yb, lr): &(State, Tensor, Tensor, Tensor)) -> (Tensor, State) {
+    let (l, grads) = rune::value_and_grad(|p: &Mlp| mlp_loss(p, xb, yb), &s.params);
+    let m =
+        s.m.map2_leaves(&grads, &mut |m, g| m * BETA1 + g * (1.0 - BETA1));
+    let v =
+        s.v.map2_leaves(&grads, &mut |v, g| v * BETA2 + g.square() * (1.0 - BETA2));
+    let steps = m.map2_leaves(&v, &mut |m, v| m * lr / (v.sqrt() + EPS));
+    let params = s.params.map2_leaves(&steps, &mut |p, s| p - s);
+    (l, State { params, m, v })
+}
+
+fn flagship() {
+    // train_mlp's data and initialization (same seed), its first minibatch
+    // and the step size of its first step.
+    nx::seed(SEED);
+    let mut rng = SplitMix(SEED);
+    let (x, y) = spirals(&mut rng);
+    let params = Mlp::init([2, HIDDEN, HIDDEN, CLASSES]);
+    let zeros = params.map_leaves(&mut |t| t.zeros_like());
+    let state = State {
+        params,
+        m: zeros.clone(),
+        v: zeros,
+    };
+    let lr = 1e-2 * (1.0 - BETA2).sqrt() / (1.0 - BETA1);
+    let inp = (
+        state,
+        x.narrow(0, 0, BATCH),
+        y.narrow(0, 0, BATCH),
+        Tensor::scalar(lr as f32),
+    );
+    let js = rune::jit(train_step);
+    check("FLAGSHIP", &js.call(&inp), &train_step(&inp), 1e-4);
+    emit(
+        "FLAGSHIP",
+        "jit(value_and_grad + Adam) train_mlp step, MLP 2-64-64-3 tanh, batch 128",
+        "us",
+        bench(|| js.call(&inp), 100, 1000),
+    );
+}
+
+// ---------------------------------------------------------------- first calls
+
+/// One first call of a jitted workload in this process (the runner starts
+/// it with `JITCACHE=0`): prints its time, then checks it against eager.
+fn first_call(spec: &str) {
+    let (id, t) = match spec.split_once(':') {
+        Some((id, t)) => (id, Some(t.parse::<usize>().expect("--first-call ID:T"))),
+        None => (spec, None),
+    };
+    // Inputs and the jitted function are made before the clock starts.
+    fn timed<P: Ptree, Q: Ptree>(
+        id: &str,
+        t: Option<usize>,
+        f: impl Fn(&P) -> Q,
+        inp: &P,
+        rtol: f64,
+    ) {
+        let jf = rune::jit(&f);
+        let t0 = Instant::now();
+        let out = jf.call(inp);
+        let dt = t0.elapsed().as_secs_f64();
+        let t = t.map_or(String::new(), |t| format!(", \"T\": {t}"));
+        println!("FIRSTCALL {{\"id\": \"{id}\"{t}, \"first_call_s\": {dt}}}");
+        check(id, &out, &f(inp), rtol);
+    }
+    guarded(id, || match id {
+        "W12" => {
+            let t = t.expect("W12 needs a length: --first-call W12:T");
+            timed(id, Some(t), w12_grad(t), &w12_inputs(), W12_RTOL)
+        }
+        "W13" => timed(id, None, w13_grad, &w13_inputs(), 1e-5),
+        "W14" => {
+            let w = w14_inputs();
+            timed(id, None, w14_fn(&w.p, &w.d), &(w.xs, w.ys), 1e-5)
+        }
+        "W15" => {
+            let (p, x, tgt) = w15_inputs();
+            timed(id, None, w15_fn(&x, &tgt), &p, 1e-4)
+        }
+        _ => panic!("--first-call: unknown workload {id} (W12:T, W13, W14, W15)"),
+    });
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--first-call") {
+        first_call(args.get(i + 1).expect("--first-call ID[:T]"));
+    } else {
+        let only: Option<Vec<String>> = args
+            .iter()
+            .position(|a| a == "--only")
+            .map(|i| args[i + 1].split(',').map(String::from).collect());
+        let want = |id: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == id));
+        let workloads: [(&str, fn()); 5] = [
+            ("W12", w12),
+            ("W13", w13),
+            ("W14", w14),
+            ("W15", w15),
+            ("FLAGSHIP", flagship),
+        ];
+        for (id, run) in workloads {
+            if want(id) {
+                guarded(id, run);
+            }
+        }
+    }
+    if FAILED.load(Ordering::Relaxed) {
+        std::process::exit(1);
+    }
+}
