@@ -178,7 +178,12 @@ fn invariant(k: &Kernel, nest: &LoopNest) -> Vec<bool> {
         inv[i] = match n {
             Node::Lit { .. } => true,
             Node::Load { .. } | Node::Iota { .. } | Node::Coord { .. } => {
+                let masked_by_variant = match n {
+                    Node::Load { mask: Some(m), .. } => !inv[m.when],
+                    _ => false,
+                };
                 nonempty
+                    && !masked_by_variant
                     && nest.loads[i]
                         .as_ref()
                         .is_some_and(|(_, strides)| strides.iter().all(|&st| st == 0))
@@ -216,7 +221,14 @@ fn body(
             idx
         };
         let e = match n {
-            Node::Load { arg, .. } => format!("a{arg}[{}]", index()),
+            Node::Load {
+                arg, mask: None, ..
+            } => format!("a{arg}[{}]", index()),
+            // The element is read only where the mask holds: elsewhere its
+            // address may lie outside the buffer.
+            Node::Load {
+                arg, mask: Some(m), ..
+            } => format!("(v{} ? a{arg}[{} - ({})] : 0)", m.when, index(), m.bias),
             Node::Iota {
                 stride, len, dtype, ..
             } => {

@@ -226,6 +226,15 @@ impl Program {
             .count()
     }
 
+    /// The compiled body of loop equation `eqn`.
+    fn body_of(&self, eqn: usize) -> &Program {
+        self.bodies
+            .iter()
+            .find(|(i, _)| *i == eqn)
+            .map(|(_, b)| b)
+            .expect("tolk: a loop without its compiled body")
+    }
+
     /// The simplified graph this program runs.
     pub fn graph(&self) -> &Graph {
         &self.graph
@@ -309,12 +318,7 @@ impl Program {
                         self.run_product(&mut slots, &mut dense, *eqn, group);
                     } else if let Op::Loop(lp) = &g.eqns[*eqn].op {
                         let e = &g.eqns[*eqn];
-                        let body = self
-                            .bodies
-                            .iter()
-                            .find(|(i, _)| i == eqn)
-                            .map(|(_, b)| b)
-                            .expect("tolk: a loop without its compiled body");
+                        let body = self.body_of(*eqn);
                         let ins: Vec<&Tensor> = e
                             .inputs
                             .iter()
@@ -515,51 +519,13 @@ impl Program {
     }
 }
 
-/// Runs loop `lp` with its compiled `body` on the loop equation's inputs
-/// (consts, initial carries, stacked xs); returns the final carries, then
-/// the per-step outputs stacked along axis 0.
-fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
-    if body
-        .plan
-        .steps
-        .iter()
-        .all(|s| matches!(s, Step::Kernel { .. }))
-    {
-        return run_kernel_loop(lp, body, ins);
-    }
-    let (n_consts, n_carry) = (lp.n_consts, lp.n_carry);
-    let xs = &ins[n_consts + n_carry..];
-    let mut args: Vec<Tensor> = ins.iter().map(|t| (*t).clone()).collect();
-    let ys: Vec<Tensor> = lp.out_avals()[n_carry..]
-        .iter()
-        .map(|a| nx::raw::alloc(a.dtype, &a.shape))
-        .collect();
-    for i in 0..lp.length {
-        let t = if lp.reverse { lp.length - 1 - i } else { i };
-        for (j, x) in xs.iter().enumerate() {
-            args[n_consts + n_carry + j] = row(x, t);
-        }
-        let mut outs = body.run(&args);
-        for (y, out) in ys.iter().zip(&outs[n_carry..]) {
-            nx::raw::eval(Prim::Assign, &[&row(y, t), out]);
-        }
-        outs.truncate(n_carry);
-        for (j, c) in outs.into_iter().enumerate() {
-            args[n_consts + j] = c;
-        }
-    }
-    let mut carry: Vec<Tensor> = args.drain(n_consts..n_consts + n_carry).collect();
-    carry.extend(ys);
-    carry
-}
-
 /// Where a value of a loop's body lives during one step (see
-/// [`run_kernel_loop`]).
+/// [`run_loop`]).
 #[derive(Clone, Copy)]
 enum Place {
-    /// The same address at every step: a const, an arena slot, a buffer
-    /// of the call's own.
-    Fixed(*mut u8),
+    /// The same buffer at every step: a const, an arena slot, a buffer of
+    /// the call's own (index into [`Frame::fixed`]).
+    Fixed(usize),
     /// Carry `i` as the step receives it.
     CarryIn(usize),
     /// Carry `i` as the step produces it.
@@ -568,206 +534,298 @@ enum Place {
     X(usize),
     /// Row `t` of stacked output `j`.
     Y(usize),
+    /// The result of library step `k` of this step (a fresh tensor).
+    Lib(usize),
 }
 
-/// The addresses of one step's places.
+/// The buffers behind one step's places, as tensors and addresses.
 struct Frame {
-    carry_in: Vec<*mut u8>,
-    carry_out: Vec<*mut u8>,
-    xs: Vec<(*mut u8, usize)>,
-    ys: Vec<(*mut u8, usize)>,
+    fixed: Vec<(Tensor, *mut u8)>,
+    carry_in: Vec<(Tensor, *mut u8)>,
+    carry_out: Vec<(Tensor, *mut u8)>,
+    xs: Vec<(Tensor, *mut u8, usize)>,
+    ys: Vec<(Tensor, *mut u8, usize)>,
+    lib: Vec<Option<(Tensor, *mut u8)>>,
     t: usize,
 }
 
 impl Frame {
+    /// The address of `p`'s first element.
     fn at(&self, p: Place) -> *mut u8 {
         match p {
-            Place::Fixed(ptr) => ptr,
-            Place::CarryIn(i) => self.carry_in[i],
-            Place::CarryOut(i) => self.carry_out[i],
+            Place::Fixed(i) => self.fixed[i].1,
+            Place::CarryIn(i) => self.carry_in[i].1,
+            Place::CarryOut(i) => self.carry_out[i].1,
             // In bounds: row `t < length` of a contiguous [length, ...]
             // tensor whose rows are `row` bytes.
-            Place::X(j) => self.xs[j].0.wrapping_add(self.t * self.xs[j].1),
-            Place::Y(j) => self.ys[j].0.wrapping_add(self.t * self.ys[j].1),
+            Place::X(j) => self.xs[j].1.wrapping_add(self.t * self.xs[j].2),
+            Place::Y(j) => self.ys[j].1.wrapping_add(self.t * self.ys[j].2),
+            Place::Lib(k) => self.lib[k].as_ref().expect("computed this step").1,
+        }
+    }
+
+    /// `p` as a tensor (for a library step).
+    fn tensor(&self, p: Place) -> Tensor {
+        match p {
+            Place::Fixed(i) => self.fixed[i].0.clone(),
+            Place::CarryIn(i) => self.carry_in[i].0.clone(),
+            Place::CarryOut(i) => self.carry_out[i].0.clone(),
+            Place::X(j) => row(&self.xs[j].0, self.t),
+            Place::Y(j) => row(&self.ys[j].0, self.t),
+            Place::Lib(k) => self.lib[k].as_ref().expect("computed this step").0.clone(),
         }
     }
 }
 
-/// [`run_loop`] for a body made of kernels only: every step calls the
-/// body's kernels on addresses resolved once per loop (no tensor, lock or
-/// allocation per step). Each carry has two buffers that the steps write
+/// `t` and the address of its first element (a dense tensor). The address
+/// stays valid while `t` lives: storage never moves.
+fn addressed(t: Tensor) -> (Tensor, *mut u8) {
+    let p = nx::raw::read(&t).ptr() as *mut u8;
+    (t, p)
+}
+
+/// One step of a loop body's plan, resolved to places.
+enum Call<'p> {
+    Kernel {
+        entry: &'p KernelEntry,
+        places: Vec<Place>,
+        work: usize,
+    },
+    Library {
+        prim: &'p Prim,
+        inputs: Vec<Place>,
+        /// Index into [`Frame::lib`].
+        out: usize,
+    },
+    /// A loop inside the body, with its own compiled body.
+    Loop {
+        lp: &'p Loop,
+        body: &'p Program,
+        inputs: Vec<Place>,
+        /// Indices into [`Frame::lib`], one per output.
+        outs: Vec<usize>,
+    },
+}
+
+/// Runs loop `lp` with its compiled `body` on the loop equation's inputs
+/// (consts, initial carries, stacked xs); returns the final carries, then
+/// the per-step outputs stacked along axis 0.
+///
+/// The body's plan is resolved once into places (no tensor, lock or
+/// allocation per kernel call): each carry has two buffers the steps write
 /// alternately; a kernel computing a carry or a per-step output writes it
-/// in place (the carry's next buffer, the output's row), and outputs that
-/// are copies of other values (an input passed through, a value returned
-/// twice) are copied after the step's kernels.
-fn run_kernel_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
+/// in place (the carry's next buffer, the output's row); library steps
+/// make fresh tensors; outputs that are copies of other values (an input
+/// passed through, a value returned twice, a library result) are copied
+/// after the step.
+///
+/// The loop's own buffers (carries, outputs, scratch) are written through
+/// their addresses without their storage's lock: no one else holds them
+/// until the loop returns them. Inputs are only read.
+fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
     let g = &body.graph;
     let (nk, nc) = (lp.n_consts, lp.n_carry);
-    let owned: Vec<Tensor> = ins.iter().map(|t| contiguous(t)).collect();
     let bytes = |a: &nx::Aval| a.numel() * a.dtype.size_in_bytes();
+    let row_bytes = |t: &Tensor| bytes(&t.aval()) / t.shape()[0].max(1);
+    let fresh = |a: &nx::Aval| addressed(nx::raw::alloc(a.dtype, &a.shape));
     let out_avals = lp.out_avals();
-    let next_a: Vec<Tensor> = out_avals[..nc]
-        .iter()
-        .map(|a| nx::raw::alloc(a.dtype, &a.shape))
-        .collect();
-    let next_b: Vec<Tensor> = out_avals[..nc]
-        .iter()
-        .map(|a| nx::raw::alloc(a.dtype, &a.shape))
-        .collect();
-    let ys: Vec<Tensor> = out_avals[nc..]
-        .iter()
-        .map(|a| nx::raw::alloc(a.dtype, &a.shape))
-        .collect();
-    // Places of the body's values.
+    let mut frame = Frame {
+        fixed: Vec::new(),
+        carry_in: ins[nk..nk + nc]
+            .iter()
+            .map(|t| addressed(contiguous(t)))
+            .collect(),
+        carry_out: out_avals[..nc].iter().map(fresh).collect(),
+        xs: ins[nk + nc..]
+            .iter()
+            .map(|x| {
+                let (t, p) = addressed(contiguous(x));
+                let r = row_bytes(&t);
+                (t, p, r)
+            })
+            .collect(),
+        ys: out_avals[nc..]
+            .iter()
+            .map(|a| {
+                let (t, p) = fresh(a);
+                let r = bytes(a) / a.shape[0].max(1);
+                (t, p, r)
+            })
+            .collect(),
+        lib: Vec::new(),
+        t: 0,
+    };
+    // Step `t` writes the carries into `carry_bufs[t % 2]`.
+    let carry_bufs: [Vec<(Tensor, *mut u8)>; 2] = [
+        frame.carry_out.clone(),
+        out_avals[..nc].iter().map(fresh).collect(),
+    ];
     let mut place: Vec<Option<Place>> = vec![None; g.avals.len()];
-    let reads: Vec<nx::raw::ReadView<'_>> = owned.iter().map(nx::raw::read).collect();
     for (i, &v) in g.inputs.iter().enumerate() {
         place[v] = Some(if i < nk {
-            Place::Fixed(reads[i].ptr() as *mut u8)
+            frame.fixed.push(addressed(contiguous(ins[i])));
+            Place::Fixed(frame.fixed.len() - 1)
         } else if i < nk + nc {
             Place::CarryIn(i - nk)
         } else {
             Place::X(i - nk - nc)
         });
     }
-    let const_reads: Vec<nx::raw::ReadView<'_>> = body
-        .consts
-        .iter()
-        .map(|(_, t, d)| nx::raw::read(d.as_ref().unwrap_or(t)))
-        .collect();
-    for ((v, _, _), r) in body.consts.iter().zip(&const_reads) {
-        place[*v] = Some(Place::Fixed(r.ptr() as *mut u8));
+    for (v, t, d) in &body.consts {
+        frame
+            .fixed
+            .push(addressed(d.clone().unwrap_or_else(|| t.clone())));
+        place[*v] = Some(Place::Fixed(frame.fixed.len() - 1));
     }
-    // A kernel computing an output writes it in place; other outputs are
-    // copied from where their value is, after the step.
-    let mut copies: Vec<(Var, Place, usize)> = Vec::new();
-    let computed: Vec<Var> = body
-        .plan
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Kernel { out, .. } => Some(*out),
-            _ => None,
-        })
-        .collect();
-    for (o, &v) in g.outputs.iter().enumerate() {
-        let home = if o < nc {
-            Place::CarryOut(o)
-        } else {
-            Place::Y(o - nc)
-        };
-        if place[v].is_none() && computed.contains(&v) {
-            place[v] = Some(home);
-        } else {
-            copies.push((v, home, bytes(g.aval(v))));
-        }
-    }
-    // The other kernel outputs: the body's arena, else a buffer per call.
-    let mut scratch: Vec<Tensor> = Vec::new();
-    for &v in &computed {
-        if place[v].is_none() {
-            place[v] = Some(match body.arena_ptrs[v] {
-                Some(p) => Place::Fixed(p),
-                None => {
-                    let a = g.aval(v);
-                    scratch.push(nx::raw::alloc(a.dtype, &a.shape));
-                    Place::Fixed(std::ptr::null_mut()) // set below
-                }
-            });
-        }
-    }
-    let scratch_writes: Vec<nx::raw::WriteView<'_>> = scratch.iter().map(nx::raw::write).collect();
-    let mut next_scratch = scratch_writes.iter();
-    for &v in &computed {
-        if let Some(Place::Fixed(p)) = &mut place[v] {
-            if p.is_null() {
-                *p = next_scratch
-                    .next()
-                    .expect("one scratch buffer per value")
-                    .ptr();
+    // Kernel outputs: an output of the body in place (its first), else
+    // the body's arena, else a buffer of this call. Library results are
+    // this step's tensors.
+    let mut homed: Vec<Var> = Vec::new();
+    for step in &body.plan.steps {
+        match step {
+            Step::Kernel { out, .. } => {
+                let home = g.outputs.iter().position(|&o| o == *out);
+                place[*out] = Some(match (home, &body.arena_views[*out]) {
+                    (Some(o), _) if place[*out].is_none() => {
+                        homed.push(*out);
+                        if o < nc {
+                            Place::CarryOut(o)
+                        } else {
+                            Place::Y(o - nc)
+                        }
+                    }
+                    (_, Some(view)) => {
+                        frame
+                            .fixed
+                            .push((view.clone(), body.arena_ptrs[*out].expect("a slot")));
+                        Place::Fixed(frame.fixed.len() - 1)
+                    }
+                    _ => {
+                        frame.fixed.push(fresh(g.aval(*out)));
+                        Place::Fixed(frame.fixed.len() - 1)
+                    }
+                });
             }
+            Step::Library { eqn } => {
+                for &o in &g.eqns[*eqn].outs {
+                    place[o] = Some(Place::Lib(frame.lib.len()));
+                    frame.lib.push(None);
+                }
+            }
+            Step::Epilogue { .. } => unreachable!("loop bodies compile without epilogues"),
         }
     }
-    let writes_a: Vec<nx::raw::WriteView<'_>> = next_a.iter().map(nx::raw::write).collect();
-    let writes_b: Vec<nx::raw::WriteView<'_>> = next_b.iter().map(nx::raw::write).collect();
-    let writes_y: Vec<nx::raw::WriteView<'_>> = ys.iter().map(nx::raw::write).collect();
-    let row = |a: &nx::Aval| bytes(a) / a.shape[0].max(1);
-    let mut frame = Frame {
-        carry_in: reads[nk..nk + nc]
-            .iter()
-            .map(|r| r.ptr() as *mut u8)
-            .collect(),
-        carry_out: writes_a.iter().map(|w| w.ptr()).collect(),
-        xs: reads[nk + nc..]
-            .iter()
-            .zip(&owned[nk + nc..])
-            .map(|(r, x)| (r.ptr() as *mut u8, row(&x.aval())))
-            .collect(),
-        ys: writes_y
-            .iter()
-            .zip(&out_avals[nc..])
-            .map(|(w, a)| (w.ptr(), row(a)))
-            .collect(),
-        t: 0,
-    };
-    // Per kernel step: the kernel, its output's and arguments' places, its work.
-    let calls: Vec<(&KernelEntry, Vec<Place>, usize, bool)> = body
+    let placed = |v: Var| place[v].expect("tolk: a loop body's value without a place");
+    let calls: Vec<Call<'_>> = body
         .plan
         .steps
         .iter()
         .zip(&body.work)
-        .map(|(s, &work)| match s {
+        .filter_map(|(step, &work)| match step {
             Step::Kernel { kernel, out, args } => {
-                let entry = &body.kernels[*kernel];
-                let mut places = vec![place[*out].expect("placed")];
-                places.extend(args.iter().map(|a| place[*a].expect("placed")));
-                (entry, places, work, g.aval(*out).numel() > 0)
+                (g.aval(*out).numel() > 0).then(|| Call::Kernel {
+                    entry: &body.kernels[*kernel],
+                    places: std::iter::once(*out)
+                        .chain(args.iter().copied())
+                        .map(placed)
+                        .collect(),
+                    work,
+                })
             }
-            _ => unreachable!("a kernel-only body"),
+            Step::Library { eqn } => {
+                let e = &g.eqns[*eqn];
+                let lib = |v: Var| match placed(v) {
+                    Place::Lib(k) => k,
+                    _ => unreachable!("a library result"),
+                };
+                let inputs = e.inputs.iter().map(|&v| placed(v)).collect();
+                Some(match &e.op {
+                    Op::Prim(prim) => Call::Library {
+                        prim,
+                        inputs,
+                        out: lib(e.outs[0]),
+                    },
+                    Op::Loop(lp) => Call::Loop {
+                        lp,
+                        body: body.body_of(*eqn),
+                        inputs,
+                        outs: e.outs.iter().map(|&v| lib(v)).collect(),
+                    },
+                })
+            }
+            Step::Epilogue { .. } => unreachable!(),
         })
         .collect();
-    let copies: Vec<(Place, Place, usize)> = copies
-        .into_iter()
-        .map(|(v, dst, n)| (place[v].expect("placed"), dst, n))
+    // Outputs not written in place are copied after each step.
+    let copies: Vec<(Place, Place, usize)> = g
+        .outputs
+        .iter()
+        .enumerate()
+        .filter(|&(o, v)| {
+            let first = g.outputs.iter().position(|u| u == v) == Some(o);
+            !(first && homed.contains(v))
+        })
+        .map(|(o, &v)| {
+            let home = if o < nc {
+                Place::CarryOut(o)
+            } else {
+                Place::Y(o - nc)
+            };
+            (placed(v), home, bytes(g.aval(v)))
+        })
         .collect();
     let mut ptrs: Vec<*mut u8> = Vec::new();
     for i in 0..lp.length {
         frame.t = if lp.reverse { lp.length - 1 - i } else { i };
-        for (entry, places, work, nonempty) in &calls {
-            if *nonempty {
-                ptrs.clear();
-                ptrs.extend(places.iter().map(|&p| frame.at(p)));
-                call_kernel(entry, &ptrs, *work);
+        for call in &calls {
+            match call {
+                Call::Kernel {
+                    entry,
+                    places,
+                    work,
+                } => {
+                    ptrs.clear();
+                    ptrs.extend(places.iter().map(|&p| frame.at(p)));
+                    call_kernel(entry, &ptrs, *work);
+                }
+                Call::Library { prim, inputs, out } => {
+                    let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
+                    let refs: Vec<&Tensor> = args.iter().collect();
+                    let result = contiguous(&nx::raw::eval((*prim).clone(), &refs));
+                    frame.lib[*out] = Some(addressed(result));
+                }
+                Call::Loop {
+                    lp,
+                    body,
+                    inputs,
+                    outs,
+                } => {
+                    let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
+                    let refs: Vec<&Tensor> = args.iter().collect();
+                    for (&k, t) in outs.iter().zip(run_loop(lp, body, &refs)) {
+                        frame.lib[k] = Some(addressed(t));
+                    }
+                }
             }
         }
         for &(src, dst, n) in &copies {
-            // SAFETY: both places address `n` bytes of this step's value
-            // (the body's aval), in different buffers: a copy's source is
-            // an input, a const, another output's place or a value's own
-            // buffer, and its destination the next carry buffer or an
-            // output row, which nothing else in this step writes.
+            // SAFETY: both places address `n` bytes (the value's aval) of
+            // live buffers, and they differ: the destination is the next
+            // carry buffer or an output row, which only this copy writes
+            // in this step, and the source is another value's buffer.
             unsafe { std::ptr::copy_nonoverlapping(frame.at(src), frame.at(dst), n) };
         }
         // The carries just written are the next step's input; the step
-        // after writes the other buffers.
-        let written = std::mem::take(&mut frame.carry_out);
-        frame.carry_out = if i % 2 == 0 {
-            writes_b.iter().map(|w| w.ptr()).collect()
-        } else {
-            writes_a.iter().map(|w| w.ptr()).collect()
-        };
-        frame.carry_in = written;
+        // after writes the other buffers (never the caller's initial ones).
+        frame.carry_in = carry_bufs[i % 2].clone();
+        frame.carry_out = carry_bufs[(i + 1) % 2].clone();
+        for l in frame.lib.iter_mut() {
+            *l = None;
+        }
     }
-    drop((
-        writes_a,
-        writes_b,
-        writes_y,
-        scratch_writes,
-        const_reads,
-        reads,
-    ));
-    let last = if lp.length % 2 == 1 { next_a } else { next_b };
-    last.into_iter().chain(ys).collect()
+    let mut outs: Vec<Tensor> = frame.carry_in.into_iter().map(|(t, _)| t).collect();
+    outs.extend(frame.ys.into_iter().map(|(t, _, _)| t));
+    outs
 }
 
 /// Row `t` of `x` along axis 0, as a view without that axis.

@@ -36,6 +36,10 @@ pub enum Node {
         arg: usize,
         /// Where each iteration point's element lies in that buffer.
         layout: Layout,
+        /// A load of a `pad` or `concat` input: read only where the mask's
+        /// condition holds (0 elsewhere), `bias` elements before `layout`'s
+        /// address, so that no lane reads outside the buffer.
+        mask: Option<Mask>,
     },
     /// A constant; the value's bits, so that `0.0` and `-0.0` differ (two
     /// kernels compare equal only if they compute the same bits).
@@ -119,6 +123,17 @@ pub enum Node {
         /// The operand node.
         x: usize,
     },
+}
+
+/// When a masked [`Node::Load`] reads, and where.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mask {
+    /// The `Bool` node that says whether the element is read.
+    pub when: usize,
+    /// Elements to subtract from the layout's address: the input sits
+    /// `bias` elements after where the layout (over the output's
+    /// coordinates) would put it. Negative through a flip.
+    pub bias: isize,
 }
 
 /// A fused loop nest over `shape`, writing one contiguous buffer.
@@ -218,6 +233,9 @@ enum Kind {
     Fill,
     /// A reduction compiled as a kernel (its input expression fused in).
     Reduce,
+    /// `pad` and `concat`: elementwise over their output, reading their
+    /// inputs (buffers, or views of buffers) through masked loads.
+    Shifted,
     Library,
 }
 
@@ -245,7 +263,8 @@ fn eqn_kinds(g: &Graph, def: &[Option<usize>]) -> Vec<Kind> {
                 while let Some(i) = def[v].filter(|&i| kinds[i] == Kind::Movement) {
                     v = g.eqns[i].inputs[0];
                 }
-                let computed = def[v].is_some_and(|i| kinds[i] == Kind::Elementwise);
+                let computed =
+                    def[v].is_some_and(|i| matches!(kinds[i], Kind::Elementwise | Kind::Shifted));
                 if !computed
                     || x.dtype == DType::Bool
                     || (full && x.numel() >= FUSED_FULL_REDUCE_MAX)
@@ -278,10 +297,9 @@ fn kind(prim: &Prim) -> Kind {
         | Prim::Flip { .. } => Kind::Movement,
         Prim::Full { .. } | Prim::Iota { .. } => Kind::Fill,
         Prim::Reduce { .. } => Kind::Reduce,
+        Prim::Pad { .. } | Prim::Concat { .. } => Kind::Shifted,
         Prim::ArgReduce { .. }
         | Prim::Cumulative { .. }
-        | Prim::Pad { .. }
-        | Prim::Concat { .. }
         | Prim::Gather { .. }
         | Prim::ScatterAdd { .. }
         | Prim::DotGeneral { .. }
@@ -386,6 +404,125 @@ impl Builder<'_> {
             .try_fold(start, |l, &m| apply_movement(prim_of(&self.g.eqns[m]), &l))
     }
 
+    /// Whether the element of `var` (the output of a `pad` or `concat`)
+    /// seen through `chain` lies in the block of shape `in_shape` placed at
+    /// `lo`: a `Bool` node, `None` when it always does.
+    fn in_range(
+        &mut self,
+        var: Var,
+        chain: &[usize],
+        lo: &[usize],
+        in_shape: &[usize],
+    ) -> Result<Option<usize>, NeedBuffer> {
+        let out_shape = self.g.aval(var).shape.clone();
+        let mut cond = None;
+        for d in 0..out_shape.len() {
+            if lo[d] == 0 && in_shape[d] == out_shape[d] {
+                continue;
+            }
+            let mut coord = Layout::contiguous(&out_shape);
+            for (a, s) in coord.strides.iter_mut().enumerate() {
+                *s = isize::from(a == d);
+            }
+            let layout = self.through_from(coord, chain).ok_or(NeedBuffer(var))?;
+            let c = self.push(Node::Coord {
+                layout,
+                dtype: DType::I64,
+            });
+            let bound = |b: &mut Self, v: usize| {
+                b.push(Node::Lit {
+                    dtype: DType::I64,
+                    bits: (v as f64).to_bits(),
+                })
+            };
+            let (low, high) = (bound(self, lo[d]), bound(self, lo[d] + in_shape[d]));
+            let above = self.push(Node::Compare {
+                op: CmpOp::Ge,
+                dtype: DType::I64,
+                a: c,
+                b: low,
+            });
+            let below = self.push(Node::Compare {
+                op: CmpOp::Lt,
+                dtype: DType::I64,
+                a: c,
+                b: high,
+            });
+            let both = self.push(Node::Binary {
+                op: BinaryOp::And,
+                dtype: DType::Bool,
+                a: above,
+                b: below,
+            });
+            cond = Some(match cond {
+                None => both,
+                Some(prev) => self.push(Node::Binary {
+                    op: BinaryOp::And,
+                    dtype: DType::Bool,
+                    a: prev,
+                    b: both,
+                }),
+            });
+        }
+        Ok(cond)
+    }
+
+    /// A load of `x` (an input of the `pad` or `concat` computing `var`,
+    /// placed at `lo` in its output) at the element of `var` seen through
+    /// `chain`, read where `when` holds. `x` must be a buffer or a view of
+    /// one; otherwise that value becomes a buffer first.
+    fn shifted_load(
+        &mut self,
+        x: Var,
+        var: Var,
+        chain: &[usize],
+        lo: &[usize],
+        when: Option<usize>,
+    ) -> Result<usize, NeedBuffer> {
+        // `x` as a view of a buffer: the movement equations from it.
+        let mut views = Vec::new();
+        let mut base = x;
+        while !self.buffers.contains(&base) {
+            match self.def[base] {
+                Some(i) if self.kinds[i] == Kind::Movement => {
+                    views.push(i);
+                    base = self.g.eqns[i].inputs[0];
+                }
+                Some(_) => return Err(NeedBuffer(base)),
+                None => break, // an input or constant: a buffer
+            }
+        }
+        views.reverse();
+        let seen = self.through(base, &views)?;
+        let bias: isize = lo
+            .iter()
+            .zip(&seen.strides)
+            .map(|(&l, &s)| l as isize * s)
+            .sum();
+        let shifted = Layout {
+            shape: self.g.aval(var).shape.clone(),
+            strides: seen.strides,
+            offset: seen.offset,
+        };
+        let layout = self.through_from(shifted, chain).ok_or(NeedBuffer(var))?;
+        let arg = match self.args.iter().position(|&a| a == base) {
+            Some(a) => a,
+            None => {
+                self.args.push(base);
+                self.args.len() - 1
+            }
+        };
+        debug_assert!(
+            when.is_some() || bias == 0,
+            "an unmasked load is not shifted"
+        );
+        Ok(self.push(Node::Load {
+            arg,
+            layout,
+            mask: when.map(|when| Mask { when, bias }),
+        }))
+    }
+
     /// The node computing `var` seen through `chain` (movement equations
     /// applied after `var`, innermost first).
     fn expr(&mut self, var: Var, chain: &[usize]) -> Result<usize, NeedBuffer> {
@@ -460,6 +597,57 @@ impl Builder<'_> {
                             }
                         }
                     }
+                    Prim::Pad { lo, value, .. } => {
+                        let x = e.inputs[0];
+                        let in_shape = self.g.aval(x).shape.clone();
+                        let when = self.in_range(var, chain, lo, &in_shape)?;
+                        let load = self.shifted_load(x, var, chain, lo, when)?;
+                        let dtype = self.g.aval(var).dtype;
+                        match when {
+                            None => load,
+                            Some(c) => {
+                                let fill = self.push(Node::Lit {
+                                    dtype,
+                                    bits: value.to_bits(),
+                                });
+                                self.push(Node::Where {
+                                    dtype,
+                                    c,
+                                    a: load,
+                                    b: fill,
+                                })
+                            }
+                        }
+                    }
+                    Prim::Concat { axis } => {
+                        // Each input is a masked load at its offset along
+                        // `axis`; the last one's covers the rest.
+                        let dtype = self.g.aval(var).dtype;
+                        let rank = self.g.aval(var).shape.len();
+                        let mut at = 0;
+                        let mut parts = Vec::new();
+                        for &x in &e.inputs {
+                            let in_shape = self.g.aval(x).shape.clone();
+                            let mut lo = vec![0; rank];
+                            lo[*axis] = at;
+                            at += in_shape[*axis];
+                            let when = self.in_range(var, chain, &lo, &in_shape)?;
+                            parts.push((when, self.shifted_load(x, var, chain, &lo, when)?));
+                        }
+                        let (_, mut acc) = parts.pop().expect("concat has inputs");
+                        while let Some((when, load)) = parts.pop() {
+                            acc = match when {
+                                Some(c) => self.push(Node::Where {
+                                    dtype,
+                                    c,
+                                    a: load,
+                                    b: acc,
+                                }),
+                                None => load,
+                            };
+                        }
+                        acc
+                    }
                     p if kind(p) == Kind::Movement => {
                         let mut c = vec![self.def[var].unwrap()];
                         c.extend_from_slice(chain);
@@ -519,7 +707,11 @@ impl Builder<'_> {
                         self.args.len() - 1
                     }
                 };
-                self.push(Node::Load { arg, layout })
+                self.push(Node::Load {
+                    arg,
+                    layout,
+                    mask: None,
+                })
             }
         };
         self.memo.push((var, chain.to_vec(), node));
@@ -662,6 +854,18 @@ pub fn schedule_with(g: &Graph, epilogues: bool, stream_min_bytes: Option<usize>
     for (i, e) in g.eqns.iter().enumerate() {
         if kinds[i] == Kind::Reduce {
             buffers.insert(e.out());
+        }
+        if kinds[i] == Kind::Shifted {
+            // Masked loads read buffers (through views), never expressions.
+            for &x in &e.inputs {
+                let mut v = x;
+                while let Some(d) = def[v].filter(|&d| kinds[d] == Kind::Movement) {
+                    v = g.eqns[d].inputs[0];
+                }
+                if def[v].is_some() {
+                    buffers.insert(v);
+                }
+            }
         }
         if kinds[i] == Kind::Library {
             buffers.extend(e.outs.iter().copied());
@@ -952,7 +1156,8 @@ fn epilogue_fits(g: &Graph, dot: &Eqn, k: &Kernel, args: &[Var], members: &[Var]
     let rows: usize = shape[..split].iter().product();
     let cols: usize = shape[split..].iter().product();
     k.nodes.iter().all(|n| match n {
-        Node::Load { arg, layout } => match strides_2d(layout, split) {
+        Node::Load { mask: Some(_), .. } => false,
+        Node::Load { arg, layout, .. } => match strides_2d(layout, split) {
             None => false,
             Some((sr, sc)) => {
                 !members.contains(&args[*arg])
