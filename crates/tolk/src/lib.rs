@@ -157,22 +157,33 @@ pub struct Options {
 pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
     let start = Instant::now();
     let g = simplify::simplify(graph);
-    let bodies = compile_bodies(&g, opts)?;
-    let mut compiled = compile_simplified(g, opts, start)?;
-    compiled.program.bodies = bodies;
+    // Each loop's body is a program of its own (through the cache like
+    // any program), compiled on a thread of its own while this one
+    // compiles the rest: the C compilers run concurrently.
+    let loops: Vec<(usize, Graph)> = g
+        .eqns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.op {
+            Op::Loop(lp) => Some((i, lp.body.clone())),
+            Op::Prim(_) => None,
+        })
+        .collect();
+    let (bodies, compiled) = std::thread::scope(|s| {
+        let threads: Vec<_> = loops
+            .into_iter()
+            .map(|(i, body)| s.spawn(move || compile_with(body, opts).map(|c| (i, c.program))))
+            .collect();
+        let compiled = compile_simplified(g, opts, start);
+        let bodies: Result<Vec<(usize, Program)>, String> = threads
+            .into_iter()
+            .map(|t| t.join().expect("tolk: a compiler thread panicked"))
+            .collect();
+        (bodies, compiled)
+    });
+    let mut compiled = compiled?;
+    compiled.program.bodies = bodies?;
     Ok(compiled)
-}
-
-/// Each loop's body, compiled as a program of its own (through the cache
-/// like any program), by the index of its equation.
-fn compile_bodies(g: &Graph, opts: &Options) -> Result<Vec<(usize, Program)>, String> {
-    let mut bodies = Vec::new();
-    for (i, e) in g.eqns.iter().enumerate() {
-        if let Op::Loop(lp) = &e.op {
-            bodies.push((i, compile_with(lp.body.clone(), opts)?.program));
-        }
-    }
-    Ok(bodies)
 }
 
 /// [`compile_with`] of a simplified graph, its loops' bodies aside.
