@@ -14,6 +14,12 @@
 //! ones, flip, broadcast, expand, unsqueeze), compare + where, reductions
 //! (sum/max/mean over random axes, keepdims or not), matmul, non-contiguous
 //! inputs (transposed, stride-2 and reversed views), captured constants, an
+//! `scan`s (staged as loops: a carry over the rows of a value, a body of
+//! 1-4 instructions from the same menu, scans of scans, each `unroll` from
+//! one step per iteration to fully unrolled; in a gradient through a scan
+//! whose values are not all finite, a NaN where eager has a number is
+//! accepted: the loop's reverse pass multiplies a zero cotangent by the
+//! step's partial, as JAX's does, where eager's tape skips the step), an
 //! in-place writeback (`assign` on an input leaf, the last statement; the
 //! outputs are copied before it, since eager views of the leaf would alias
 //! it; `view_of_an_assigned_input_aliases` checks jit follows eager there), and for float programs the
@@ -207,6 +213,17 @@ enum Instr {
     Matmul(usize, usize, Fit),
     /// `where(a cmp fit(b), a, fit(c))`.
     Where(Cmp, usize, usize, Fit, usize, Fit),
+    /// `scan` with carry `a` over the rows of `xs` (`scan_with`'s
+    /// `unroll`): the body's values are the carry, the row, then its
+    /// instructions; the step returns `fit(last)` as the carry and `last`
+    /// as its output; the value is the outputs, stacked.
+    Scan(usize, usize, Box<Body>, usize),
+}
+
+/// A scan's step (see [`Instr::Scan`]).
+#[derive(Clone, Debug)]
+struct Body {
+    instrs: Vec<Instr>,
 }
 
 /// How operand `b` is fitted to `shape` and `dtype`: cast, flatten, then the
@@ -325,6 +342,29 @@ fn interpret(p: &Prog, mut vals: Vec<Tensor>) -> Vec<Tensor> {
                 let cond = compare(*c, &vals[*a], &fit(&vals[*b], fb));
                 Tensor::where_(&cond, &vals[*a], &fit(&vals[*x], fx))
             }
+            Instr::Scan(a, xs, body, unroll) => {
+                let step = |c: &Tensor, x: &Tensor| {
+                    let inner = Prog {
+                        inputs: vec![],
+                        instrs: body.instrs.clone(),
+                        outputs: vec![],
+                        assign: None,
+                        grad: false,
+                        library: false,
+                    };
+                    let out = interpret(&inner, vec![c.clone(), x.clone()]);
+                    let last = out.last().expect("a body value").clone();
+                    // The carry's own shape: the generator's shapes are a
+                    // guide, and the compiled loop needs the exact one.
+                    let carry = Fit {
+                        shape: c.shape().to_vec(),
+                        dtype: c.dtype(),
+                    };
+                    (fit(&last, &carry), last)
+                };
+                let opts = ScanOpts { unroll: *unroll };
+                rune::scan_with(step, &vals[*a], &vals[*xs], opts).1
+            }
         };
         vals.push(v);
     }
@@ -387,6 +427,8 @@ struct Gen {
     rng: Rng,
     avals: Vec<(Vec<usize>, DType)>,
     grad: bool,
+    /// Scans enclosing the instructions being generated.
+    depth: usize,
 }
 
 fn is_float(d: DType) -> bool {
@@ -505,7 +547,40 @@ impl Gen {
             let a = self.value();
             let (s, d) = self.avals[a].clone();
             let r = s.len();
-            match self.rng.below(16) {
+            match self.rng.below(17) {
+                16 => {
+                    // A scan over the rows of a value, at most two deep.
+                    let xs = self.value();
+                    let (xs_shape, xs_dtype) = self.avals[xs].clone();
+                    if self.depth >= 2 || xs_shape.is_empty() || xs_shape[0] == 0 {
+                        continue;
+                    }
+                    if self.grad && !is_float(xs_dtype) {
+                        continue;
+                    }
+                    let mut inner = Gen {
+                        rng: Rng(self.rng.next()),
+                        avals: vec![(s.clone(), d), (xs_shape[1..].to_vec(), xs_dtype)],
+                        grad: self.grad,
+                        depth: self.depth + 1,
+                    };
+                    let n = inner.rng.range(1, 5);
+                    let mut instrs = Vec::new();
+                    for _ in 0..n {
+                        let (ins, s2, d2) = inner.instr(library);
+                        instrs.push(ins);
+                        inner.avals.push((s2, d2));
+                    }
+                    let (last_shape, last_dtype) = inner.avals.last().expect("a value").clone();
+                    if self.grad && !is_float(last_dtype) {
+                        continue;
+                    }
+                    let unroll = self.rng.pick(&[1, 1, 2, 3, 100]);
+                    let mut out = vec![xs_shape[0]];
+                    out.extend(last_shape);
+                    let body = Box::new(Body { instrs });
+                    return (Instr::Scan(a, xs, body, unroll), out, last_dtype);
+                }
                 0..=2 => return (Instr::Unary(self.unary(d), a), s, d),
                 3..=5 => {
                     let b = self.value();
@@ -708,6 +783,7 @@ fn generate(seed: u64) -> Prog {
         rng,
         avals: vec![],
         grad,
+        depth: 0,
     };
     let n_inputs = g.rng.range(1, 3);
     let mut inputs = vec![];
@@ -850,6 +926,7 @@ fn make_input(i: &Input) -> Tensor {
 /// non-float results are compared by shape and dtype only. `scale`: the
 /// largest magnitude among the values the result depends on
 /// (`magnitudes`); the bound is `tol * (1 + |eager| + scale)`.
+#[allow(clippy::too_many_arguments)]
 fn agree(
     what: &str,
     got: &Tensor,
@@ -858,6 +935,7 @@ fn agree(
     loosest: DType,
     quantized: bool,
     scale: f64,
+    zero_times_nonfinite: bool,
 ) -> Result<(), String> {
     if quantized && !got.dtype().is_float() {
         return bits::same_type(got, want).map_err(|e| format!("{what}: {e}"));
@@ -877,7 +955,10 @@ fn agree(
         want.cast(DType::F64).to_vec::<f64>(),
     );
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tol_abs + tol * b.abs();
+        let ok = (a.is_nan() && b.is_nan())
+            || a == b
+            || (a - b).abs() <= tol_abs + tol * b.abs()
+            || (zero_times_nonfinite && a.is_nan());
         if !ok {
             return Err(format!(
                 "{what}, element {i}: jit {a:e}, eager {b:e} (beyond {tol:e} of 1 + |eager| + {scale:e})\njit:   {got}\neager: {want}"
@@ -932,11 +1013,56 @@ fn magnitudes(g: &tolk::Graph, args: &[Tensor]) -> Vec<f64> {
             .iter()
             .map(|&i| vals[i].as_ref().unwrap())
             .collect();
-        let out = nx::raw::eval(e.as_prim().unwrap().clone(), &ins);
-        scale[e.out()] = e.inputs.iter().map(|&i| scale[i]).fold(own(&out), f64::max);
-        vals[e.out()] = Some(out);
+        let before = e.inputs.iter().map(|&i| scale[i]).fold(0.0, f64::max);
+        match &e.op {
+            tolk::Op::Prim(p) => {
+                let out = nx::raw::eval(p.clone(), &ins);
+                scale[e.out()] = before.max(own(&out));
+                vals[e.out()] = Some(out);
+            }
+            tolk::Op::Loop(lp) => {
+                // Every value of every step counts.
+                let (nk, nc) = (lp.n_consts, lp.n_carry);
+                let mut carry: Vec<Tensor> = ins[nk..nk + nc].iter().map(|t| (*t).clone()).collect();
+                let mut inner = before;
+                for i in 0..lp.length {
+                    let t = if lp.reverse { lp.length - 1 - i } else { i };
+                    let mut args: Vec<Tensor> = ins[..nk].iter().map(|t| (*t).clone()).collect();
+                    args.extend(carry.iter().cloned());
+                    args.extend(ins[nk + nc..].iter().map(|x| x.get(t)));
+                    inner = magnitudes(&lp.body, &args).into_iter().fold(inner, f64::max);
+                    carry = lp.body.eval(&args)[..nc].to_vec();
+                }
+                for (&o, t) in e.outs.iter().zip(lp.eval(&ins)) {
+                    scale[o] = inner;
+                    vals[o] = Some(t);
+                }
+            }
+        }
     }
     scale
+}
+
+/// Whether `g` (or a loop body inside it) casts a float to an integer or
+/// compares floats: a value within the bound can land on another integer.
+fn quantizes(g: &tolk::Graph) -> bool {
+    g.eqns.iter().any(|e| {
+        let from = g.aval(e.inputs.first().copied().unwrap_or(e.outs[0])).dtype;
+        match &e.op {
+            tolk::Op::Prim(nx::Prim::Cast(to)) => from.is_float() && !to.is_float(),
+            tolk::Op::Prim(nx::Prim::Compare(_)) => from.is_float(),
+            tolk::Op::Prim(_) => false,
+            tolk::Op::Loop(lp) => quantizes(&lp.body),
+        }
+    })
+}
+
+/// Whether `g` or a loop body inside it has an equation `pick` selects.
+fn has_eqn(g: &tolk::Graph, pick: &dyn Fn(&nx::Prim) -> bool) -> bool {
+    g.eqns.iter().any(|e| match &e.op {
+        tolk::Op::Prim(p) => pick(p),
+        tolk::Op::Loop(lp) => has_eqn(&lp.body, pick),
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -1016,27 +1142,14 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
             // staged program has none.
             let mine = all_args[lo..lo + n].to_vec();
             let staged = rune::make_graph(|xs: &Vec<Tensor>| run(&c.prog, xs, caps), &mine);
-            let reduces = staged
-                .eqns
-                .iter()
-                .any(|e| matches!(e.as_prim(), Some(nx::Prim::Reduce { .. })));
+            let reduces = has_eqn(&staged, &|p| matches!(p, nx::Prim::Reduce { .. }));
             let exact = !c.prog.library && !reduces;
             // A float value that differs within the bound and is then cast
             // to an integer (or compared) can land on another integer: a
             // sum of f32 values near 2^31 (ulp 256) floored and cast to
             // i32, then multiplied (seed 3000878). Non-float results of
             // such programs are checked for shape and dtype only.
-            let quantized = !exact
-                && staged.eqns.iter().any(|e| {
-                    let from = staged
-                        .aval(e.inputs.first().copied().unwrap_or(e.outs[0]))
-                        .dtype;
-                    match e.as_prim() {
-                        Some(nx::Prim::Cast(to)) => from.is_float() && !to.is_float(),
-                        Some(nx::Prim::Compare(_)) => from.is_float(),
-                        _ => false,
-                    }
-                });
+            let quantized = !exact && quantizes(&staged);
             let loosest = staged
                 .avals
                 .iter()
@@ -1045,9 +1158,22 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
                 .max_by(|a, b| tolerance(*a).total_cmp(&tolerance(*b)))
                 .unwrap_or(DType::F64);
             let scale = magnitudes(&staged, &leaves(&c.prog).0);
+            // Reverse mode of a staged scan, as JAX's, gives every step a
+            // cotangent (zero where nothing flows), where the eager tape
+            // skips a step's rule with none: where a partial derivative is
+            // NaN or infinite (values past f32's range, a NaN input), the
+            // loop's 0 * partial is NaN and eager has no term.
+            let nonfinite = want.iter().any(|w| {
+                w.dtype().is_float()
+                    && w.cast(DType::F64).to_vec::<f64>().iter().any(|x| !x.is_finite())
+            }) || scale.iter().any(|&m| m > 1e30);
+            let zero_times_nonfinite = c.prog.grad
+                && c.prog.instrs.iter().any(|i| matches!(i, Instr::Scan(..)))
+                && nonfinite;
             for (j, (g, w)) in outs.iter().zip(&want).enumerate() {
                 let s = scale[staged.outputs[j]];
-                agree(&format!("output {j}"), g, w, exact, loosest, quantized, s)?;
+                let what = format!("output {j}");
+                agree(&what, g, w, exact, loosest, quantized, s, zero_times_nonfinite)?;
             }
             for (j, (g, w)) in all_args[lo..lo + n].iter().zip(&want_args).enumerate() {
                 let v = staged.writebacks.iter().rev().find(|wb| wb.0 == j);
@@ -1060,6 +1186,7 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
                     loosest,
                     quantized,
                     s,
+                    false,
                 )?;
             }
             let widest = staged.outputs.iter().map(|&v| scale[v]).fold(0.0, f64::max);
@@ -1074,6 +1201,8 @@ struct Counts {
     elementwise_only: usize,
     with_library: usize,
     grad: usize,
+    /// Cases with a `scan` (a staged loop).
+    scans: usize,
     assign: usize,
     noncontiguous_inputs: usize,
     captured: usize,
@@ -1143,6 +1272,7 @@ fn fuzz(first_seed: u64, n: usize, batch: usize) -> Counts {
             counts.elementwise_only += 1;
         }
         counts.grad += prog.grad as usize;
+        counts.scans += prog.instrs.iter().any(|i| matches!(i, Instr::Scan(..))) as usize;
         counts.assign += prog.assign.is_some() as usize;
         counts.noncontiguous_inputs +=
             prog.inputs.iter().any(|i| i.layout != NonContig::No) as usize;
@@ -1161,13 +1291,14 @@ fn fuzz(first_seed: u64, n: usize, batch: usize) -> Counts {
 fn report(c: &Counts, secs: f64) {
     println!(
         "{} cases in {secs:.1} s: {} elementwise/movement-only, {} with reductions or matmul, \
-         {} grad, {} with a writeback, {} with non-contiguous inputs, {} with captures \
+         {} grad, {} with a scan, {} with a writeback, {} with non-contiguous inputs, {} with captures \
          ({} generated programs skipped: they panic eagerly; {} compared within a bound \
          scaled past 100 by their values' magnitudes); {} failures",
         c.cases,
         c.elementwise_only,
         c.with_library,
         c.grad,
+        c.scans,
         c.assign,
         c.noncontiguous_inputs,
         c.captured,
