@@ -7,10 +7,10 @@
 //!
 //! How each family matches Rust:
 //! - f32/f64: the same IEEE operations in the same order; the libm calls Rust
-//!   makes (tan, exp2, log1p, powf, `%` = fmod, f64 sin, ...) are the same
+//!   makes (tan, exp2, f64 log1p, powf, `%` = fmod, f64 sin, ...) are the same
 //!   glibc functions. What Rust writes itself is ported: nx's `exp_f32` (Exp
-//!   and Sigmoid on f32), `tanh_f32`, `ln_f32`, `sin_f32` and `cos_f32`
-//!   (Tanh, Log, Sin and Cos on f32; f16/bf16 keep libm's
+//!   and Sigmoid on f32), `tanh_f32`, `ln_f32`, `ln_1p_f32`, `sin_f32` and
+//!   `cos_f32` (Tanh, Log, Log1p, Sin and Cos on f32; f16/bf16 keep libm's
 //!   tanhf/logf/sinf/cosf, as half does; sin/cos call glibc's sinf/cosf
 //!   beyond |x| = 32768, which kernels do in a second run, see
 //!   [`unary_vectorized`], which also has exp's faster form), with FMA when the target has it, as
@@ -75,6 +75,12 @@ pub const CFLAGS: &[&str] = &[
     "-march=native",
     "-ffp-contract=off",
     "-fno-math-errno",
+    // Floating-point operations never trap here (the default environment),
+    // so gcc may evaluate both sides of a select on floats: without this,
+    // the special-value selects of the log (and log1p) kept every loop
+    // calling them scalar. Values are unchanged (no reassociation, no
+    // contraction).
+    "-fno-trapping-math",
     "-mprefer-vector-width=512",
     "--param=vect-epilogues-nomask=0",
     "-Werror=implicit-function-declaration",
@@ -136,7 +142,7 @@ fn float_fn(op: UnaryOp, f64: bool) -> Option<&'static str> {
         Exp2 => ("exp2f", "exp2"),
         Log => ("tk_log_f32", "log"),
         Log2 => ("log2f", "log2"),
-        Log1p => ("log1pf", "log1p"),
+        Log1p => ("tk_log1p_f32", "log1p"),
         Expm1 => ("expm1f", "expm1"),
         Sin => ("tk_sin_f32", "sin"),
         Cos => ("tk_cos_f32", "cos"),
@@ -207,12 +213,13 @@ pub fn unary(op: UnaryOp, dtype: DType, x: &str) -> String {
                 Not => panic!("not on a float tensor is rejected by the op"),
                 // Everything else: half's `from_f32(self.to_f32().op())`,
                 // which calls libm's f32 function (nx's polynomial tanh,
-                // log, sin and cos are only specialised for f32).
+                // log, log1p, sin and cos are only specialised for f32).
                 _ => format!(
                     "tk_f32_to_{p}({}(tk_{p}_to_f32({x})))",
                     match op {
                         Tanh => "tanhf",
                         Log => "logf",
+                        Log1p => "log1pf",
                         Sin => "sinf",
                         Cos => "cosf",
                         _ => float_fn(op, false).unwrap(),

@@ -351,7 +351,7 @@ static inline float tk_tanh_f32(float x) {
     return fabsf(x) < 0.0004f ? x : r;
 }
 /* ---- nx cpu/math.rs ln_f32 (Log on f32): musl's reduction, Cephes' logf -- */
-static inline float tk_log_f32(float x) {
+static inline __attribute__((always_inline)) float tk_log_f32(float x) {
     int tiny = x < 1.17549435e-38f; /* f32::MIN_POSITIVE */
     float xs = tiny ? x * 8388608.0f : x;
     uint32_t ix = tk_f32_bits(xs) + (0x3f800000u - 0x3f3504f3u);
@@ -375,6 +375,18 @@ static inline float tk_log_f32(float x) {
     r = x == 0.0f ? -INFINITY : r;
     r = x < 0.0f ? tk_f32_from_bits(0x7fc00000u) : r; /* f32::NAN */
     r = x == INFINITY ? x : r;
+    return x != x ? x : r;
+}
+
+/* ---- nx cpu/math.rs ln_1p_f32 (Log1p on f32): ln(u) * (x / (u - 1)) ------- */
+/* always_inline: a loop with a call (glibc's log1pf) does not vectorize. */
+static inline __attribute__((always_inline)) float tk_log1p_f32(float x) {
+    float u = 1.0f + x;
+    float d = u - 1.0f;
+    float r = tk_log_f32(u) * (x / d);
+    r = d == 0.0f ? x : r;
+    r = u == INFINITY ? u : r;
+    r = x < -1.0f ? tk_f32_from_bits(0x7fc00000u) : r; /* f32::NAN */
     return x != x ? x : r;
 }
 

@@ -198,6 +198,30 @@ pub(crate) fn ln_f32<const FMA: bool>(x: f32) -> f32 {
     ln_f32_impl::<FMA>(x)
 }
 
+/// `ln(1 + x)` in f32, vectorizable (libm's `log1pf` is a call, which
+/// keeps a loop from vectorizing): `u = 1 + x` rounded, then
+/// `ln(u) · (x / (u − 1))`, which corrects `ln(u)` for the rounding of `u`
+/// (Goldberg's formula); `x` itself where `u = 1` (|x| under half an ulp of
+/// 1: `ln(1 + x) = x` in f32), `u` where it is +inf, NaN below -1 and
+/// `x` itself for a NaN (its bits). Max error
+/// 3 ulp (the tests' sampled bound; the log's own is 1).
+#[inline(always)]
+pub(crate) fn ln_1p_f32<const FMA: bool>(x: f32) -> f32 {
+    let u = 1.0 + x;
+    let d = u - 1.0;
+    let r = ln_f32_impl::<FMA>(u) * (x / d);
+    let r = if d == 0.0 { x } else { r };
+    let r = if u == f32::INFINITY { u } else { r };
+    // NaNs chosen explicitly: which operand's NaN a product of two keeps
+    // is the compiler's choice, and the C port must give the same bits.
+    let r = if x < -1.0 { f32::NAN } else { r };
+    if x != x {
+        x
+    } else {
+        r
+    }
+}
+
 /// Up to this magnitude `sin_f32`/`cos_f32` use the polynomial; above it (and
 /// for ±inf and NaN) libm's `sinf`/`cosf` (the same glibc functions tolk's C
 /// calls). The four-part split of π/2 below keeps every `n·PIO2_*` product
@@ -531,6 +555,36 @@ mod tests {
         }
     }
 
+    fn ln1p64(x: f64) -> f64 {
+        x.ln_1p()
+    }
+
+    #[test]
+    fn ln_1p_error_sampled_and_special_values() {
+        for f in [ln_1p_f32::<true>, ln_1p_f32::<false>] {
+            let (e, x) = scan(f, ln1p64, 97);
+            eprintln!("ln_1p_f32: max error {e:.3} ulp at {x:e}");
+            assert!(e <= LN1P_ULP, "ln_1p({x:e}): {e} ulp");
+            assert_eq!(f(0.0).to_bits(), 0.0f32.to_bits());
+            assert_eq!(f(-0.0).to_bits(), (-0.0f32).to_bits());
+            assert_eq!(f(1e-30), 1e-30);
+            assert_eq!(f(-1.0), f32::NEG_INFINITY);
+            assert!(f(-2.0).is_nan() && f(f32::NEG_INFINITY).is_nan() && f(f32::NAN).is_nan());
+            assert_eq!(f(f32::INFINITY), f32::INFINITY);
+            assert!((f(f32::MAX) as f64 - 88.72283905206835).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    #[ignore = "exhaustive: run with --ignored --release"]
+    fn exhaustive_ln_1p() {
+        for f in [ln_1p_f32::<true>, ln_1p_f32::<false>] {
+            let (e, x) = scan(f, ln1p64, 1);
+            eprintln!("ln_1p_f32 exhaustive: max error {e:.3} ulp at {x:e}");
+            assert!(e <= LN1P_ULP, "ln_1p({x:e}): {e} ulp");
+        }
+    }
+
     #[test]
     #[ignore = "exhaustive: run with --ignored --release"]
     fn exhaustive_tanh() {
@@ -723,6 +777,7 @@ mod tests {
     /// without (at 5.827876); ln 0.827 with FMA, 0.834 without.
     const TANH_ULP: f64 = 7.0;
     const LN_ULP: f64 = 1.0;
+    const LN1P_ULP: f64 = 3.0;
     /// sin/cos: see `exhaustive_sin_cos` (results in the module docs).
     const TRIG_ULP: f64 = 3.0;
 }
