@@ -1023,14 +1023,17 @@ fn magnitudes(g: &tolk::Graph, args: &[Tensor]) -> Vec<f64> {
             tolk::Op::Loop(lp) => {
                 // Every value of every step counts.
                 let (nk, nc) = (lp.n_consts, lp.n_carry);
-                let mut carry: Vec<Tensor> = ins[nk..nk + nc].iter().map(|t| (*t).clone()).collect();
+                let mut carry: Vec<Tensor> =
+                    ins[nk..nk + nc].iter().map(|t| (*t).clone()).collect();
                 let mut inner = before;
                 for i in 0..lp.length {
                     let t = if lp.reverse { lp.length - 1 - i } else { i };
                     let mut args: Vec<Tensor> = ins[..nk].iter().map(|t| (*t).clone()).collect();
                     args.extend(carry.iter().cloned());
                     args.extend(ins[nk + nc..].iter().map(|x| x.get(t)));
-                    inner = magnitudes(&lp.body, &args).into_iter().fold(inner, f64::max);
+                    inner = magnitudes(&lp.body, &args)
+                        .into_iter()
+                        .fold(inner, f64::max);
                     carry = lp.body.eval(&args)[..nc].to_vec();
                 }
                 for (&o, t) in e.outs.iter().zip(lp.eval(&ins)) {
@@ -1165,7 +1168,10 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
             // loop's 0 * partial is NaN and eager has no term.
             let nonfinite = want.iter().any(|w| {
                 w.dtype().is_float()
-                    && w.cast(DType::F64).to_vec::<f64>().iter().any(|x| !x.is_finite())
+                    && w.cast(DType::F64)
+                        .to_vec::<f64>()
+                        .iter()
+                        .any(|x| !x.is_finite())
             }) || scale.iter().any(|&m| m > 1e30);
             let zero_times_nonfinite = c.prog.grad
                 && c.prog.instrs.iter().any(|i| matches!(i, Instr::Scan(..)))
@@ -1173,7 +1179,16 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
             for (j, (g, w)) in outs.iter().zip(&want).enumerate() {
                 let s = scale[staged.outputs[j]];
                 let what = format!("output {j}");
-                agree(&what, g, w, exact, loosest, quantized, s, zero_times_nonfinite)?;
+                agree(
+                    &what,
+                    g,
+                    w,
+                    exact,
+                    loosest,
+                    quantized,
+                    s,
+                    zero_times_nonfinite,
+                )?;
             }
             for (j, (g, w)) in all_args[lo..lo + n].iter().zip(&want_args).enumerate() {
                 let v = staged.writebacks.iter().rev().find(|wb| wb.0 == j);
