@@ -242,9 +242,31 @@ impl Program {
 
     /// Runs the program on `inputs` (one per graph input, matching its
     /// avals), replays the writebacks into them, and returns the outputs.
+    ///
+    /// Panics, naming the input, if there are not as many inputs as the
+    /// graph has or one's dtype or shape differs from its aval: the
+    /// compiled kernels address their buffers by those shapes.
     pub fn run(&self, inputs: &[Tensor]) -> Vec<Tensor> {
         let g = &self.graph;
-        assert_eq!(inputs.len(), g.inputs.len(), "tolk: wrong number of inputs");
+        assert_eq!(
+            inputs.len(),
+            g.inputs.len(),
+            "tolk: Program::run takes {} inputs, got {}",
+            g.inputs.len(),
+            inputs.len()
+        );
+        for (i, (t, &v)) in inputs.iter().zip(&g.inputs).enumerate() {
+            let a = g.aval(v);
+            if t.dtype() != a.dtype || t.shape() != a.shape.as_slice() {
+                panic!(
+                    "tolk: Program::run: input {i} is {}{:?}, the program was compiled for {}{:?}",
+                    t.dtype(),
+                    t.shape(),
+                    a.dtype,
+                    a.shape
+                );
+            }
+        }
         let mut slots = self.slots.borrow_mut();
         let mut dense = self.dense.borrow_mut();
         // Inputs and constants stay as they are for library steps (so a
@@ -1058,6 +1080,39 @@ mod tests {
         };
         assert_eq!(step_work(&g, &plan), vec![128 * 512, 4 * 512]);
         assert!(step_work(&g, &plan)[0] >= PAR_MIN);
+    }
+
+    /// Inputs of another dtype or shape than the graph's are refused before
+    /// any kernel runs (the kernels address buffers by the compiled shapes).
+    #[test]
+    fn run_refuses_inputs_of_another_dtype_or_shape() {
+        let mut g = Graph::default();
+        let x = g.new_var(Aval::new(&[3], DType::F32));
+        let y = g.new_var(Aval::new(&[3], DType::F32));
+        g.inputs = vec![x];
+        g.eqns
+            .push(Eqn::prim(nx::Prim::Unary(nx::UnaryOp::Exp), vec![x], y));
+        g.outputs = vec![y];
+        let p = crate::compile(g, false).expect("a C compiler").program;
+        let ok = Tensor::from_slice(&[0.0f32, 1.0, 2.0], &[3]);
+        assert_eq!(
+            p.run(&[ok.clone()])[0].to_vec::<f32>(),
+            ok.exp().to_vec::<f32>()
+        );
+        let message = |t: Tensor| {
+            let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.run(&[t])))
+                .expect_err("a panic");
+            e.downcast_ref::<String>().cloned().unwrap_or_default()
+        };
+        let m = message(Tensor::from_slice(&[0.0f64, 1.0, 2.0], &[3]));
+        assert!(
+            m.contains("input 0 is f64[3]") && m.contains("compiled for f32[3]"),
+            "{m}"
+        );
+        let m = message(Tensor::from_slice(&[0.0f32; 8], &[8]));
+        assert!(m.contains("input 0 is f32[8]"), "{m}");
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.run(&[])));
+        assert!(e.is_err(), "a missing input");
     }
 
     /// Every pair of arena values alive at the same step has distinct slabs,
