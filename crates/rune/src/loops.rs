@@ -22,7 +22,7 @@ use crate::vjp::VjpTrace;
 use nx::trace::{bind_multi, MultiOp};
 use nx::{Aval, Ptree, Tensor};
 use std::sync::Arc;
-use tolk::Loop;
+use tolk::{Loop, Var};
 
 /// The loop behind a multi-output operation a trace met.
 pub(crate) fn as_loop(op: &Arc<dyn MultiOp>) -> &Loop {
@@ -323,12 +323,17 @@ fn jvp_body(lp: &Loop, primals: &[Tensor], has: &[bool]) -> (tolk::Graph, Vec<bo
     (graph, out_has)
 }
 
-/// Reverse mode: the forward loop, with the carries stacked, and a tape
-/// node whose rule runs the reverse loop.
+/// Reverse mode: the forward loop, also stacking what the reverse loop
+/// needs, and a tape node whose rule runs the reverse loop.
+///
+/// The reverse loop's body is the vector-Jacobian product of one step,
+/// staged over the step's consts, carries and inputs and the cotangents.
+/// Its equations that need no cotangent (the step's forward work) move to
+/// the forward loop (JAX's partial evaluation): the values they give that
+/// the rest reads are stacked there, one slice per step, and read back.
 pub(crate) fn vjp(trace: &VjpTrace, lp: &Loop, inputs: &[&Tensor]) -> Vec<Tensor> {
     let (values, vars): (Vec<Tensor>, Vec<Option<usize>>) =
         inputs.iter().map(|t| trace.unpack(t)).unzip();
-    let (nk, nc, _) = groups(lp);
     let needs: Vec<bool> = vars
         .iter()
         .zip(&values)
@@ -337,17 +342,12 @@ pub(crate) fn vjp(trace: &VjpTrace, lp: &Loop, inputs: &[&Tensor]) -> Vec<Tensor
     if crate::gradient_control::is_inactive(trace.level) || !needs.iter().any(|&n| n) {
         return bind_loop(lp.clone(), &values);
     }
-    // The forward loop also stacks each step's incoming carries.
-    let mut fwd = lp.clone();
-    let carry_in: Vec<usize> = fwd.body.inputs[nk..nk + nc].to_vec();
-    fwd.body.outputs.extend(carry_in);
-    let mut outs = bind_loop(fwd, &values);
-    let carries = outs.split_off(lp.body.outputs.len());
+    let rev = Reverse::new(lp, &needs);
+    let mut outs = bind_loop(rev.forward.clone(), &values);
+    let stacked = outs.split_off(lp.body.outputs.len());
     let out_avals: Vec<Aval> = outs.iter().map(Tensor::aval).collect();
-    let lp = lp.clone();
     let saved = values.clone();
-    let rule: crate::vjp::Rule =
-        Box::new(move |cts| reverse_loop(&lp, &saved, &carries, &needs, cts));
+    let rule: crate::vjp::Rule = Box::new(move |cts| rev.run(&saved, &stacked, cts));
     let tape_vars = trace.tape.push(vars, &out_avals, rule);
     outs.into_iter()
         .zip(tape_vars)
@@ -361,130 +361,350 @@ pub(crate) fn vjp(trace: &VjpTrace, lp: &Loop, inputs: &[&Tensor]) -> Vec<Tensor
         .collect()
 }
 
-/// The cotangents of a loop's inputs (`None` where not `needs`), given its
-/// inputs `values`, the carries each step started from (stacked), and the
-/// cotangents of its outputs.
-fn reverse_loop(
-    lp: &Loop,
-    values: &[Tensor],
-    carries: &[Tensor],
-    needs: &[bool],
-    cts: &[Option<Tensor>],
-) -> Vec<Option<Tensor>> {
-    let (nk, nc, nx_) = groups(lp);
-    let n_y = lp.body.outputs.len() - nc;
-    let inexact = |a: &Aval| a.dtype.is_inexact();
-    let body_avals: Vec<Aval> = lp
-        .body
-        .inputs
-        .iter()
-        .map(|&v| lp.body.aval(v).clone())
-        .collect();
-    let out_avals: Vec<Aval> = lp
-        .body
-        .outputs
-        .iter()
-        .map(|&v| lp.body.aval(v).clone())
-        .collect();
-    // Differentiated: float carries, and the consts and xs that need it.
-    let float_c: Vec<usize> = (0..nc).filter(|&i| inexact(&body_avals[nk + i])).collect();
-    let float_y: Vec<usize> = (0..n_y).filter(|&j| inexact(&out_avals[nc + j])).collect();
-    let need_k: Vec<usize> = (0..nk).filter(|&i| needs[i]).collect();
-    let need_x: Vec<usize> = (0..nx_).filter(|&i| needs[nk + nc + i]).collect();
-    let zeros = |a: &Aval| Tensor::zeros(&a.shape, a.dtype);
-    // The reverse loop: consts = the loop's consts; carry = cotangents of
-    // the float carries, then the consts' accumulated cotangents; xs = the
-    // carries each step began with, the xs, the float ys' cotangents.
-    let mut avals: Vec<Aval> = body_avals[..nk].to_vec();
-    avals.extend(float_c.iter().map(|&i| body_avals[nk + i].clone()));
-    avals.extend(need_k.iter().map(|&i| body_avals[i].clone()));
-    avals.extend(body_avals[nk..].iter().cloned());
-    avals.extend(float_y.iter().map(|&j| out_avals[nc + j].clone()));
-    let (body, captures) = stage_body(&avals, |ins| {
-        let consts = &ins[..nk];
-        let ct_c = &ins[nk..nk + float_c.len()];
-        let acc = &ins[nk + float_c.len()..nk + float_c.len() + need_k.len()];
-        let rest = &ins[nk + float_c.len() + need_k.len()..];
-        let (carry, rest) = rest.split_at(nc);
-        let (x, ct_y) = rest.split_at(nx_);
-        let mut step: Vec<Tensor> = consts.to_vec();
-        step.extend_from_slice(carry);
-        step.extend_from_slice(x);
-        // Differentiated inputs, by body input index.
-        let wrt: Vec<usize> = need_k
+/// A loop's reverse mode, staged: the forward loop that stacks the
+/// residuals and the reverse loop's body.
+struct Reverse {
+    /// The loop, its outputs followed by the stacked carries the reverse
+    /// body reads and the stacked residuals.
+    forward: Loop,
+    /// The reverse loop's body: inputs consts; cotangents of the float
+    /// carries, then the consts' accumulated cotangents (its carry); the
+    /// kept carries, the xs, the float ys' cotangents and the residuals
+    /// (its per-step inputs); outputs the new carry cotangents, the new
+    /// accumulators, the xs' cotangents.
+    body: tolk::Graph,
+    length: usize,
+    reverse: bool,
+    n_consts: usize,
+    n_carry: usize,
+    float_c: Vec<usize>,
+    float_y: Vec<usize>,
+    need_k: Vec<usize>,
+    need_x: Vec<usize>,
+    /// The carries (by index) the reverse body reads.
+    kept_carries: Vec<usize>,
+    out_avals: Vec<Aval>,
+    body_avals: Vec<Aval>,
+}
+
+impl Reverse {
+    fn new(lp: &Loop, needs: &[bool]) -> Reverse {
+        let (nk, nc, nx_) = groups(lp);
+        let n_y = lp.body.outputs.len() - nc;
+        let inexact = |a: &Aval| a.dtype.is_inexact();
+        let body_avals: Vec<Aval> = lp
+            .body
+            .inputs
             .iter()
-            .copied()
-            .chain(float_c.iter().map(|&i| nk + i))
-            .chain(need_x.iter().map(|&i| nk + nc + i))
+            .map(|&v| lp.body.aval(v).clone())
             .collect();
-        let params: Vec<Tensor> = wrt.iter().map(|&i| step[i].clone()).collect();
-        let mut cot: Vec<Tensor> = ct_c.to_vec();
-        cot.extend_from_slice(ct_y);
-        let (_, grads) = crate::vjp(
-            |p: &Vec<Tensor>| {
-                let mut full = step.clone();
-                for (&i, t) in wrt.iter().zip(p) {
-                    full[i] = t.clone();
-                }
-                let outs = lp.body.eval(&full);
-                float_c
+        let out_avals: Vec<Aval> = lp
+            .body
+            .outputs
+            .iter()
+            .map(|&v| lp.body.aval(v).clone())
+            .collect();
+        let float_c: Vec<usize> = (0..nc).filter(|&i| inexact(&body_avals[nk + i])).collect();
+        let float_y: Vec<usize> = (0..n_y).filter(|&j| inexact(&out_avals[nc + j])).collect();
+        let need_k: Vec<usize> = (0..nk).filter(|&i| needs[i]).collect();
+        let need_x: Vec<usize> = (0..nx_).filter(|&i| needs[nk + nc + i]).collect();
+        // The whole step's vjp: consts; carry cotangents, accumulators;
+        // carries, xs, y cotangents.
+        let mut avals: Vec<Aval> = body_avals[..nk].to_vec();
+        avals.extend(float_c.iter().map(|&i| body_avals[nk + i].clone()));
+        avals.extend(need_k.iter().map(|&i| body_avals[i].clone()));
+        avals.extend(body_avals[nk..].iter().cloned());
+        avals.extend(float_y.iter().map(|&j| out_avals[nc + j].clone()));
+        let (full, captures) = stage_body(&avals, |ins| {
+            let consts = &ins[..nk];
+            let ct_c = &ins[nk..nk + float_c.len()];
+            let acc = &ins[nk + float_c.len()..nk + float_c.len() + need_k.len()];
+            let rest = &ins[nk + float_c.len() + need_k.len()..];
+            let (carry, rest) = rest.split_at(nc);
+            let (x, ct_y) = rest.split_at(nx_);
+            let mut step: Vec<Tensor> = consts.to_vec();
+            step.extend_from_slice(carry);
+            step.extend_from_slice(x);
+            let wrt: Vec<usize> = need_k
+                .iter()
+                .copied()
+                .chain(float_c.iter().map(|&i| nk + i))
+                .chain(need_x.iter().map(|&i| nk + nc + i))
+                .collect();
+            let params: Vec<Tensor> = wrt.iter().map(|&i| step[i].clone()).collect();
+            let mut cot: Vec<Tensor> = ct_c.to_vec();
+            cot.extend_from_slice(ct_y);
+            let (_, grads) = crate::vjp(
+                |p: &Vec<Tensor>| {
+                    let mut full = step.clone();
+                    for (&i, t) in wrt.iter().zip(p) {
+                        full[i] = t.clone();
+                    }
+                    let outs = lp.body.eval(&full);
+                    float_c
+                        .iter()
+                        .map(|&i| outs[i].clone())
+                        .chain(float_y.iter().map(|&j| outs[nc + j].clone()))
+                        .collect::<Vec<Tensor>>()
+                },
+                &params,
+                &cot,
+            );
+            let (g_k, rest) = grads.split_at(need_k.len());
+            let (g_c, g_x) = rest.split_at(float_c.len());
+            let mut out: Vec<Tensor> = g_c.to_vec();
+            out.extend(acc.iter().zip(g_k).map(|(a, g)| a + g));
+            out.extend_from_slice(g_x);
+            out
+        });
+        assert!(
+            captures.is_empty(),
+            "scan: a loop body captures nothing once staged"
+        );
+        // Partial evaluation: the inputs known without cotangents are the
+        // consts, the carries and the xs.
+        let (nct, nacc) = (float_c.len(), need_k.len());
+        let known_input =
+            |i: usize| i < nk || (i >= nk + nct + nacc && i < nk + nct + nacc + nc + nx_);
+        let split = split_known(&full, &known_input);
+        // The forward loop: the step, the known equations over its own
+        // inputs, the kept carries and the residuals stacked.
+        let mut forward = lp.clone();
+        let f = &mut forward.body;
+        let mut to_f: Vec<Option<Var>> = vec![None; full.avals.len()];
+        for (i, &v) in full.inputs.iter().enumerate() {
+            if known_input(i) {
+                let j = if i < nk { i } else { i - nct - nacc };
+                to_f[v] = Some(f.inputs[j]);
+            }
+        }
+        for (e, class) in full.eqns.iter().zip(&split.class) {
+            if *class != Class::Unknown {
+                let outs: Vec<Var> = e
+                    .outs
                     .iter()
-                    .map(|&i| outs[i].clone())
-                    .chain(float_y.iter().map(|&j| outs[nc + j].clone()))
-                    .collect::<Vec<Tensor>>()
-            },
-            &params,
-            &cot,
-        );
-        let (g_k, rest) = grads.split_at(need_k.len());
-        let (g_c, g_x) = rest.split_at(float_c.len());
-        let mut out: Vec<Tensor> = g_c.to_vec();
-        out.extend(acc.iter().zip(g_k).map(|(a, g)| a + g));
-        out.extend_from_slice(g_x);
-        out
-    });
-    let mut ins = captures;
-    let n_captures = ins.len();
-    ins.extend(values[..nk].iter().cloned());
-    for &i in &float_c {
-        ins.push(cts[i].clone().unwrap_or_else(|| zeros(&out_avals[i])));
-    }
-    ins.extend(need_k.iter().map(|&i| zeros(&body_avals[i])));
-    ins.extend(carries.iter().cloned());
-    ins.extend(values[nk + nc..].iter().cloned());
-    for &j in &float_y {
-        let a = &out_avals[nc + j];
-        let mut shape = vec![lp.length];
-        shape.extend_from_slice(&a.shape);
-        ins.push(
-            cts[nc + j]
-                .clone()
-                .unwrap_or_else(|| Tensor::zeros(&shape, a.dtype)),
-        );
-    }
-    let back = Loop {
-        body,
-        length: lp.length,
-        n_consts: n_captures + nk,
-        n_carry: float_c.len() + need_k.len(),
-        reverse: !lp.reverse,
-    };
-    let outs = bind_loop(back, &ins);
-    let (g_c, rest) = outs.split_at(float_c.len());
-    let (g_k, g_x) = rest.split_at(need_k.len());
-    let mut result: Vec<Option<Tensor>> = vec![None; values.len()];
-    for (&i, g) in need_k.iter().zip(g_k) {
-        result[i] = Some(g.clone());
-    }
-    for (&i, g) in float_c.iter().zip(g_c) {
-        if needs[nk + i] {
-            result[nk + i] = Some(g.clone());
+                    .map(|&o| f.new_var(full.aval(o).clone()))
+                    .collect();
+                for (&o, &n) in e.outs.iter().zip(&outs) {
+                    to_f[o] = Some(n);
+                }
+                let inputs = e.inputs.iter().map(|&v| to_f[v].expect("known")).collect();
+                f.eqns.push(tolk::Eqn {
+                    op: e.op.clone(),
+                    inputs,
+                    outs,
+                });
+            }
+        }
+        let carry_vars: Vec<Var> = full.inputs[nk + nct + nacc..nk + nct + nacc + nc].to_vec();
+        let kept_carries: Vec<usize> = (0..nc)
+            .filter(|&j| split.read_by_rest[carry_vars[j]])
+            .collect();
+        for &j in &kept_carries {
+            let v = f.inputs[nk + j];
+            f.outputs.push(v);
+        }
+        for &r in &split.residuals {
+            f.outputs.push(to_f[r].expect("a known value"));
+        }
+        // The reverse body: the constants again, the unknown equations.
+        let mut body = tolk::Graph::default();
+        let mut to_b: Vec<Option<Var>> = vec![None; full.avals.len()];
+        let mut input = |body: &mut tolk::Graph, v: Var| {
+            let n = body.new_var(full.aval(v).clone());
+            body.inputs.push(n);
+            to_b[v] = Some(n);
+        };
+        for i in 0..nk + nct + nacc {
+            input(&mut body, full.inputs[i]);
+        }
+        for &j in &kept_carries {
+            input(&mut body, carry_vars[j]);
+        }
+        for i in nk + nct + nacc + nc..full.inputs.len() {
+            input(&mut body, full.inputs[i]);
+        }
+        for &r in &split.residuals {
+            input(&mut body, r);
+        }
+        for (e, class) in full.eqns.iter().zip(&split.class) {
+            if *class != Class::Known {
+                let outs: Vec<Var> = e
+                    .outs
+                    .iter()
+                    .map(|&o| body.new_var(full.aval(o).clone()))
+                    .collect();
+                for (&o, &n) in e.outs.iter().zip(&outs) {
+                    to_b[o] = Some(n);
+                }
+                let inputs = e
+                    .inputs
+                    .iter()
+                    .map(|&v| to_b[v].expect("the reverse body reads what it has"))
+                    .collect();
+                body.eqns.push(tolk::Eqn {
+                    op: e.op.clone(),
+                    inputs,
+                    outs,
+                });
+            }
+        }
+        body.outputs = full
+            .outputs
+            .iter()
+            .map(|&v| to_b[v].expect("an output of the reverse body"))
+            .collect();
+        Reverse {
+            forward,
+            body,
+            length: lp.length,
+            reverse: lp.reverse,
+            n_consts: nk,
+            n_carry: nc,
+            float_c,
+            float_y,
+            need_k,
+            need_x,
+            kept_carries,
+            out_avals,
+            body_avals,
         }
     }
-    for (&i, g) in need_x.iter().zip(g_x) {
-        result[nk + nc + i] = Some(g.clone());
+
+    /// The cotangents of the loop's inputs (`None` where not needed), given
+    /// its inputs `values`, what the forward loop stacked for the reverse
+    /// one (the kept carries, then the residuals) and the cotangents of its
+    /// outputs.
+    fn run(
+        &self,
+        values: &[Tensor],
+        stacked: &[Tensor],
+        cts: &[Option<Tensor>],
+    ) -> Vec<Option<Tensor>> {
+        let (nk, nc) = (self.n_consts, self.n_carry);
+        let zeros = |a: &Aval| Tensor::zeros(&a.shape, a.dtype);
+        let mut ins: Vec<Tensor> = values[..nk].to_vec();
+        for &i in &self.float_c {
+            ins.push(cts[i].clone().unwrap_or_else(|| zeros(&self.out_avals[i])));
+        }
+        ins.extend(self.need_k.iter().map(|&i| zeros(&self.body_avals[i])));
+        let (carries, residuals) = stacked.split_at(self.kept_carries.len());
+        ins.extend(carries.iter().cloned());
+        ins.extend(values[nk + nc..].iter().cloned());
+        for &j in &self.float_y {
+            let a = &self.out_avals[nc + j];
+            let mut shape = vec![self.length];
+            shape.extend_from_slice(&a.shape);
+            ins.push(
+                cts[nc + j]
+                    .clone()
+                    .unwrap_or_else(|| Tensor::zeros(&shape, a.dtype)),
+            );
+        }
+        ins.extend(residuals.iter().cloned());
+        let back = Loop {
+            body: self.body.clone(),
+            length: self.length,
+            n_consts: nk,
+            n_carry: self.float_c.len() + self.need_k.len(),
+            reverse: !self.reverse,
+        };
+        let outs = bind_loop(back, &ins);
+        let (g_c, rest) = outs.split_at(self.float_c.len());
+        let (g_k, g_x) = rest.split_at(self.need_k.len());
+        let mut result: Vec<Option<Tensor>> = vec![None; values.len()];
+        for (&i, g) in self.need_k.iter().zip(g_k) {
+            result[i] = Some(g.clone());
+        }
+        for (&i, g) in self.float_c.iter().zip(g_c) {
+            result[nk + i] = Some(g.clone());
+        }
+        for (&i, g) in self.need_x.iter().zip(g_x) {
+            result[nk + nc + i] = Some(g.clone());
+        }
+        result
     }
-    result
+}
+
+/// How partial evaluation sorts a reverse body's equations.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// Reads no input (a fill, and what is computed from fills only): in
+    /// both loops.
+    Constant,
+    /// Computable from the known inputs alone: in the forward loop.
+    Known,
+    /// Reads a cotangent: in the reverse loop.
+    Unknown,
+}
+
+struct Split {
+    class: Vec<Class>,
+    /// Known values (not inputs, not constants) that unknown equations or
+    /// the outputs read: stacked by the forward loop.
+    residuals: Vec<Var>,
+    /// Per variable: whether an unknown equation or an output reads it.
+    read_by_rest: Vec<bool>,
+}
+
+/// Sorts `g`'s equations by what they depend on, input `i` known when
+/// `known_input(i)`.
+fn split_known(g: &tolk::Graph, known_input: &dyn Fn(usize) -> bool) -> Split {
+    #[derive(Clone, Copy, PartialEq)]
+    enum V {
+        Constant,
+        Known,
+        Unknown,
+    }
+    let mut kind = vec![V::Unknown; g.avals.len()];
+    for (i, &v) in g.inputs.iter().enumerate() {
+        kind[v] = if known_input(i) { V::Known } else { V::Unknown };
+    }
+    let mut class = Vec::with_capacity(g.eqns.len());
+    for e in &g.eqns {
+        let c = if e.inputs.iter().any(|&v| kind[v] == V::Unknown) {
+            Class::Unknown
+        } else if e.inputs.iter().all(|&v| kind[v] == V::Constant) {
+            Class::Constant
+        } else {
+            Class::Known
+        };
+        let k = match c {
+            Class::Unknown => V::Unknown,
+            Class::Constant => V::Constant,
+            Class::Known => V::Known,
+        };
+        for &o in &e.outs {
+            kind[o] = k;
+        }
+        class.push(c);
+    }
+    let mut read_by_rest = vec![false; g.avals.len()];
+    for (e, c) in g.eqns.iter().zip(&class) {
+        if *c == Class::Unknown {
+            for &v in &e.inputs {
+                read_by_rest[v] = true;
+            }
+        }
+    }
+    for &v in &g.outputs {
+        read_by_rest[v] = true;
+    }
+    let is_input: Vec<bool> = {
+        let mut b = vec![false; g.avals.len()];
+        for &v in &g.inputs {
+            b[v] = true;
+        }
+        b
+    };
+    let residuals = (0..g.avals.len())
+        .filter(|&v| read_by_rest[v] && kind[v] == V::Known && !is_input[v])
+        .collect();
+    Split {
+        class,
+        residuals,
+        read_by_rest,
+    }
 }
 
 /// vmap: every carry batched, per-step inputs with their batch axis after

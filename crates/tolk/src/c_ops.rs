@@ -75,12 +75,6 @@ pub const CFLAGS: &[&str] = &[
     "-march=native",
     "-ffp-contract=off",
     "-fno-math-errno",
-    // Floating-point operations never trap here (the default environment),
-    // so gcc may evaluate both sides of a select on floats: without this,
-    // the special-value selects of the log (and log1p) kept every loop
-    // calling them scalar. Values are unchanged (no reassociation, no
-    // contraction).
-    "-fno-trapping-math",
     "-mprefer-vector-width=512",
     "--param=vect-epilogues-nomask=0",
     "-Werror=implicit-function-declaration",

@@ -351,11 +351,18 @@ static inline float tk_tanh_f32(float x) {
     return fabsf(x) < 0.0004f ? x : r;
 }
 /* ---- nx cpu/math.rs ln_f32 (Log on f32): musl's reduction, Cephes' logf -- */
+/* Its selects are bit masks: with gcc's default -ftrapping-math a select on
+ * a float comparison is not if-converted, and a loop calling this would not
+ * vectorize. tk_sel_f32(q, a, b): a where the mask q is all ones, else b. */
+static inline uint32_t tk_mask_f32(int c) { return 0u - (uint32_t)c; }
+static inline float tk_sel_f32(uint32_t q, float a, float b) {
+    return tk_f32_from_bits((tk_f32_bits(a) & q) | (tk_f32_bits(b) & ~q));
+}
 static inline __attribute__((always_inline)) float tk_log_f32(float x) {
-    int tiny = x < 1.17549435e-38f; /* f32::MIN_POSITIVE */
-    float xs = tiny ? x * 8388608.0f : x;
+    uint32_t tiny = tk_mask_f32(x < 1.17549435e-38f); /* f32::MIN_POSITIVE */
+    float xs = tk_sel_f32(tiny, x * 8388608.0f, x);
     uint32_t ix = tk_f32_bits(xs) + (0x3f800000u - 0x3f3504f3u);
-    int32_t k = (int32_t)(ix >> 23) - 0x7f - (tiny ? 23 : 0);
+    int32_t k = (int32_t)(ix >> 23) - 0x7f - (int32_t)(tiny & 23u);
     float m = tk_f32_from_bits((ix & 0x007fffffu) + 0x3f3504f3u);
     float f = m - 1.0f, e = (float)k, p, z, y, r;
     p = 7.0376836292e-2f;
@@ -372,10 +379,10 @@ static inline __attribute__((always_inline)) float tk_log_f32(float x) {
     y = tk_mla_f32(e, -2.12194440e-4f, y);
     y = tk_mla_f32(z, -0.5f, y);
     r = tk_mla_f32(e, 0.693359375f, f + y);
-    r = x == 0.0f ? -INFINITY : r;
-    r = x < 0.0f ? tk_f32_from_bits(0x7fc00000u) : r; /* f32::NAN */
-    r = x == INFINITY ? x : r;
-    return x != x ? x : r;
+    r = tk_sel_f32(tk_mask_f32(x == 0.0f), -INFINITY, r);
+    r = tk_sel_f32(tk_mask_f32(x < 0.0f), tk_f32_from_bits(0x7fc00000u), r); /* f32::NAN */
+    r = tk_sel_f32(tk_mask_f32(x == INFINITY), x, r);
+    return tk_sel_f32(tk_mask_f32(x != x), x, r);
 }
 
 /* ---- nx cpu/math.rs ln_1p_f32 (Log1p on f32): ln(u) * (x / (u - 1)) ------- */
@@ -384,10 +391,10 @@ static inline __attribute__((always_inline)) float tk_log1p_f32(float x) {
     float u = 1.0f + x;
     float d = u - 1.0f;
     float r = tk_log_f32(u) * (x / d);
-    r = d == 0.0f ? x : r;
-    r = u == INFINITY ? u : r;
-    r = x < -1.0f ? tk_f32_from_bits(0x7fc00000u) : r; /* f32::NAN */
-    return x != x ? x : r;
+    r = tk_sel_f32(tk_mask_f32(d == 0.0f), x, r);
+    r = tk_sel_f32(tk_mask_f32(u == INFINITY), u, r);
+    r = tk_sel_f32(tk_mask_f32(x < -1.0f), tk_f32_from_bits(0x7fc00000u), r); /* f32::NAN */
+    return tk_sel_f32(tk_mask_f32(x != x), x, r);
 }
 
 /* ---- nx cpu/math.rs sin_f32 / cos_f32 (Sin and Cos on f32) --------------- */
