@@ -480,20 +480,7 @@ impl Reverse {
         }
         for (e, class) in full.eqns.iter().zip(&split.class) {
             if *class != Class::Unknown {
-                let outs: Vec<Var> = e
-                    .outs
-                    .iter()
-                    .map(|&o| f.new_var(full.aval(o).clone()))
-                    .collect();
-                for (&o, &n) in e.outs.iter().zip(&outs) {
-                    to_f[o] = Some(n);
-                }
-                let inputs = e.inputs.iter().map(|&v| to_f[v].expect("known")).collect();
-                f.eqns.push(tolk::Eqn {
-                    op: e.op.clone(),
-                    inputs,
-                    outs,
-                });
+                copy_eqn(f, &mut to_f, &full, e);
             }
         }
         let carry_vars: Vec<Var> = full.inputs[nk + nct + nacc..nk + nct + nacc + nc].to_vec();
@@ -529,24 +516,7 @@ impl Reverse {
         }
         for (e, class) in full.eqns.iter().zip(&split.class) {
             if *class != Class::Known {
-                let outs: Vec<Var> = e
-                    .outs
-                    .iter()
-                    .map(|&o| body.new_var(full.aval(o).clone()))
-                    .collect();
-                for (&o, &n) in e.outs.iter().zip(&outs) {
-                    to_b[o] = Some(n);
-                }
-                let inputs = e
-                    .inputs
-                    .iter()
-                    .map(|&v| to_b[v].expect("the reverse body reads what it has"))
-                    .collect();
-                body.eqns.push(tolk::Eqn {
-                    op: e.op.clone(),
-                    inputs,
-                    outs,
-                });
+                copy_eqn(&mut body, &mut to_b, &full, e);
             }
         }
         body.outputs = full
@@ -624,6 +594,30 @@ impl Reverse {
         }
         result
     }
+}
+
+/// Appends equation `e` of `src` to `dst`, its inputs renamed by `map`
+/// (each already there) and its outputs new variables of `dst`, recorded
+/// in `map`.
+fn copy_eqn(dst: &mut tolk::Graph, map: &mut [Option<Var>], src: &tolk::Graph, e: &tolk::Eqn) {
+    let inputs = e
+        .inputs
+        .iter()
+        .map(|&v| map[v].expect("scan: an equation read before it is placed"))
+        .collect();
+    let outs: Vec<Var> = e
+        .outs
+        .iter()
+        .map(|&o| dst.new_var(src.aval(o).clone()))
+        .collect();
+    for (&o, &n) in e.outs.iter().zip(&outs) {
+        map[o] = Some(n);
+    }
+    dst.eqns.push(tolk::Eqn {
+        op: e.op.clone(),
+        inputs,
+        outs,
+    });
 }
 
 /// How partial evaluation sorts a reverse body's equations.
