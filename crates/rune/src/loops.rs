@@ -191,7 +191,6 @@ pub(crate) fn jvp(trace: &JvpTrace, lp: &Loop, inputs: &[&Tensor]) -> Vec<Tensor
     let (primals, tangents): (Vec<Tensor>, Vec<Option<Tensor>>) =
         inputs.iter().map(|t| trace.unpack(t)).unzip();
     let (nk, nc, _) = groups(lp);
-    let n_out_y = lp.body.outputs.len() - nc;
     let float = |t: &Tensor| t.dtype().is_inexact();
     // Which inputs carry a tangent; a carry does when its initial value
     // does or when a step gives it one (staged until that stops changing).
@@ -233,25 +232,25 @@ pub(crate) fn jvp(trace: &JvpTrace, lp: &Loop, inputs: &[&Tensor]) -> Vec<Tensor
             reverse: lp.reverse,
         };
         let outs = bind_loop(new, &ins);
-        // Outputs: carries, their tangents, ys, their tangents.
-        let mut result = Vec::with_capacity(nc + n_out_y);
-        let mut next_t = nc;
-        for (i, p) in outs[..nc].iter().enumerate() {
-            let t = has[nk + i].then(|| {
-                next_t += 1;
-                outs[next_t - 1].clone()
-            });
-            result.push(trace.pack(p.clone(), t));
-        }
-        let ys = &outs[nc + n_ct..];
-        let mut next_t = n_out_y;
-        for (j, p) in ys[..n_out_y].iter().enumerate() {
-            let t = out_has[nc + j].then(|| {
-                next_t += 1;
-                ys[next_t - 1].clone()
-            });
-            result.push(trace.pack(p.clone(), t));
-        }
+        // Outputs: carries, their tangents, ys, their tangents; each group
+        // packed as (primal, tangent where it has one).
+        let pack = |group: &[Tensor], has: &[bool]| -> Vec<Tensor> {
+            let (primals, mut tangents) = group.split_at(has.len());
+            primals
+                .iter()
+                .zip(has)
+                .map(|(p, &h)| {
+                    let t = h.then(|| {
+                        let (t, rest) = tangents.split_first().expect("one tangent per flag");
+                        tangents = rest;
+                        t.clone()
+                    });
+                    trace.pack(p.clone(), t)
+                })
+                .collect()
+        };
+        let mut result = pack(&outs[..nc + n_ct], &has[nk..nk + nc]);
+        result.extend(pack(&outs[nc + n_ct..], &out_has[nc..]));
         return result;
     }
 }

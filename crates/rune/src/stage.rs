@@ -376,6 +376,21 @@ fn refuse_dtype(d: nx::DType, at: &str) -> ! {
     )))
 }
 
+/// Pushes a staging trace (dynamic: it sees every operation) recording
+/// into `state`.
+fn push_stage(state: State) -> (Rc<RefCell<State>>, TraceGuard) {
+    let state = Rc::new(RefCell::new(state));
+    let shared = state.clone();
+    let guard = push_trace(
+        move |level| StageTrace {
+            level,
+            state: shared,
+        },
+        true,
+    );
+    (state, guard)
+}
+
 /// A staging session: the trace on the stack and where its equations go.
 pub(crate) struct Staging {
     level: usize,
@@ -390,15 +405,7 @@ impl Staging {
     /// none): such leaves share one tracer, so an assign through either is
     /// seen through both, as in eager mode.
     pub(crate) fn begin(leaves: &[Tensor], aliases: &[usize]) -> (Staging, Vec<Tensor>) {
-        let state = Rc::new(RefCell::new(State::default()));
-        let shared = state.clone();
-        let guard = push_trace(
-            move |level| StageTrace {
-                level,
-                state: shared,
-            },
-            true,
-        );
+        let (state, guard) = push_stage(State::default());
         let level = guard.level();
         let tracers = {
             let mut st = state.borrow_mut();
@@ -457,18 +464,10 @@ pub(crate) fn stage_body(
     avals: &[Aval],
     f: impl FnOnce(&[Tensor]) -> Vec<Tensor>,
 ) -> (Graph, Vec<Tensor>) {
-    let state = Rc::new(RefCell::new(State {
+    let (state, guard) = push_stage(State {
         body: true,
         ..State::default()
-    }));
-    let shared = state.clone();
-    let guard = push_trace(
-        move |level| StageTrace {
-            level,
-            state: shared,
-        },
-        true,
-    );
+    });
     let level = guard.level();
     let inputs: Vec<Tensor> = {
         let mut st = state.borrow_mut();

@@ -563,8 +563,12 @@ enum Place {
 /// The buffers behind one step's places, as tensors and addresses.
 struct Frame {
     fixed: Vec<(Tensor, *mut u8)>,
-    carry_in: Vec<(Tensor, *mut u8)>,
-    carry_out: Vec<(Tensor, *mut u8)>,
+    /// The carries' buffers: the caller's initial ones, then the two that
+    /// the steps write alternately.
+    carries: [Vec<(Tensor, *mut u8)>; 3],
+    /// Which of `carries` this step reads and writes.
+    carry_in: usize,
+    carry_out: usize,
     xs: Vec<(Tensor, *mut u8, usize)>,
     ys: Vec<(Tensor, *mut u8, usize)>,
     lib: Vec<Option<(Tensor, *mut u8)>>,
@@ -576,8 +580,8 @@ impl Frame {
     fn at(&self, p: Place) -> *mut u8 {
         match p {
             Place::Fixed(i) => self.fixed[i].1,
-            Place::CarryIn(i) => self.carry_in[i].1,
-            Place::CarryOut(i) => self.carry_out[i].1,
+            Place::CarryIn(i) => self.carries[self.carry_in][i].1,
+            Place::CarryOut(i) => self.carries[self.carry_out][i].1,
             // In bounds: row `t < length` of a contiguous [length, ...]
             // tensor whose rows are `row` bytes.
             Place::X(j) => self.xs[j].1.wrapping_add(self.t * self.xs[j].2),
@@ -590,8 +594,8 @@ impl Frame {
     fn tensor(&self, p: Place) -> Tensor {
         match p {
             Place::Fixed(i) => self.fixed[i].0.clone(),
-            Place::CarryIn(i) => self.carry_in[i].0.clone(),
-            Place::CarryOut(i) => self.carry_out[i].0.clone(),
+            Place::CarryIn(i) => self.carries[self.carry_in][i].0.clone(),
+            Place::CarryOut(i) => self.carries[self.carry_out][i].0.clone(),
             Place::X(j) => row(&self.xs[j].0, self.t),
             Place::Y(j) => row(&self.ys[j].0, self.t),
             Place::Lib(k) => self.lib[k].as_ref().expect("computed this step").0.clone(),
@@ -653,11 +657,16 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
     let out_avals = lp.out_avals();
     let mut frame = Frame {
         fixed: Vec::new(),
-        carry_in: ins[nk..nk + nc]
-            .iter()
-            .map(|t| addressed(contiguous(t)))
-            .collect(),
-        carry_out: out_avals[..nc].iter().map(fresh).collect(),
+        carries: [
+            ins[nk..nk + nc]
+                .iter()
+                .map(|t| addressed(contiguous(t)))
+                .collect(),
+            out_avals[..nc].iter().map(fresh).collect(),
+            out_avals[..nc].iter().map(fresh).collect(),
+        ],
+        carry_in: 0,
+        carry_out: 1,
         xs: ins[nk + nc..]
             .iter()
             .map(|x| {
@@ -677,11 +686,6 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
         lib: Vec::new(),
         t: 0,
     };
-    // Step `t` writes the carries into `carry_bufs[t % 2]`.
-    let carry_bufs: [Vec<(Tensor, *mut u8)>; 2] = [
-        frame.carry_out.clone(),
-        out_avals[..nc].iter().map(fresh).collect(),
-    ];
     let mut place: Vec<Option<Place>> = vec![None; g.avals.len()];
     for (i, &v) in g.inputs.iter().enumerate() {
         place[v] = Some(if i < nk {
@@ -839,13 +843,15 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
         }
         // The carries just written are the next step's input; the step
         // after writes the other buffers (never the caller's initial ones).
-        frame.carry_in = carry_bufs[i % 2].clone();
-        frame.carry_out = carry_bufs[(i + 1) % 2].clone();
+        frame.carry_in = 1 + i % 2;
+        frame.carry_out = 1 + (i + 1) % 2;
         for l in frame.lib.iter_mut() {
             *l = None;
         }
     }
-    let mut outs: Vec<Tensor> = frame.carry_in.into_iter().map(|(t, _)| t).collect();
+    let [_, a, b] = frame.carries;
+    let last = if frame.carry_in == 1 { a } else { b };
+    let mut outs: Vec<Tensor> = last.into_iter().map(|(t, _)| t).collect();
     outs.extend(frame.ys.into_iter().map(|(t, _, _)| t));
     outs
 }
