@@ -50,7 +50,7 @@
 
 #[path = "common/timing.rs"]
 mod timing;
-use timing::{bench, emit};
+use timing::{bench, emit, json_str};
 
 use rune::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,21 +69,6 @@ use spirals::{loss as mlp_loss, spirals, Mlp, CLASSES, HIDDEN};
 
 /// Set by a failed workload: the process then exits with status 1.
 static FAILED: AtomicBool = AtomicBool::new(false);
-
-fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
 
 /// Runs one workload; a panic (a jit error, a failed check) prints an
 /// error row naming it and marks the run failed; the others still run.

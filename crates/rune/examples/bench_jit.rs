@@ -40,7 +40,7 @@
 
 #[path = "common/timing.rs"]
 mod timing;
-use timing::{bench, emit};
+use timing::{bench, emit, json_str};
 
 use rune::prelude::*;
 use std::process::Command;
@@ -57,21 +57,6 @@ use c1::chain;
 #[path = "common/w4.rs"]
 mod w4;
 use w4::{mlp_params, w4_inputs, w4_step, Layer};
-
-fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
 
 fn error_row(id: &str, what: &str, msg: &str) {
     println!(

@@ -1,4 +1,4 @@
-//! Timing shared by the benchmark examples (`bench_autodiff`, `bench_jit`, `bench_rng`),
+//! Timing (and JSON rows) shared by the benchmark examples (`bench_autodiff`, `bench_jit`, `bench_generality`, `bench_rng`, ...),
 //! as the anchors prescribe: untimed warmup calls, then individually timed
 //! calls; min and median reported.
 
@@ -60,4 +60,22 @@ pub fn wanted(id: &str) -> bool {
         Some(i) => args.get(i + 1).is_some_and(|w| w == id),
         None => true,
     }
+}
+
+/// `s` as a JSON string literal (quotes, backslashes and control
+/// characters escaped), for error rows.
+#[allow(dead_code)] // used by the benches that print error rows
+pub fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
 }
