@@ -97,7 +97,7 @@ pub use nx_derive::Ptree;
 pub use ops::{einsum, ConvOpts, Padding, Slice};
 pub use prim::{
     conv_out_size, dilate_size, drop_axes, window_out_shape, ArgOp, Aval, BinaryOp, CmpOp, CumOp,
-    FftKind, Prim, ReduceOp, UnaryOp,
+    FftKind, Prim, PrimClass, ReduceOp, UnaryOp,
 };
 #[doc(hidden)]
 pub use ptree::__private as __ptree;

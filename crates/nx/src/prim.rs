@@ -7,6 +7,7 @@
 //! non-negative sorted axes, ...). `out_aval` is the shape/dtype rule.
 
 use crate::dtype::DType;
+use crate::layout::Layout;
 use crate::shape::numel;
 
 /// Abstract value: what a trace knows about a tensor without its data.
@@ -231,7 +232,12 @@ pub enum CumOp {
 }
 
 /// A primitive with its static parameters.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Equality and hashing are bitwise on the fill values (`Full`'s and
+/// `Pad`'s `value`): `0.0` and `-0.0` differ and a NaN fill equals
+/// itself, so two equal primitives compute the same bits, and `Prim` can
+/// key a hash map.
+#[derive(Clone, Debug)]
 pub enum Prim {
     /// A new tensor of `shape` filled with `value` (converted to `dtype`). No inputs.
     Full {
@@ -493,7 +499,92 @@ pub enum Prim {
     },
 }
 
+/// What kind of computation a primitive is: the first fact every compiler
+/// pass asks of it (see [`Prim::class`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PrimClass {
+    /// Each output element from the same element of each input:
+    /// unary, binary, compare, where, cast, copy, stop_gradient.
+    Elementwise,
+    /// The same elements seen through another layout of the one input
+    /// ([`Prim::view_layout`]): reshape, broadcast, permute, slice, flip.
+    View,
+    /// No inputs, each element a function of its index: full, iota.
+    Fill,
+    /// Inputs placed at offsets in the output, a fill value elsewhere:
+    /// pad, concat.
+    Shifted,
+    /// A fold over axes that disappear: reduce.
+    Reduction,
+    /// A kernel of its own, never fused: products, convolutions, gathers,
+    /// scatters, sorts, windows, cumulative ops, arg-reductions, threefry.
+    Library,
+    /// Eager only (jit refuses it): linear algebra and FFT.
+    EagerOnly,
+    /// Writes its second input into its first in place: assign.
+    InPlace,
+}
+
 impl Prim {
+    /// The primitive's [`PrimClass`].
+    pub fn class(&self) -> PrimClass {
+        match self {
+            Prim::Unary(_)
+            | Prim::Binary(_)
+            | Prim::Compare(_)
+            | Prim::Where
+            | Prim::Cast(_)
+            | Prim::Copy
+            | Prim::StopGradient => PrimClass::Elementwise,
+            Prim::Reshape { .. }
+            | Prim::Broadcast { .. }
+            | Prim::Permute { .. }
+            | Prim::Slice { .. }
+            | Prim::Flip { .. } => PrimClass::View,
+            Prim::Full { .. } | Prim::Iota { .. } => PrimClass::Fill,
+            Prim::Pad { .. } | Prim::Concat { .. } => PrimClass::Shifted,
+            Prim::Reduce { .. } => PrimClass::Reduction,
+            Prim::ArgReduce { .. }
+            | Prim::Cumulative { .. }
+            | Prim::Gather { .. }
+            | Prim::ScatterAdd { .. }
+            | Prim::DotGeneral { .. }
+            | Prim::Conv { .. }
+            | Prim::Threefry2x32
+            | Prim::ReduceWindow { .. }
+            | Prim::WindowArgmax { .. }
+            | Prim::Argsort { .. }
+            | Prim::TopK { .. } => PrimClass::Library,
+            Prim::Cholesky
+            | Prim::TriangularSolve { .. }
+            | Prim::Solve
+            | Prim::Slogdet
+            | Prim::Qr { .. }
+            | Prim::Eigh
+            | Prim::Svd { .. }
+            | Prim::Fft { .. } => PrimClass::EagerOnly,
+            Prim::Assign => PrimClass::InPlace,
+        }
+    }
+
+    /// The layout a [`PrimClass::View`] primitive gives its input's
+    /// elements when the input has layout `l`; `None` when a reshape
+    /// cannot be expressed by strides (the input must be copied first).
+    ///
+    /// # Panics
+    ///
+    /// If the primitive is not a view.
+    pub fn view_layout(&self, l: &Layout) -> Option<Layout> {
+        match self {
+            Prim::Reshape { shape } => l.reshape(shape),
+            Prim::Broadcast { shape } => Some(l.broadcast(shape)),
+            Prim::Permute { perm } => Some(l.permute(perm)),
+            Prim::Slice { start, end, step } => Some(l.slice(start, end, step)),
+            Prim::Flip { axes } => Some(l.flip(axes)),
+            p => panic!("nx: {} is not a view", p.name()),
+        }
+    }
+
     /// The primitive's name, as debug logs print it.
     pub fn name(&self) -> String {
         match self {
@@ -788,6 +879,199 @@ pub(crate) fn svd_packed_len(m: usize, n: usize, full_matrices: bool) -> usize {
     m * ku + k + kv * n
 }
 
+impl PartialEq for Prim {
+    /// Same primitive, same parameters, fill values compared by bits.
+    fn eq(&self, other: &Prim) -> bool {
+        use Prim::*;
+        let bits = |a: &f64, b: &f64| a.to_bits() == b.to_bits();
+        match self {
+            Full {
+                shape,
+                dtype,
+                value,
+            } => {
+                matches!(other, Full { shape: s, dtype: d, value: v } if s == shape && d == dtype && bits(v, value))
+            }
+            Iota { shape, axis, dtype } => {
+                matches!(other, Iota { shape: s, axis: a, dtype: d } if s == shape && a == axis && d == dtype)
+            }
+            Unary(op) => matches!(other, Unary(o) if o == op),
+            Binary(op) => matches!(other, Binary(o) if o == op),
+            Compare(op) => matches!(other, Compare(o) if o == op),
+            Cast(to) => matches!(other, Cast(t) if t == to),
+            Reduce { op, axes } => {
+                matches!(other, Reduce { op: o, axes: a } if o == op && a == axes)
+            }
+            ArgReduce { op, axis } => {
+                matches!(other, ArgReduce { op: o, axis: a } if o == op && a == axis)
+            }
+            Cumulative { op, axis } => {
+                matches!(other, Cumulative { op: o, axis: a } if o == op && a == axis)
+            }
+            Reshape { shape } => matches!(other, Reshape { shape: s } if s == shape),
+            Broadcast { shape } => matches!(other, Broadcast { shape: s } if s == shape),
+            Permute { perm } => matches!(other, Permute { perm: p } if p == perm),
+            Slice { start, end, step } => {
+                matches!(other, Slice { start: a, end: b, step: c } if a == start && b == end && c == step)
+            }
+            Flip { axes } => matches!(other, Flip { axes: a } if a == axes),
+            Pad { lo, hi, value } => {
+                matches!(other, Pad { lo: l, hi: h, value: v } if l == lo && h == hi && bits(v, value))
+            }
+            Concat { axis } => matches!(other, Concat { axis: a } if a == axis),
+            Gather { axis } => matches!(other, Gather { axis: a } if a == axis),
+            ScatterAdd { axis } => matches!(other, ScatterAdd { axis: a } if a == axis),
+            DotGeneral {
+                lhs_batch,
+                rhs_batch,
+                lhs_contract,
+                rhs_contract,
+            } => matches!(
+                other,
+                DotGeneral { lhs_batch: lb, rhs_batch: rb, lhs_contract: lc, rhs_contract: rc }
+                    if lb == lhs_batch && rb == rhs_batch && lc == lhs_contract && rc == rhs_contract
+            ),
+            Conv {
+                strides,
+                padding,
+                lhs_dilation,
+                rhs_dilation,
+                feature_group_count,
+            } => matches!(
+                other,
+                Conv { strides: s, padding: p, lhs_dilation: l, rhs_dilation: r, feature_group_count: g }
+                    if s == strides && p == padding && l == lhs_dilation && r == rhs_dilation
+                        && g == feature_group_count
+            ),
+            ReduceWindow {
+                op,
+                window,
+                strides,
+                padding,
+            } => matches!(
+                other,
+                ReduceWindow { op: o, window: w, strides: s, padding: p }
+                    if o == op && w == window && s == strides && p == padding
+            ),
+            WindowArgmax {
+                window,
+                strides,
+                padding,
+                flat_from,
+            } => matches!(
+                other,
+                WindowArgmax { window: w, strides: s, padding: p, flat_from: f }
+                    if w == window && s == strides && p == padding && f == flat_from
+            ),
+            Argsort { axis, descending } => {
+                matches!(other, Argsort { axis: a, descending: d } if a == axis && d == descending)
+            }
+            TopK { k } => matches!(other, TopK { k: o } if o == k),
+            TriangularSolve {
+                lower,
+                left,
+                transpose,
+                unit_diagonal,
+            } => matches!(
+                other,
+                TriangularSolve { lower: a, left: b, transpose: c, unit_diagonal: d }
+                    if a == lower && b == left && c == transpose && d == unit_diagonal
+            ),
+            Qr { complete } => matches!(other, Qr { complete: c } if c == complete),
+            Svd { full_matrices } => {
+                matches!(other, Svd { full_matrices: f } if f == full_matrices)
+            }
+            Fft { kind, lengths } => {
+                matches!(other, Fft { kind: k, lengths: l } if k == kind && l == lengths)
+            }
+            Where => matches!(other, Where),
+            Copy => matches!(other, Copy),
+            StopGradient => matches!(other, StopGradient),
+            Assign => matches!(other, Assign),
+            Threefry2x32 => matches!(other, Threefry2x32),
+            Cholesky => matches!(other, Cholesky),
+            Solve => matches!(other, Solve),
+            Slogdet => matches!(other, Slogdet),
+            Eigh => matches!(other, Eigh),
+        }
+    }
+}
+
+impl Eq for Prim {}
+
+impl std::hash::Hash for Prim {
+    /// Hashes what [`PartialEq`] compares (fill values by their bits).
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        use Prim::*;
+        std::mem::discriminant(self).hash(h);
+        match self {
+            Full {
+                shape,
+                dtype,
+                value,
+            } => (shape, dtype, value.to_bits()).hash(h),
+            Iota { shape, axis, dtype } => (shape, axis, dtype).hash(h),
+            Unary(op) => op.hash(h),
+            Binary(op) => op.hash(h),
+            Compare(op) => op.hash(h),
+            Cast(to) => to.hash(h),
+            Reduce { op, axes } => (op, axes).hash(h),
+            ArgReduce { op, axis } => (op, axis).hash(h),
+            Cumulative { op, axis } => (op, axis).hash(h),
+            Reshape { shape } | Broadcast { shape } => shape.hash(h),
+            Permute { perm: v } | Flip { axes: v } => v.hash(h),
+            Slice { start, end, step } => (start, end, step).hash(h),
+            Pad { lo, hi, value } => (lo, hi, value.to_bits()).hash(h),
+            Concat { axis } | Gather { axis } | ScatterAdd { axis } => axis.hash(h),
+            DotGeneral {
+                lhs_batch,
+                rhs_batch,
+                lhs_contract,
+                rhs_contract,
+            } => (lhs_batch, rhs_batch, lhs_contract, rhs_contract).hash(h),
+            Conv {
+                strides,
+                padding,
+                lhs_dilation,
+                rhs_dilation,
+                feature_group_count,
+            } => (
+                strides,
+                padding,
+                lhs_dilation,
+                rhs_dilation,
+                feature_group_count,
+            )
+                .hash(h),
+            ReduceWindow {
+                op,
+                window,
+                strides,
+                padding,
+            } => (op, window, strides, padding).hash(h),
+            WindowArgmax {
+                window,
+                strides,
+                padding,
+                flat_from,
+            } => (window, strides, padding, flat_from).hash(h),
+            Argsort { axis, descending } => (axis, descending).hash(h),
+            TopK { k } => k.hash(h),
+            TriangularSolve {
+                lower,
+                left,
+                transpose,
+                unit_diagonal,
+            } => (lower, left, transpose, unit_diagonal).hash(h),
+            Qr { complete } => complete.hash(h),
+            Svd { full_matrices } => full_matrices.hash(h),
+            Fft { kind, lengths } => (kind, lengths).hash(h),
+            Where | Copy | StopGradient | Assign | Threefry2x32 | Cholesky | Solve | Slogdet
+            | Eigh => {}
+        }
+    }
+}
+
 /// `(n - 1) * d + 1` (0 for `n == 0`): the size of `n` elements `d` apart.
 pub fn dilate_size(n: usize, d: usize) -> usize {
     if n == 0 {
@@ -838,4 +1122,59 @@ pub fn drop_axes(shape: &[usize], axes: &[usize]) -> Vec<usize> {
         .filter(|(i, _)| !axes.contains(i))
         .map(|(_, &n)| n)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn full(value: f64) -> Prim {
+        Prim::Full {
+            shape: vec![2],
+            dtype: DType::F32,
+            value,
+        }
+    }
+
+    /// Fill values compare and hash by their bits: two equal primitives
+    /// compute the same bits.
+    #[test]
+    fn fills_compare_by_bits() {
+        assert_ne!(full(0.0), full(-0.0));
+        assert_eq!(full(f64::NAN), full(f64::NAN));
+        assert_eq!(full(1.5), full(1.5));
+        let set: HashSet<Prim> = [full(0.0), full(-0.0), full(f64::NAN), full(f64::NAN)].into();
+        assert_eq!(set.len(), 3);
+        let pad = |value: f64| Prim::Pad {
+            lo: vec![1],
+            hi: vec![0],
+            value,
+        };
+        assert_ne!(pad(0.0), pad(-0.0));
+        assert_eq!(pad(f64::NAN), pad(f64::NAN));
+        assert_ne!(Prim::Where, Prim::Copy);
+        assert_ne!(Prim::Concat { axis: 0 }, Prim::Gather { axis: 0 });
+    }
+
+    #[test]
+    fn views_map_layouts_as_the_eager_views() {
+        let l = Layout::contiguous(&[2, 3]);
+        let p = Prim::Permute { perm: vec![1, 0] };
+        assert_eq!(p.class(), PrimClass::View);
+        let t = p.view_layout(&l).unwrap();
+        assert_eq!((t.shape, t.strides), (vec![3, 2], vec![1, 3]));
+        // A reshape of a transposed layout needs a copy.
+        let r = Prim::Reshape { shape: vec![6] };
+        assert!(r.view_layout(&l.permute(&[1, 0])).is_none());
+        assert_eq!(
+            Prim::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![0]
+            }
+            .class(),
+            PrimClass::Reduction
+        );
+        assert_eq!(Prim::Solve.class(), PrimClass::EagerOnly);
+    }
 }

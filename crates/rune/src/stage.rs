@@ -9,7 +9,7 @@
 //! `Jit::try_call` catches).
 
 use nx::trace::{push_trace, MultiOp, Trace, TraceGuard, Tracer};
-use nx::{Aval, Prim, Tensor};
+use nx::{Aval, Prim, PrimClass, Tensor};
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -140,17 +140,6 @@ pub(crate) struct StageTrace {
     state: Rc<RefCell<State>>,
 }
 
-fn is_movement(p: &Prim) -> bool {
-    matches!(
-        p,
-        Prim::Reshape { .. }
-            | Prim::Broadcast { .. }
-            | Prim::Permute { .. }
-            | Prim::Slice { .. }
-            | Prim::Flip { .. }
-    )
-}
-
 fn new_var(st: &mut State, aval: Aval, depends: bool) -> Var {
     st.depends.push(depends);
     st.graph.new_var(aval)
@@ -258,22 +247,16 @@ impl Trace for StageTrace {
         if prim == Prim::Assign {
             return self.assign(inputs[0], inputs[1]);
         }
-        // linear algebra (reached directly only by a bound primitive or a
-        // derivative rule; the public operations already called `eager_only`)
-        if matches!(
-            prim,
-            Prim::Cholesky
-                | Prim::TriangularSolve { .. }
-                | Prim::Solve
-                | Prim::Slogdet
-                | Prim::Qr { .. }
-                | Prim::Eigh
-                | Prim::Svd { .. }
-        ) {
-            self.eager_only(&format!("linalg::{}", prim.name()));
-        }
-        if matches!(prim, Prim::Fft { .. }) {
-            self.eager_only(&format!("fft::{}", prim.name()));
+        // Linear algebra and FFT (reached directly only by a bound
+        // primitive or a derivative rule; the public operations already
+        // called `eager_only`).
+        if prim.class() == PrimClass::EagerOnly {
+            let module = if matches!(prim, Prim::Fft { .. }) {
+                "fft"
+            } else {
+                "linalg"
+            };
+            self.eager_only(&format!("{module}::{}", prim.name()));
         }
         let mut st = self.state.borrow_mut();
         let vars: Vec<Var> = inputs
@@ -302,7 +285,7 @@ impl Trace for StageTrace {
         }
         let depends = vars.iter().any(|&v| st.depends[v]);
         let out = new_var(&mut st, aval.clone(), depends);
-        let view = is_movement(&prim).then(|| ViewOf {
+        let view = (prim.class() == PrimClass::View).then(|| ViewOf {
             source: inputs[0].clone(),
             prim: prim.clone(),
             seen: AtomicUsize::new(generation(inputs[0])),

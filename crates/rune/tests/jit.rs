@@ -1344,7 +1344,6 @@ fn exp_on_both_sides_of_its_fast_range_matches_eager() {
 fn compiled_streaming<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> tolk::Compiled {
     let opts = tolk::Options {
         use_cache: false,
-        epilogues: false,
         stream_min_bytes: Some(0),
     };
     tolk::compile_with(rune::make_graph(f, p), &opts).expect("compiles")
@@ -1441,161 +1440,21 @@ fn streamed_outputs_equal_eager_bit_for_bit() {
     }
 }
 
-// ------------------------------------------------------ product epilogues
+// ------------------------------------------------------ compiled programs
 
-/// `f` staged and compiled without the disk cache, with or without
-/// epilogues.
-fn compiled<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P, epilogues: bool) -> tolk::Program {
-    compiled_with_sources(f, p, epilogues).program
+/// `f` staged and compiled without the disk cache.
+fn compiled<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> tolk::Program {
+    compiled_with_sources(f, p).program
 }
 
 /// [`compiled`], with the kernels' sources and what each fused.
-fn compiled_with_sources<P: Ptree, Q: Ptree>(
-    f: impl Fn(&P) -> Q,
-    p: &P,
-    epilogues: bool,
-) -> tolk::Compiled {
+fn compiled_with_sources<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> tolk::Compiled {
     let g = rune::make_graph(f, p);
     let opts = tolk::Options {
         use_cache: false,
-        epilogues,
         stream_min_bytes: None,
     };
     tolk::compile_with(g, &opts).expect("compiles")
-}
-
-/// `f` compiled with epilogues runs `want` of them and equals, bit for bit
-/// (every output, twice), the same program without epilogues and `f`
-/// eagerly: the product is the same GEMM call (and the same split across
-/// threads) as eager, and an epilogue is the fused kernel's own C, run on
-/// each block of the product's output.
-#[track_caller]
-fn check_epilogue<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q + Copy, p: &P, want: usize) {
-    let (with, without) = (compiled(f, p, true), compiled(f, p, false));
-    assert_eq!(with.num_epilogues(), want, "epilogue count");
-    assert_eq!(without.num_epilogues(), 0);
-    let inputs = p.leaves();
-    let eager = f(p).leaves();
-    for _ in 0..2 {
-        let (a, b) = (with.run(&inputs), without.run(&inputs));
-        assert_eq!(a.len(), eager.len());
-        for ((x, y), e) in a.iter().zip(&b).zip(&eager) {
-            assert_same(x, y);
-            assert_same(x, e);
-        }
-    }
-}
-
-#[test]
-fn bias_and_relu_after_a_product_run_as_its_epilogue_equal_to_eager() {
-    // Sizes that take each of nx's product paths: one thread; a band of
-    // rows per thread (m >= n); a band of columns per thread (m < n); one
-    // product per task (a batch); one thread for the product with a large
-    // output (an outer product), whose epilogue still splits.
-    let relu_layer = |(x, w, b): &(Tensor, Tensor, Tensor)| (x.matmul(w) + b).relu();
-    for (m, k, n) in [(8, 8, 8), (256, 128, 128), (64, 128, 512), (512, 1, 512)] {
-        let p = (
-            rand_f32(&[m, k], 1),
-            rand_f32(&[k, n], 2),
-            rand_f32(&[n], 3),
-        );
-        check_epilogue(relu_layer, &p, 1);
-    }
-    // The mask as an output of its own (a backward pass keeps it), read
-    // by a later epilogue at the same element; the pre-activation is
-    // recomputed by each of the three from the product's output (one add:
-    // cheaper than a buffer of its own).
-    let with_mask = |(x, w, b): &(Tensor, Tensor, Tensor)| {
-        let z = x.matmul(w) + b;
-        let mask = z.greater(&z.zeros_like());
-        (z.relu(), mask.cast(DType::F32) * &z, mask)
-    };
-    let p = (
-        rand_f32(&[256, 128], 1),
-        rand_f32(&[128, 128], 2),
-        rand_f32(&[128], 3),
-    );
-    check_epilogue(with_mask, &p, 3);
-    let batched = |(x, w): &(Tensor, Tensor)| (x.matmul(w) * 2.0).tanh();
-    let p = (rand_f32(&[4, 128, 64], 4), rand_f32(&[4, 64, 128], 5));
-    check_epilogue(batched, &p, 1);
-    // A batch too small for one product per thread (bands of each).
-    let p = (rand_f32(&[1, 256, 64], 6), rand_f32(&[1, 64, 256], 7));
-    check_epilogue(batched, &p, 1);
-}
-
-#[test]
-fn an_sgd_update_of_a_transposed_product_runs_as_its_epilogue() {
-    // W - lr * (x^T @ g): the product reads a transposed view; the update
-    // reads W (an input) and the product at the same element.
-    let step = |(w, x, g): &(Tensor, Tensor, Tensor)| w - x.transpose().matmul(g) * 0.01;
-    let p = (
-        rand_f32(&[784, 512], 8),
-        rand_f32(&[128, 784], 9),
-        rand_f32(&[128, 512], 10),
-    );
-    check_epilogue(step, &p, 1);
-}
-
-#[test]
-fn epilogues_read_earlier_products_and_broadcasts_at_any_layout() {
-    // The sum of two products: an epilogue of the second, reading the
-    // first (already computed) whole; a column broadcast [m, 1] and a row
-    // broadcast [n]; a returned intermediate.
-    let f = |(a, b, c, d, u, v): &(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)| {
-        let s = a.matmul(b) + c.matmul(d);
-        let t = (&s * u).exp() - v;
-        (s, t)
-    };
-    let p = (
-        rand_f32(&[96, 80], 11),
-        rand_f32(&[80, 200], 12),
-        rand_f32(&[96, 40], 13),
-        rand_f32(&[40, 200], 14),
-        rand_f32(&[96, 1], 15),
-        rand_f32(&[200], 16),
-    );
-    // `s` (a buffer: an output) and `t`.
-    check_epilogue(f, &p, 2);
-}
-
-#[test]
-fn a_product_read_transposed_is_not_an_epilogue_and_stays_exact() {
-    let f = |(a, b): &(Tensor, Tensor)| a.matmul(b).transpose() + 1.0;
-    let p = (rand_f32(&[64, 96], 17), rand_f32(&[96, 64], 18));
-    check_epilogue(f, &p, 0);
-}
-
-#[test]
-fn epilogues_of_products_of_every_path_and_dtype() {
-    // f64 and f16 (gemm), bf16 (converted to f32 and back), integers
-    // (loops), an empty contraction (k = 0) and an empty output.
-    let f = |(a, b): &(Tensor, Tensor)| a.matmul(b).abs() * 3.0;
-    for dt in [DType::F64, DType::F16, DType::BF16] {
-        let p = (
-            rand_f32(&[130, 70], 19).cast(dt),
-            rand_f32(&[70, 90], 20).cast(dt),
-        );
-        check_epilogue(f, &p, 1);
-    }
-    let ints = |n: usize, seed: u64| -> Vec<i32> {
-        data(n, seed).iter().map(|x| (x * 100.0) as i32).collect()
-    };
-    let p = (
-        Tensor::from_vec(ints(40 * 30, 21), &[40, 30]),
-        Tensor::from_vec(ints(30 * 20, 22), &[30, 20]),
-    );
-    check_epilogue(f, &p, 1);
-    let p = (
-        Tensor::zeros(&[5, 0], DType::F32),
-        Tensor::zeros(&[0, 7], DType::F32),
-    );
-    check_epilogue(f, &p, 1);
-    let p = (
-        Tensor::zeros(&[0, 4], DType::F32),
-        Tensor::zeros(&[4, 7], DType::F32),
-    );
-    check_epilogue(f, &p, 1);
 }
 
 #[test]
@@ -1798,7 +1657,7 @@ fn products_sharing_a_transposed_weight_read_one_copy_and_equal_eager() {
         acc
     };
     let p = (w, xs);
-    let program = compiled(f, &p, false);
+    let program = compiled(f, &p);
     let simplified = program.graph();
     let copies = simplified
         .eqns
@@ -1843,7 +1702,7 @@ fn a_reduction_run_every_step_beside_large_products_is_not_built_at_o1() {
         rand_f32(&[16, 128], 3),
         rand_f32(&[128, 128], 4),
     );
-    let compiled = compiled_with_sources(f, &p, false);
+    let compiled = compiled_with_sources(f, &p);
     let reductions: Vec<&String> = compiled
         .kernel_sources
         .iter()

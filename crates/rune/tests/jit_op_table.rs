@@ -11,7 +11,7 @@
 //!
 //! **The bound.** Elementwise and movement operations (every dtype, f16 and
 //! bf16 and the integers included) must be bit-exact: tolk renders each
-//! elementwise primitive with the eager kernel's algorithm (`tolk::c_ops`)
+//! elementwise primitive with the eager kernel's algorithm (`tolk::codegen::c`)
 //! and movement as index arithmetic. Reductions, cumulative ops, matrix
 //! products, gather/scatter, pad/concat, iota and threefry must be bit-exact
 //! too, today: the compiled program runs them as library steps through the
@@ -23,7 +23,7 @@
 //! non-contiguous input first); the runtime now hands library steps the
 //! inputs and constants as given, as eager does, and the `strided args`
 //! mode keeps it so. So the stated bound for every entry is 0 ulp; the only
-//! tolerance is for NaN payloads when two NaN operands meet (`tolk::c_ops`
+//! tolerance is for NaN payloads when two NaN operands meet (`tolk::codegen::c`
 //! documents that Rust leaves that payload unspecified), and results are
 //! then still both NaN. Except for fused reductions: tolk compiles a
 //! reduction whose input is computed by elementwise work as one kernel that
@@ -140,7 +140,7 @@ fn run_jit(items: &[&Item]) -> Result<Vec<Vec<Tensor>>, String> {
 
 /// Whether tolk compiles one of the entry's reductions as a kernel: a
 /// reduction whose input is computed by elementwise work (seen through
-/// movement ops), as `tolk::schedule` decides.
+/// movement ops), as `tolk::fuse` decides.
 fn fuses_a_reduction(item: &Item) -> bool {
     let ins: Vec<Tensor> = item.slots.iter().map(|s| s.tensor().clone()).collect();
     let g = rune::make_graph(|xs: &Vec<Tensor>| (item.case.run)(xs), &ins);

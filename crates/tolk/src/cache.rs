@@ -11,14 +11,13 @@
 //! a truncated, corrupt or foreign entry is a miss, never a crash.
 
 use crate::graph::Var;
-use crate::runtime::Plan;
-use crate::schedule::Step;
+use crate::hash::hash;
+use crate::plan::{Plan, Step};
 use nx::DType;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the entry format or the generated code's conventions change.
-const FORMAT: &str = "tolk-cache-2";
+const FORMAT: &str = "tolk-cache-3";
 
 /// The cache directory: `$XDG_CACHE_HOME/tolk/rune_jit`, XDG's default
 /// `~/.cache` (`~/Library/Caches` on macOS); `None` when `JITCACHE=0` or no
@@ -39,21 +38,6 @@ pub fn dir() -> Option<PathBuf> {
         }
     };
     Some(base.join("tolk").join("rune_jit"))
-}
-
-/// A 128-bit hash, stable for a given build of this crate (the key also
-/// covers the executable, so hash stability across builds is not needed).
-pub fn hash(parts: &[&[u8]]) -> String {
-    let mut out = String::new();
-    for seed in [0x746f6c6bu64, 0x72756e65] {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        seed.hash(&mut h);
-        for p in parts {
-            p.hash(&mut h);
-        }
-        out.push_str(&format!("{:016x}", h.finish()));
-    }
-    out
 }
 
 /// The running executable's identity: path, size and modification time.
@@ -162,9 +146,6 @@ fn encode(e: &Entry, so_hash: &str) -> String {
                 s.push_str(&format!("k {kernel} {out} [{}]", join(args)))
             }
             Step::Library { eqn } => s.push_str(&format!("l {eqn}")),
-            Step::Epilogue { kernel, out, args } => {
-                s.push_str(&format!("e {kernel} {out} [{}]", join(args)))
-            }
         }
         s.push_str(&format!(" free [{}]\n", join(frees)));
     }
@@ -204,14 +185,6 @@ fn decode(text: &str) -> Option<(Entry, String)> {
             )),
             ["k", k, out, args, "free", frees] => {
                 plan.steps.push(Step::Kernel {
-                    kernel: k.parse().ok()?,
-                    out: out.parse().ok()?,
-                    args: bracket(args)?,
-                });
-                plan.frees.push(bracket(frees)?);
-            }
-            ["e", k, out, args, "free", frees] => {
-                plan.steps.push(Step::Epilogue {
                     kernel: k.parse().ok()?,
                     out: out.parse().ok()?,
                     args: bracket(args)?,
@@ -264,7 +237,7 @@ pub fn write_meta(dir: &Path, key: &str, entry: &Entry) -> Result<(), String> {
     let (so, meta) = paths(dir, key);
     let bytes = std::fs::read(&so).map_err(|e| format!("jit cache: {e}"))?;
     let text = encode(entry, &hash(&[&bytes]));
-    let tmp = dir.join(format!("tmp-{}.meta", crate::compile::unique_suffix()));
+    let tmp = dir.join(format!("tmp-{}.meta", unique_suffix()));
     std::fs::write(&tmp, text).map_err(|e| format!("jit cache: {e}"))?;
     std::fs::rename(&tmp, &meta).map_err(|e| format!("jit cache: {e}"))
 }
@@ -302,6 +275,21 @@ pub fn evict_old(dir: &Path) {
     }
 }
 
+/// A name no other process or thread uses at the same time.
+pub fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// Checks `Var` is what the plan stores (a plain index).
 const _: fn(Var) -> usize = |v| v;
 
@@ -312,8 +300,7 @@ mod tests {
 
     #[test]
     fn old_entries_and_stale_temporaries_are_evicted_fresh_ones_kept() {
-        let dir =
-            std::env::temp_dir().join(format!("tolk-evict-{}", crate::compile::unique_suffix()));
+        let dir = std::env::temp_dir().join(format!("tolk-evict-{}", unique_suffix()));
         std::fs::create_dir_all(&dir).unwrap();
         let age = |name: &str, secs: u64| {
             let p = dir.join(name);

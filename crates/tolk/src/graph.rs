@@ -274,10 +274,9 @@ impl Graph {
             aval(&mut words, &self.avals[*c]);
             words.push(t.is_contiguous() as u64);
         }
-        // Distinct primitives by a hash of their kind and main parameters,
-        // told apart within a bucket by their parameters' bits (a `0.0`
-        // and a `-0.0` fill are different programs).
-        let mut prims: rustc_hash::FxHashMap<u64, Vec<(&Prim, u64)>> = Default::default();
+        // Distinct primitives, compared bitwise (a `0.0` and a `-0.0` fill
+        // are different programs).
+        let mut prims: rustc_hash::FxHashMap<&Prim, u64> = Default::default();
         let mut n_prims = 0u64;
         for e in &self.eqns {
             list(&mut words, &e.outs);
@@ -302,21 +301,11 @@ impl Graph {
                     continue;
                 }
             };
-            let mut h = rustc_hash::FxHasher::default();
-            crate::simplify::prim_hash(prim, &mut h);
-            let bucket = prims.entry(std::hash::Hasher::finish(&h)).or_default();
-            let id = match bucket
-                .iter()
-                .find(|(p, _)| crate::simplify::same_prim(p, prim))
-            {
-                Some(&(_, id)) => id,
-                None => {
-                    bucket.push((prim, n_prims));
-                    texts.extend_from_slice(format!("{n_prims}:{prim:?}\n").as_bytes());
-                    n_prims += 1;
-                    n_prims - 1
-                }
-            };
+            let id = *prims.entry(prim).or_insert_with(|| {
+                texts.extend_from_slice(format!("{n_prims}:{prim:?}\n").as_bytes());
+                n_prims += 1;
+                n_prims - 1
+            });
             words.push(id);
             list(&mut words, &e.inputs);
         }
@@ -328,7 +317,7 @@ impl Graph {
         for w in &words {
             bytes.extend_from_slice(&w.to_le_bytes());
         }
-        crate::cache::hash(&[&bytes, &texts])
+        crate::hash::hash(&[&bytes, &texts])
     }
 }
 

@@ -13,23 +13,16 @@
 //! arena values through the slots' addresses, with no allocation and no
 //! lock. Outputs and writeback values (and values that an output is a
 //! view of) are fresh buffers every call, computed in place by their
-//! kernel; library steps (GEMM, gather, ...) and epilogues allocate their
-//! results from nx's caching allocator, and every buffer that is not in
+//! kernel; library steps (GEMM, gather, ...) allocate their results from
+//! nx's caching allocator, and every buffer that is not in
 //! the arena is dropped at its last use. Writebacks are replayed into the
 //! caller's input tensors after the steps.
-//!
-//! A product followed by epilogue steps runs through
-//! `nx::raw::dot_general_then`, which calls the epilogue kernels on each
-//! block of its output (rows or columns, as nx splits the product across
-//! threads) on the thread that computed it; their outputs are allocated
-//! before the product starts.
 
-use crate::compile::{KernelFn, Loaded};
 use crate::graph::{Graph, Loop, Op, Var};
-use crate::schedule::Step;
+use crate::load::{KernelFn, Loaded};
+use crate::plan::{Plan, Step};
 use nx::{Prim, Tensor};
 use std::cell::RefCell;
-use std::ops::Range;
 use std::sync::Arc;
 
 /// Below this many elements visited a kernel runs on the calling thread (as
@@ -43,16 +36,6 @@ const PAR_MIN: usize = 1 << 16;
 /// 0.58-1.1 ms in 2^18 (six alternating runs each; a part per thread
 /// measured the same as 2^18).
 const PAR_CHUNK: usize = 1 << 18;
-
-/// What the runtime needs of a schedule: the steps and when buffers die
-/// (what the disk cache stores beside the shared object).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
-    /// The steps, in execution order.
-    pub steps: Vec<Step>,
-    /// `frees[i]`: the buffers whose last use is step `i`, dropped after it.
-    pub frees: Vec<Vec<Var>>,
-}
 
 /// A compiled kernel as the runtime calls it.
 #[derive(Clone)]
@@ -217,15 +200,6 @@ impl Program {
         self.plan.steps.len()
     }
 
-    /// Number of kernel steps that run as epilogues of a product.
-    pub fn num_epilogues(&self) -> usize {
-        self.plan
-            .steps
-            .iter()
-            .filter(|s| matches!(s, Step::Epilogue { .. }))
-            .count()
-    }
-
     /// The compiled body of loop equation `eqn`.
     fn body_of(&self, eqn: usize) -> &Program {
         self.bodies
@@ -280,10 +254,8 @@ impl Program {
             slots[*v] = Some(t.clone());
             dense[*v] = d.clone();
         }
-        let steps = &self.plan.steps;
-        let mut s = 0;
-        while s < steps.len() {
-            let end = match &steps[s] {
+        for (s, step) in self.plan.steps.iter().enumerate() {
+            match step {
                 Step::Kernel { kernel, out, args } => {
                     let entry = &self.kernels[*kernel];
                     let o = match &self.arena_views[*out] {
@@ -328,17 +300,9 @@ impl Program {
                         drop(write);
                     }
                     slots[*out] = Some(o);
-                    s + 1
                 }
                 Step::Library { eqn } => {
-                    let epilogues = steps[s + 1..]
-                        .iter()
-                        .take_while(|t| matches!(t, Step::Epilogue { .. }))
-                        .count();
-                    if epilogues > 0 {
-                        let group = &steps[s + 1..s + 1 + epilogues];
-                        self.run_product(&mut slots, &mut dense, *eqn, group);
-                    } else if let Op::Loop(lp) = &g.eqns[*eqn].op {
+                    if let Op::Loop(lp) = &g.eqns[*eqn].op {
                         let e = &g.eqns[*eqn];
                         let body = self.body_of(*eqn);
                         let ins: Vec<&Tensor> = e
@@ -364,7 +328,7 @@ impl Program {
                             // input (the arena layout extends their sources'
                             // lifetimes); any other result is fresh.
                             debug_assert!(
-                                crate::schedule::is_movement(prim)
+                                prim.class() == nx::PrimClass::View
                                     || ins.iter().all(|t| !nx::raw::shares_storage(t, &out)),
                                 "tolk: {} returned a view of its input",
                                 prim.name()
@@ -373,16 +337,11 @@ impl Program {
                         };
                         slots[e.out()] = Some(out);
                     }
-                    s + 1 + epilogues
-                }
-                Step::Epilogue { .. } => unreachable!("tolk: an epilogue without its product"),
-            };
-            for frees in &self.plan.frees[s..end] {
-                for &v in frees {
-                    slots[v] = None;
                 }
             }
-            s = end;
+            for &v in &self.plan.frees[s] {
+                slots[v] = None;
+            }
         }
         for &(i, v) in &g.writebacks {
             if g.inputs[i] != v {
@@ -402,142 +361,6 @@ impl Program {
             *s = None;
         }
         outs
-    }
-}
-
-/// Where an epilogue argument's buffer comes from while its product runs.
-#[derive(Clone, Copy)]
-enum Member {
-    /// The product's output (its pointer is given per block).
-    Product,
-    /// The output of epilogue `j` of the same product.
-    Epilogue(usize),
-}
-
-/// What the threads running a product's blocks need to call its
-/// epilogues: per epilogue, its function, its argument array (output
-/// first; product-group buffers left null) and which entries to fill in.
-struct Epilogues {
-    fns: Vec<KernelFn>,
-    args: Vec<Vec<*mut u8>>,
-    fill: Vec<Vec<(usize, Member)>>,
-    outs: Vec<*mut u8>,
-}
-// SAFETY: the pointers address buffers that outlive the product's call
-// (their guards are held by `run_product`); every block writes its own
-// elements of the epilogues' outputs and reads only those elements of the
-// group's buffers, after the product (and earlier epilogues) wrote them on
-// the same thread.
-unsafe impl Sync for Epilogues {}
-
-impl Epilogues {
-    /// Runs every epilogue over rows `rows` and columns `cols` of the
-    /// product's output (first element at `product`).
-    fn run(&self, product: *mut u8, rows: Range<usize>, cols: Range<usize>) {
-        if rows.is_empty() || cols.is_empty() {
-            return;
-        }
-        let cols = [cols.start as i64, cols.end as i64];
-        for (j, f) in self.fns.iter().enumerate() {
-            let mut ptrs = self.args[j].clone();
-            for &(i, m) in &self.fill[j] {
-                ptrs[i] = match m {
-                    Member::Product => product,
-                    Member::Epilogue(k) => self.outs[k],
-                };
-            }
-            ptrs.push(cols.as_ptr() as *mut u8);
-            // SAFETY: as in `call_kernel`: `ptrs` holds the output and
-            // every argument buffer of the sizes and dtypes the kernel was
-            // compiled for, then the column range, a block of the kernel's
-            // `[rows, cols]` iteration space, as are the rows.
-            unsafe { f(ptrs.as_ptr(), rows.start as i64, rows.end as i64) };
-        }
-    }
-}
-
-impl Program {
-    /// Runs product `eqn` with `group` (its epilogue steps) on each block.
-    fn run_product(
-        &self,
-        slots: &mut [Option<Tensor>],
-        dense: &mut [Option<Tensor>],
-        eqn: usize,
-        group: &[Step],
-    ) {
-        let e = &self.graph.eqns[eqn];
-        let parts: Vec<(&KernelEntry, Var, &[Var])> = group
-            .iter()
-            .map(|st| match st {
-                Step::Epilogue { kernel, out, args } => (&self.kernels[*kernel], *out, &args[..]),
-                _ => unreachable!("a product's group holds epilogues"),
-            })
-            .collect();
-        let member = |v: Var, before: usize| -> Option<Member> {
-            if v == e.out() {
-                return Some(Member::Product);
-            }
-            parts[..before]
-                .iter()
-                .position(|p| p.1 == v)
-                .map(Member::Epilogue)
-        };
-        for (j, (_, _, args)) in parts.iter().enumerate() {
-            for &a in args.iter() {
-                if member(a, j).is_none() {
-                    let t = slots[a].as_ref().unwrap();
-                    if dense[a].is_none() && !t.is_contiguous() {
-                        dense[a] = Some(contiguous(t));
-                    }
-                }
-            }
-        }
-        let outs: Vec<Tensor> = parts
-            .iter()
-            .map(|(entry, _, _)| nx::raw::alloc(entry.out_dtype, &entry.shape))
-            .collect();
-        let product = {
-            let writes: Vec<nx::raw::WriteView<'_>> = outs.iter().map(nx::raw::write).collect();
-            let mut reads: Vec<nx::raw::ReadView<'_>> = Vec::new();
-            let mut epi = Epilogues {
-                fns: Vec::new(),
-                args: Vec::new(),
-                fill: Vec::new(),
-                outs: writes.iter().map(|w| w.ptr()).collect(),
-            };
-            for (j, (entry, _, args)) in parts.iter().enumerate() {
-                let mut ptrs = vec![epi.outs[j]];
-                let mut fill = Vec::new();
-                for &a in args.iter() {
-                    match member(a, j) {
-                        Some(m) => {
-                            fill.push((ptrs.len(), m));
-                            ptrs.push(std::ptr::null_mut());
-                        }
-                        None => {
-                            let t = dense[a].as_ref().or(slots[a].as_ref()).unwrap();
-                            let r = nx::raw::read(t);
-                            ptrs.push(r.ptr() as *mut u8);
-                            reads.push(r);
-                        }
-                    }
-                }
-                epi.fns.push(entry.f);
-                epi.args.push(ptrs);
-                epi.fill.push(fill);
-            }
-            let ins: Vec<&Tensor> = e
-                .inputs
-                .iter()
-                .map(|a| slots[*a].as_ref().unwrap())
-                .collect();
-            let prim = e.as_prim().expect("tolk: a product is a primitive");
-            nx::raw::dot_general_then(prim, &ins, &|p, r, c| epi.run(p, r, c))
-        };
-        slots[e.out()] = Some(product);
-        for ((_, out, _), o) in parts.iter().zip(outs) {
-            slots[*out] = Some(o);
-        }
     }
 }
 
@@ -738,7 +561,6 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
                     frame.lib.push(None);
                 }
             }
-            Step::Epilogue { .. } => unreachable!("loop bodies compile without epilogues"),
         }
     }
     let placed = |v: Var| place[v].expect("tolk: a loop body's value without a place");
@@ -779,7 +601,6 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
                     },
                 })
             }
-            Step::Epilogue { .. } => unreachable!(),
         })
         .collect();
     // Outputs not written in place are copied after each step.
@@ -943,7 +764,7 @@ pub(crate) struct ArenaLayout {
 impl ArenaLayout {
     pub(crate) fn new(g: &Graph, plan: &Plan) -> ArenaLayout {
         let n = g.avals.len();
-        if !crate::compile::sanitize_flags().is_empty() {
+        if !crate::build::sanitize_flags().is_empty() {
             // Sanitized builds (fuzzing) give every value its own
             // allocation, so that AddressSanitizer sees each buffer's ends.
             return ArenaLayout {
@@ -956,7 +777,9 @@ impl ArenaLayout {
         for step in &plan.steps {
             if let Step::Library { eqn } = step {
                 let e = &g.eqns[*eqn];
-                if e.as_prim().is_some_and(crate::schedule::is_movement) {
+                if e.as_prim()
+                    .is_some_and(|p| p.class() == nx::PrimClass::View)
+                {
                     root[e.out()] = root[e.inputs[0]];
                 }
             }
@@ -968,7 +791,7 @@ impl ArenaLayout {
         let mut end = vec![0usize; n];
         for (s, step) in plan.steps.iter().enumerate() {
             let reads: &[Var] = match step {
-                Step::Kernel { args, .. } | Step::Epilogue { args, .. } => args,
+                Step::Kernel { args, .. } => args,
                 Step::Library { eqn } => &g.eqns[*eqn].inputs,
             };
             for &v in reads {

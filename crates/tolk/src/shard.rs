@@ -245,13 +245,7 @@ impl Builder<'_> {
         let out_shape = &g.aval(e.out()).shape;
         let n = self.n;
         match prim {
-            Prim::Unary(_)
-            | Prim::Binary(_)
-            | Prim::Compare(_)
-            | Prim::Where
-            | Prim::Cast(_)
-            | Prim::Copy
-            | Prim::StopGradient => {
+            p if p.class() == nx::PrimClass::Elementwise => {
                 let ins = e.inputs.iter().map(|&v| self.split(v, a)).collect();
                 self.emit(ins, e.out(), Sharding::Split(a), prim.clone());
             }

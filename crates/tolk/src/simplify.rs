@@ -5,7 +5,7 @@
 //! scheduler composes them into one strided view per load.
 
 use crate::graph::{Eqn, Graph, Op, Var};
-use nx::Prim;
+use nx::{Prim, PrimClass};
 use rustc_hash::FxHashMap as HashMap;
 
 /// `g` with constants folded, common subexpressions merged and dead
@@ -155,123 +155,24 @@ fn identity_of<'a>(g: &Graph, e: &Eqn, def: &impl Fn(Var) -> Option<&'a Eqn>) ->
 }
 
 /// Whether common-subexpression elimination may merge `a` and `b`: the
-/// same primitive ([`same_prim`]) on the same inputs. Loops are never
-/// merged.
+/// same primitive (fill values compared by bits, as `Prim`'s `Eq`) on the
+/// same inputs. Loops are never merged.
 fn same_expression(a: &Eqn, b: &Eqn) -> bool {
     match (a.as_prim(), b.as_prim()) {
-        (Some(p), Some(q)) => same_prim(p, q) && a.inputs == b.inputs,
+        (Some(p), Some(q)) => p == q && a.inputs == b.inputs,
         _ => false,
     }
 }
 
-/// The same primitive with the same parameters, constants compared by
-/// their bits (so `0.0` and `-0.0` stay apart, and a NaN fill equals
-/// itself).
-pub(crate) fn same_prim(a: &Prim, b: &Prim) -> bool {
-    match (a, b) {
-        (
-            Prim::Full {
-                shape,
-                dtype,
-                value,
-            },
-            Prim::Full {
-                shape: s2,
-                dtype: d2,
-                value: v2,
-            },
-        ) => shape == s2 && dtype == d2 && value.to_bits() == v2.to_bits(),
-        (
-            Prim::Pad { lo, hi, value },
-            Prim::Pad {
-                lo: l2,
-                hi: h2,
-                value: v2,
-            },
-        ) => lo == l2 && hi == h2 && value.to_bits() == v2.to_bits(),
-        (p, q) => p == q,
-    }
-}
-
-/// A hash of what [`same_expression`] compares: the primitive's kind, the
-/// inputs, and the parameters that tell input-less equations apart (every
-/// `Full` would land in one bucket otherwise). Cheap, and equal
-/// expressions hash alike.
+/// A hash of what [`same_expression`] compares.
 fn expression_hash(e: &Eqn) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = rustc_hash::FxHasher::default();
     e.inputs.hash(&mut h);
     if let Some(p) = e.as_prim() {
-        prim_hash(p, &mut h);
+        p.hash(&mut h);
     }
     h.finish()
-}
-
-/// Feeds `h` the primitive's kind and the parameters that most often tell
-/// primitives of one kind apart. Not every parameter (a `dot_general`'s
-/// axes are left out): equal primitives hash alike, and users tell a
-/// bucket's primitives apart with [`same_prim`].
-pub(crate) fn prim_hash(prim: &Prim, h: &mut impl std::hash::Hasher) {
-    use std::hash::Hash;
-    let h = &mut *h;
-    std::mem::discriminant(prim).hash(h);
-    match prim {
-        Prim::Full { shape, value, .. } => {
-            shape.hash(h);
-            value.to_bits().hash(h);
-        }
-        Prim::Iota { shape, axis, .. } => {
-            shape.hash(h);
-            axis.hash(h);
-        }
-        Prim::Reshape { shape } | Prim::Broadcast { shape } => shape.hash(h),
-        Prim::Permute { perm: v } | Prim::Flip { axes: v } | Prim::Reduce { axes: v, .. } => {
-            v.hash(h)
-        }
-        // A scan slices the same input once per step.
-        Prim::Slice { start, end, step } => {
-            start.hash(h);
-            end.hash(h);
-            step.hash(h);
-        }
-        Prim::Pad { lo, hi, .. } => {
-            lo.hash(h);
-            hi.hash(h);
-        }
-        Prim::ArgReduce { axis, .. }
-        | Prim::Cumulative { axis, .. }
-        | Prim::Concat { axis }
-        | Prim::Gather { axis }
-        | Prim::ScatterAdd { axis } => axis.hash(h),
-        Prim::Conv {
-            strides, padding, ..
-        } => {
-            strides.hash(h);
-            padding.hash(h);
-        }
-        Prim::ReduceWindow {
-            window,
-            strides,
-            padding,
-            ..
-        }
-        | Prim::WindowArgmax {
-            window,
-            strides,
-            padding,
-            ..
-        } => {
-            window.hash(h);
-            strides.hash(h);
-            padding.hash(h);
-        }
-        Prim::Argsort { axis, descending } => {
-            axis.hash(h);
-            descending.hash(h);
-        }
-        Prim::TopK { k } => k.hash(h),
-        _ => {}
-    }
 }
 
 /// Merges equations with the same primitive and the same inputs, and drops
@@ -373,17 +274,9 @@ fn fold_constants(mut g: Graph) -> Graph {
         };
         let foldable = !e.inputs.is_empty()
             && e.inputs.iter().all(|&v| is_const[v])
-            && !matches!(
-                prim,
-                // Views stay views of the capture (folding a broadcast would
-                // materialize it).
-                Prim::Assign
-                    | Prim::Reshape { .. }
-                    | Prim::Broadcast { .. }
-                    | Prim::Permute { .. }
-                    | Prim::Slice { .. }
-                    | Prim::Flip { .. }
-            );
+            // Views stay views of the capture (folding a broadcast would
+            // materialize it).
+            && !matches!(prim.class(), PrimClass::View | PrimClass::InPlace);
         if foldable {
             let ins: Vec<&nx::Tensor> = e.inputs.iter().map(|v| &values[v]).collect();
             let t = nx::raw::eval(prim.clone(), &ins);

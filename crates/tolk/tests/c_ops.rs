@@ -7,7 +7,7 @@ use nx::{bind, BinaryOp, CmpOp, DType, Prim, Tensor, UnaryOp};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use tolk::c_ops;
+use tolk::codegen::c as c_ops;
 
 const ALL_UNARY: [UnaryOp; 31] = {
     use UnaryOp::*;
@@ -558,7 +558,7 @@ fn scratch_dir(tag: &str) -> PathBuf {
 fn compile(cc: &str, src: &Path, so: &Path, extra: &[&str]) {
     let t = std::time::Instant::now();
     let out = Command::new(cc)
-        .args(tolk::compile::flags())
+        .args(tolk::build::flags())
         .args(extra)
         .args(["-shared", "-fPIC", "-o"])
         .arg(so)
@@ -831,16 +831,16 @@ fn clang_gets_cflags_without_gccs_own() {
         .iter()
         .all(|f| !f.starts_with("--param") && !f.starts_with("-fvect-cost-model")));
     assert!(clang.contains(&"-ffp-contract=off") && clang.contains(&"-march=native"));
-    assert!(tolk::compile::names_clang(
+    assert!(tolk::build::names_clang(
         "/usr/bin/cc: Debian clang version 16.0.6"
     ));
-    assert!(tolk::compile::names_clang(
+    assert!(tolk::build::names_clang(
         "cc: Apple clang version 15.0.0 (clang-1500.3.9.4)"
     ));
-    assert!(!tolk::compile::names_clang(
+    assert!(!tolk::build::names_clang(
         "cc: cc (Debian 12.2.0-14+deb12u1) 12.2.0"
     ));
-    assert!(!tolk::compile::names_clang(
+    assert!(!tolk::build::names_clang(
         "/opt/clang-shim/cc: gcc (GCC) 13.2.0"
     ));
 }

@@ -43,7 +43,7 @@
 //! the polynomial for every element in a loop that vectorizes, noting
 //! whether any input was out of range, and only then fix those elements up
 //! in a second, scalar pass; tolk's kernels re-run themselves with the
-//! per-element form in that case (`tolk::c_ops::unary_vectorized`).
+//! per-element form in that case (`tolk::codegen::c::unary_vectorized`).
 
 /// Below this, `exp(x)` rounds to 0 in f32 (`ln(2^-150) ≈ -103.97`).
 const EXP_LO: f32 = -104.0;

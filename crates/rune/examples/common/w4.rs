@@ -1,4 +1,4 @@
-//! W4, shared by the benchmarks that run it (`bench_jit`, `bench_epilogue`,
+//! W4, shared by the benchmarks that run it (`bench_jit`,
 //! `bench_pmap`): `value_and_grad` + SGD of the 784-512-512-10 relu MLP on
 //! a batch of 128 (the includer also includes `common/splitmix.rs` as
 //! `splitmix`).

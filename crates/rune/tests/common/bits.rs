@@ -2,7 +2,7 @@
 //! "common/bits.rs"] mod bits;`): the raw bits of every element, so that
 //! comparisons are exact (-0.0 != 0.0) and dtype-agnostic, with NaN equal to
 //! NaN whatever its payload (Rust leaves the payload of an operation on two
-//! NaNs unspecified; `tolk::c_ops` documents it).
+//! NaNs unspecified; `tolk::codegen::c` documents it).
 #![allow(dead_code)] // each test file uses a subset
 
 use rune::prelude::*;

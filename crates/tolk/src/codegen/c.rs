@@ -1,9 +1,10 @@
-//! C rendering of every elementwise primitive (`Prim::Unary`, `Binary`,
-//! `Compare`, `Where`, `Cast`, and the constants of `Full`/`Pad`), bit-exact
-//! with nx's eager kernels (`nx/src/cpu/elementwise.rs`, `cpu/math.rs`,
-//! `dtype.rs`). This module owns the C expressions and the helpers they call
-//! (`c_prelude.h`, emitted once per generated file as [`PRELUDE`]); it knows
-//! nothing of kernels, loops or buffers.
+//! The C dialect ([`C`]): the C rendering of every elementwise primitive
+//! (`Prim::Unary`, `Binary`, `Compare`, `Where`, `Cast`, and the constants
+//! of `Full`/`Pad`), bit-exact with nx's eager kernels
+//! (`nx/src/cpu/elementwise.rs`, `cpu/math.rs`, `dtype.rs`), the helpers
+//! they call (`c_prelude.h`, emitted once per translation unit as
+//! [`PRELUDE`]), the kernel frame, and the flags the C compiler takes. The
+//! loops and statements are [`super::render`]'s.
 //!
 //! How each family matches Rust:
 //! - f32/f64: the same IEEE operations in the same order; the libm calls Rust
@@ -50,6 +51,53 @@
 //! nx does, but it was only tested with FMA).
 
 use nx::{BinaryOp, CmpOp, DType, Element, UnaryOp};
+
+/// The C dialect (gcc or clang, `-march=native`).
+pub struct C;
+
+/// Compiles a small kernel at `-O1` (gcc only; clang ignores `optimize`,
+/// so its kernels all build at the flags' level).
+const SMALL_ATTR: &str = "#if defined(__GNUC__) && !defined(__clang__)\n#define TK_SMALL __attribute__((optimize(\"O1\")))\n#else\n#define TK_SMALL\n#endif\n";
+
+impl super::Dialect for C {
+    fn prelude(&self) -> String {
+        format!("{PRELUDE}{SMALL_ATTR}")
+    }
+    fn ty(&self, dtype: DType) -> &'static str {
+        c_type(dtype)
+    }
+    fn unary(&self, op: UnaryOp, dtype: DType, x: &str) -> String {
+        unary(op, dtype, x)
+    }
+    fn unary_vectorized(&self, op: UnaryOp, dtype: DType, x: &str) -> Option<(String, String)> {
+        unary_vectorized(op, dtype, x)
+    }
+    fn binary(&self, op: BinaryOp, dtype: DType, a: &str, b: &str) -> String {
+        binary(op, dtype, a, b)
+    }
+    fn compare(&self, op: CmpOp, dtype: DType, a: &str, b: &str) -> String {
+        compare(op, dtype, a, b)
+    }
+    fn select(&self, dtype: DType, c: &str, a: &str, b: &str) -> String {
+        select(dtype, c, a, b)
+    }
+    fn cast(&self, from: DType, to: DType, x: &str) -> String {
+        cast(from, to, x)
+    }
+    fn literal(&self, dtype: DType, v: f64) -> String {
+        literal(dtype, v)
+    }
+    fn kernel_signature(&self, name: &str, small: bool) -> String {
+        let attr = if small { "TK_SMALL " } else { "" };
+        format!("{attr}void {name}(void *const *b, int64_t lo, int64_t hi)")
+    }
+    fn fallback_qualifiers(&self) -> &'static str {
+        "static __attribute__((cold, noinline)) "
+    }
+    fn streams(&self) -> bool {
+        true
+    }
+}
 
 /// C source defining the helpers the expressions below call (static inline
 /// functions; declares libm's functions and includes only `<stdint.h>` and

@@ -1,9 +1,11 @@
-//! The system C compiler: builds a program's kernels into one shared object
-//! and loads it. `$CC`, else `cc`; flags from `c_ops::CFLAGS` (gcc's own left out for clang; chosen by
-//! measurement: `-O2 -fvect-cost-model=dynamic` vectorizes the fused loops
-//! as `-O3` does at a fifth of the compile time).
+//! Building: the system C compiler turns a program's translation units into
+//! one shared object. `$CC`, else `cc`; flags from the C dialect's
+//! [`CFLAGS`](crate::codegen::c::CFLAGS) (gcc's own left out for clang;
+//! chosen by measurement: `-O2 -fvect-cost-model=dynamic` vectorizes the
+//! fused loops as `-O3` does at a fifth of the compile time).
 
-use crate::c_ops;
+use crate::cache::unique_suffix;
+use crate::codegen::c;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -36,7 +38,7 @@ pub fn compiler_identity() -> Result<String, String> {
             .map(|(dir, stamp)| {
                 dir.join(format!(
                     "cc-{}.version",
-                    crate::cache::hash(&[stamp.as_bytes()])
+                    crate::hash::hash(&[stamp.as_bytes()])
                 ))
             });
         if let Some(line) = stored
@@ -128,11 +130,11 @@ pub fn names_clang(identity: &str) -> bool {
     version.contains("clang")
 }
 
-/// Every flag a kernel build uses besides `-shared -fPIC -o`: `c_ops::CFLAGS`
-/// (less gcc's own for clang, [`c_ops::cflags`]) and, with
+/// Every flag a kernel build uses besides `-shared -fPIC -o`: [`c::CFLAGS`]
+/// (less gcc's own for clang, [`c::cflags`]) and, with
 /// `TOLK_SANITIZE=1`, [`sanitize_flags`].
 pub fn flags() -> Vec<&'static str> {
-    let mut f = c_ops::cflags(is_clang());
+    let mut f = c::cflags(is_clang());
     f.extend_from_slice(sanitize_flags());
     f
 }
@@ -230,49 +232,6 @@ pub fn build_units(units: &[String], out: &Path, extra_flags: &[&str]) -> Result
         return Err(failed(&o));
     }
     std::fs::rename(&so_tmp, out).map_err(|e| format!("jit: cannot write {}: {e}", out.display()))
-}
-
-/// A name no other process or thread uses at the same time.
-pub fn unique_suffix() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "{}-{}-{nanos}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// A loaded shared object and its kernels' entry points.
-pub struct Loaded {
-    // Keeps the code mapped while the function pointers are in use.
-    _lib: libloading::Library,
-    /// The kernels' entry points, in the order their symbols were asked for.
-    pub fns: Vec<KernelFn>,
-}
-
-/// `void k(void *const *b, int64_t lo, int64_t hi)`.
-pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
-
-/// Loads `path` and looks up `names`.
-pub fn load(path: &Path, names: &[String]) -> Result<Loaded, String> {
-    // SAFETY: loading runs the object's initializers; tolk's shared objects
-    // are generated C with none (no constructors, no global state).
-    let lib = unsafe { libloading::Library::new(path) }
-        .map_err(|e| format!("jit: cannot load {}: {e}", path.display()))?;
-    let mut fns = Vec::with_capacity(names.len());
-    for n in names {
-        // SAFETY: every exported kernel has exactly the `KernelFn` signature
-        // (render.rs writes them all with it).
-        let f: libloading::Symbol<KernelFn> = unsafe { lib.get(n.as_bytes()) }
-            .map_err(|e| format!("jit: {} lacks kernel {n}: {e}", path.display()))?;
-        fns.push(*f);
-    }
-    Ok(Loaded { _lib: lib, fns })
 }
 
 /// A scratch directory for builds that are not cached.

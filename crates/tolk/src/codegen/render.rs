@@ -1,0 +1,493 @@
+//! Rendering a lowered kernel as source in a C-like dialect: the function
+//! frame, the loops, the statements per node, the accumulators. The
+//! structure is shared by every C-like language; what differs (types,
+//! per-element expressions, the function's signature, the outer loop) comes
+//! from the [`Dialect`].
+//!
+//! Every kernel takes its buffers as an array `b` (`b[0]` the output,
+//! `b[1 + k]` argument `k`) and covers outer indices `lo..hi` of its first
+//! loop, so the runtime can split it across threads.
+
+use super::Dialect;
+use crate::fuse::{Kernel, Node};
+use crate::lower::{self, Identity, LoopNest, ACCS};
+use nx::{BinaryOp, DType, ReduceOp};
+use std::fmt::Write;
+
+/// Source of kernel `k` (lowered to `nest`) as function `name` in dialect
+/// `d`; `small`: compiled for size ([`Dialect::kernel_signature`]).
+///
+/// A kernel with a node that has a vectorized form
+/// ([`Dialect::unary_vectorized`]: f32 sin/cos/exp in C) is two functions:
+/// `name` computes the fast forms for every element and keeps the largest
+/// guard key; when an input was beyond its form's range it calls
+/// `name_exact`, the same loops with the exact forms, which rewrites `out`
+/// for `lo..hi` (the same bits wherever the fast forms were in range).
+pub fn render(d: &dyn Dialect, name: &str, k: &Kernel, nest: &LoopNest, small: bool) -> String {
+    if !has_guarded(d, k) {
+        return render_fn(d, name, k, nest, small, false);
+    }
+    let exact = format!("{name}_exact");
+    format!(
+        "{}{}{}",
+        d.fallback_qualifiers(),
+        render_fn(d, &exact, k, nest, small, false),
+        render_fn(d, name, k, nest, small, true)
+    )
+}
+
+/// One kernel function; `fast`: the vectorized forms, then `name_exact`
+/// over the whole range when a guard held.
+fn render_fn(
+    d: &dyn Dialect,
+    name: &str,
+    k: &Kernel,
+    nest: &LoopNest,
+    small: bool,
+    fast: bool,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{} {{", d.kernel_signature(name, small));
+    let _ = writeln!(
+        s,
+        "  {} *restrict out = ({} *)b[0];",
+        d.ty(k.out_dtype),
+        d.ty(k.out_dtype)
+    );
+    for (a, &dt) in k.arg_dtypes.iter().enumerate() {
+        let t = d.ty(dt);
+        let _ = writeln!(s, "  const {t} *a{a} = (const {t} *)b[{}];", a + 1);
+    }
+    if fast {
+        let _ = writeln!(s, "  uint32_t big = 0;");
+    }
+    // The invariant nodes, once (with the exact forms where the loops use
+    // them: a tiled reduction's). Loads among them read element 0 of their
+    // buffer, which an empty range may not have: nothing runs then.
+    let tiled = k.reduce.zip(nest.tile);
+    let inv = &nest.invariant;
+    if inv
+        .iter()
+        .zip(&k.nodes)
+        .any(|(&i, n)| i && !matches!(n, Node::Lit { .. }))
+    {
+        s.push_str("  if (lo >= hi) return;\n");
+    }
+    s.push_str(&body(d, k, nest, "  ", fast && tiled.is_none(), &|i| {
+        inv[i]
+    }));
+    let looped = |i: usize| !inv[i];
+    let nd = nest.dims.len();
+    let nkept = nest.kept;
+    let mut indent = String::from("  ");
+    let open = |s: &mut String, indent: &mut String, l: usize| {
+        let (from, to) = if l == 0 {
+            ("lo".to_string(), "hi".to_string())
+        } else {
+            ("0".to_string(), format!("{}", nest.dims[l]))
+        };
+        let _ = writeln!(
+            s,
+            "{indent}{}",
+            d.loop_header(&format!("i{l}"), &from, &to, l == 0)
+        );
+        indent.push_str("  ");
+    };
+    let close = |s: &mut String, indent: &mut String| {
+        indent.truncate(indent.len() - 2);
+        let _ = writeln!(s, "{indent}}}");
+    };
+    // Output index: row-major over the kept (for a map: all) dims.
+    let mut oidx = String::from("i0");
+    for l in 1..nkept {
+        oidx = format!("({oidx}) * {} + i{l}", nest.dims[l]);
+    }
+    if let Some(((op, _), tile)) = tiled {
+        // Tiled reductions use the exact forms (no guard to check).
+        render_tiled(d, &mut s, k, nest, op, tile, &looped);
+        return s;
+    }
+    // `stream` is only set on maps that are not epilogues.
+    if k.stream && nd == 1 && d.streams() {
+        render_streamed(d, &mut s, k, nest, fast, &looped);
+        if fast {
+            let _ = writeln!(s, "  if (TK_GUARD_FAILED(big)) {name}_exact(b, lo, hi);");
+        }
+        s.push_str("}\n");
+        return s;
+    }
+    for l in 0..nkept {
+        open(&mut s, &mut indent, l);
+    }
+    match k.reduce {
+        None => {
+            s.push_str(&body(d, k, nest, &indent, fast, &looped));
+            let _ = writeln!(s, "{indent}out[{oidx}] = v{};", k.root);
+        }
+        Some((op, _)) => {
+            let acc = accumulate(d, op, k.out_dtype, &format!("v{}", k.root));
+            let at = d.ty(acc.dtype);
+            let _ = writeln!(s, "{indent}{at} accs[{ACCS}];");
+            let _ = writeln!(
+                s,
+                "{indent}for (int u = 0; u < {ACCS}; u++) accs[u] = {};",
+                acc.init
+            );
+            for l in nkept..nd - 1 {
+                open(&mut s, &mut indent, l);
+            }
+            // The innermost reduced loop, ACCS at a time, then the rest.
+            let last = nd - 1;
+            let n = nest.dims[last];
+            let _ = writeln!(s, "{indent}int64_t r = 0;");
+            let _ = writeln!(s, "{indent}for (; r + {ACCS} <= {n}; r += {ACCS}) {{");
+            let _ = writeln!(s, "{indent}  for (int u = 0; u < {ACCS}; u++) {{");
+            let inner = format!("{indent}    ");
+            let _ = writeln!(s, "{inner}int64_t i{last} = r + u;");
+            s.push_str(&body(d, k, nest, &inner, fast, &looped));
+            let _ = writeln!(s, "{inner}{at} acc = accs[u];");
+            let _ = writeln!(s, "{inner}accs[u] = {};", acc.fold);
+            let _ = writeln!(s, "{indent}  }}");
+            let _ = writeln!(s, "{indent}}}");
+            let _ = writeln!(s, "{indent}for (; r < {n}; r++) {{");
+            let inner = format!("{indent}  ");
+            let _ = writeln!(s, "{inner}int64_t i{last} = r;");
+            s.push_str(&body(d, k, nest, &inner, fast, &looped));
+            let _ = writeln!(s, "{inner}{at} acc = accs[0];");
+            let _ = writeln!(s, "{inner}accs[0] = {};", acc.fold);
+            let _ = writeln!(s, "{indent}}}");
+            for _ in nkept..nd - 1 {
+                close(&mut s, &mut indent);
+            }
+            let merged = merge_accs(d, acc.fold_op, acc.dtype, &|u| format!("accs[{u}]"));
+            let _ = writeln!(
+                s,
+                "{indent}{{ {at} acc = {merged}; out[{oidx}] = {}; }}",
+                acc.finish
+            );
+        }
+    }
+    for _ in 0..nkept {
+        close(&mut s, &mut indent);
+    }
+    if fast {
+        let _ = writeln!(s, "  if (TK_GUARD_FAILED(big)) {name}_exact(b, lo, hi);");
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// Whether the kernel has a node with a vectorized form whose rare inputs
+/// need the exact, scalar one (`c_ops::unary_vectorized`).
+fn has_guarded(d: &dyn Dialect, k: &Kernel) -> bool {
+    k.nodes.iter().any(|n| {
+        matches!(n, Node::Unary { op, dtype, .. }
+            if d.unary_vectorized(*op, *dtype, "x").is_some())
+    })
+}
+
+/// The statements computing the nodes `pick` selects, in order, at the
+/// loop indices `i0, i1, ...`. With `fast`, nodes that have a vectorized
+/// form use it and fold their guard key into `big` (the largest so far).
+fn body(
+    d: &dyn Dialect,
+    k: &Kernel,
+    nest: &LoopNest,
+    indent: &str,
+    fast: bool,
+    pick: &dyn Fn(usize) -> bool,
+) -> String {
+    let mut s = String::new();
+    for (i, n) in k.nodes.iter().enumerate().filter(|(i, _)| pick(*i)) {
+        let t = d.ty(lower::node_dtype(k, i));
+        let v = |j: &usize| format!("v{j}");
+        let index = || {
+            let ix = nest.loads[i].as_ref().unwrap();
+            let mut idx = format!("{}", ix.offset);
+            for (l, &st) in ix.strides.iter().enumerate() {
+                if st != 0 {
+                    let _ = write!(idx, " + i{l} * ({st})");
+                }
+            }
+            idx
+        };
+        let e = match n {
+            Node::Load {
+                arg, mask: None, ..
+            } => format!("a{arg}[{}]", index()),
+            // The element is read only where the mask holds: elsewhere its
+            // address may lie outside the buffer.
+            Node::Load {
+                arg, mask: Some(m), ..
+            } => format!("(v{} ? a{arg}[{} - ({})] : 0)", m.when, index(), m.bias),
+            Node::Iota {
+                stride, len, dtype, ..
+            } => {
+                let coord = format!("((int64_t)({}) / {stride}) % {len}", index());
+                d.cast(DType::I64, *dtype, &coord)
+            }
+            Node::Coord { dtype, .. } => {
+                d.cast(DType::I64, *dtype, &format!("(int64_t)({})", index()))
+            }
+            Node::Lit { dtype, bits } => d.literal(*dtype, f64::from_bits(*bits)),
+            Node::Unary { op, dtype, x } => {
+                match d.unary_vectorized(*op, *dtype, &v(x)).filter(|_| fast) {
+                    Some((e, key)) => {
+                        let _ = writeln!(
+                            s,
+                            "{indent}{{ uint32_t key = {key}; big = key > big ? key : big; }}"
+                        );
+                        e
+                    }
+                    None => d.unary(*op, *dtype, &v(x)),
+                }
+            }
+            Node::Binary { op, dtype, a, b } => d.binary(*op, *dtype, &v(a), &v(b)),
+            Node::Compare { op, dtype, a, b } => d.compare(*op, *dtype, &v(a), &v(b)),
+            Node::Where { dtype, c, a, b } => d.select(*dtype, &v(c), &v(a), &v(b)),
+            Node::Cast { from, to, x } => d.cast(*from, *to, &v(x)),
+        };
+        let _ = writeln!(s, "{indent}{t} v{i} = {e};");
+    }
+    s
+}
+
+/// A reduction's accumulation as source: the accumulator's dtype, its
+/// initial value, the statement folding `v` into `acc`, and the final
+/// conversion (from [`lower::accumulator`]).
+struct Accumulate {
+    dtype: DType,
+    init: String,
+    fold: String,
+    finish: String,
+    /// How two accumulators merge.
+    fold_op: BinaryOp,
+}
+
+fn accumulate(d: &dyn Dialect, op: ReduceOp, dtype: DType, v: &str) -> Accumulate {
+    let a = lower::accumulator(op, dtype);
+    let widen = |x: &str| {
+        if a.dtype == dtype {
+            x.to_string()
+        } else {
+            d.cast(dtype, a.dtype, x)
+        }
+    };
+    Accumulate {
+        dtype: a.dtype,
+        init: match a.init {
+            Identity::Value(x) => d.literal(a.dtype, x),
+            Identity::Lowest => int_bound(d, a.dtype, true),
+            Identity::Highest => int_bound(d, a.dtype, false),
+        },
+        fold: d.binary(a.fold, a.dtype, "acc", &widen(v)),
+        finish: if a.dtype == dtype {
+            "acc".into()
+        } else {
+            d.cast(a.dtype, dtype, "acc")
+        },
+        fold_op: a.fold,
+    }
+}
+
+/// The identity of integer max (the type's minimum) or min (its maximum).
+fn int_bound(d: &dyn Dialect, dtype: DType, lowest: bool) -> String {
+    let t = d.ty(dtype);
+    let bits = 8 * dtype.size_in_bytes();
+    let v = match (dtype.is_signed_int(), lowest) {
+        (true, true) => format!("(-{}LL - 1)", (1u64 << (bits - 1)) - 1),
+        (true, false) => format!("{}LL", (1u64 << (bits - 1)) - 1),
+        (false, true) => "0".to_string(),
+        (false, false) => format!(
+            "{}ULL",
+            if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            }
+        ),
+    };
+    format!("(({t}){v})")
+}
+
+/// The loop of a streaming map ([`Kernel::stream`]):
+/// each tile of `TK_STREAM_TILE` elements (aligned to the tile in index
+/// space, so that after a part's first tile the stores start on whole
+/// lines) is computed into an L1 buffer, the same body and the same bits,
+/// then stored past the cache by `tk_stream`.
+fn render_streamed(
+    d: &dyn Dialect,
+    s: &mut String,
+    k: &Kernel,
+    nest: &LoopNest,
+    fast: bool,
+    looped: &dyn Fn(usize) -> bool,
+) {
+    let t = d.ty(k.out_dtype);
+    s.push_str("  for (int64_t t0 = lo; t0 < hi;) {\n");
+    s.push_str("    int64_t t1 = (t0 / TK_STREAM_TILE + 1) * TK_STREAM_TILE;\n");
+    s.push_str("    if (t1 > hi) t1 = hi;\n");
+    let _ = writeln!(
+        s,
+        "    {t} tile[TK_STREAM_TILE] __attribute__((aligned(64)));"
+    );
+    s.push_str("    for (int64_t i0 = t0; i0 < t1; i0++) {\n");
+    s.push_str(&body(d, k, nest, "      ", fast, looped));
+    let _ = writeln!(s, "      tile[i0 - t0] = v{};", k.root);
+    s.push_str("    }\n");
+    let _ = writeln!(
+        s,
+        "    tk_stream(out + t0, tile, (t1 - t0) * (int64_t)sizeof({t}));"
+    );
+    s.push_str("    t0 = t1;\n  }\n  tk_stream_fence();\n");
+}
+
+/// A reduction rendered with the innermost kept dim in tiles of `tile`:
+/// each output of the tile has its own `ACCS` accumulators, folded in the
+/// same order as the one-output-at-a-time loop (element `r` of the
+/// innermost reduced dim into accumulator `r % ACCS` while a full group of
+/// `ACCS` remains, the rest into accumulator 0, then the pairwise merge), so
+/// the result is the same bit for bit; only the loops are interchanged.
+fn render_tiled(
+    d: &dyn Dialect,
+    s: &mut String,
+    k: &Kernel,
+    nest: &LoopNest,
+    op: ReduceOp,
+    tile: usize,
+    looped: &dyn Fn(usize) -> bool,
+) {
+    let nd = nest.dims.len();
+    let nkept = nest.kept;
+    let kd = nkept - 1;
+    let acc = accumulate(d, op, k.out_dtype, &format!("v{}", k.root));
+    let at = d.ty(acc.dtype);
+    let mut indent = String::from("  ");
+    let bound = |l: usize| {
+        if l == 0 {
+            ("lo".to_string(), "hi".to_string())
+        } else {
+            ("0".to_string(), format!("{}", nest.dims[l]))
+        }
+    };
+    let mut closes = 0;
+    for l in 0..kd {
+        let (from, to) = bound(l);
+        let _ = writeln!(
+            s,
+            "{indent}{}",
+            d.loop_header(&format!("i{l}"), &from, &to, l == 0)
+        );
+        indent.push_str("  ");
+        closes += 1;
+    }
+    let (from, to) = bound(kd);
+    let _ = writeln!(
+        s,
+        "{indent}for (int64_t t0 = {from}; t0 < {to}; t0 += {tile}) {{"
+    );
+    indent.push_str("  ");
+    closes += 1;
+    let _ = writeln!(
+        s,
+        "{indent}const int64_t tn = {to} - t0 < {tile} ? {to} - t0 : {tile};"
+    );
+    let _ = writeln!(s, "{indent}{at} accs[{ACCS}][{tile}];");
+    let _ = writeln!(
+        s,
+        "{indent}for (int u = 0; u < {ACCS}; u++) for (int64_t t = 0; t < {tile}; t++) accs[u][t] = {};",
+        acc.init
+    );
+    for l in nkept..nd - 1 {
+        let _ = writeln!(
+            s,
+            "{indent}for (int64_t i{l} = 0; i{l} < {}; i{l}++) {{",
+            nest.dims[l]
+        );
+        indent.push_str("  ");
+    }
+    let last = nd - 1;
+    let n = nest.dims[last];
+    let fold_tile = |s: &mut String, indent: &str, u: &str| {
+        let _ = writeln!(s, "{indent}for (int64_t t = 0; t < tn; t++) {{");
+        let inner = format!("{indent}  ");
+        let _ = writeln!(s, "{inner}int64_t i{kd} = t0 + t;");
+        s.push_str(&body(d, k, nest, &inner, false, looped));
+        let _ = writeln!(s, "{inner}{at} acc = accs[{u}][t];");
+        let _ = writeln!(s, "{inner}accs[{u}][t] = {};", acc.fold);
+        let _ = writeln!(s, "{indent}}}");
+    };
+    let _ = writeln!(s, "{indent}int64_t r = 0;");
+    let _ = writeln!(s, "{indent}for (; r + {ACCS} <= {n}; r += {ACCS}) {{");
+    let _ = writeln!(s, "{indent}  for (int u = 0; u < {ACCS}; u++) {{");
+    let _ = writeln!(s, "{indent}    int64_t i{last} = r + u;");
+    fold_tile(s, &format!("{indent}    "), "u");
+    let _ = writeln!(s, "{indent}  }}");
+    let _ = writeln!(s, "{indent}}}");
+    let _ = writeln!(s, "{indent}for (; r < {n}; r++) {{");
+    let _ = writeln!(s, "{indent}  int64_t i{last} = r;");
+    fold_tile(s, &format!("{indent}  "), "0");
+    let _ = writeln!(s, "{indent}}}");
+    for _ in nkept..nd - 1 {
+        indent.truncate(indent.len() - 2);
+        let _ = writeln!(s, "{indent}}}");
+    }
+    let mut oidx = String::from(if kd == 0 { "t0 + t" } else { "i0" });
+    for l in 1..nkept {
+        let id = if l == kd {
+            "t0 + t".to_string()
+        } else {
+            format!("i{l}")
+        };
+        oidx = format!("({oidx}) * {} + {id}", nest.dims[l]);
+    }
+    // The accumulators merged pairwise and stored, in one loop (one loop per
+    // merge level cost gcc a third of this function's compile time).
+    let merged = merge_accs(d, acc.fold_op, acc.dtype, &|u| format!("accs[{u}][t]"));
+    let _ = writeln!(s, "{indent}for (int64_t t = 0; t < tn; t++) {{");
+    let _ = writeln!(
+        s,
+        "{indent}  {at} acc = {merged}; out[{oidx}] = {};",
+        acc.finish
+    );
+    let _ = writeln!(s, "{indent}}}");
+    for _ in 0..closes {
+        indent.truncate(indent.len() - 2);
+        let _ = writeln!(s, "{indent}}}");
+    }
+    s.push_str("}\n");
+}
+
+/// The [`ACCS`] accumulators `acc(0)..acc(ACCS - 1)` merged pairwise by
+/// `fold`, as one expression: `acc(u)` with `acc(u + ACCS/2)`, then the
+/// halves again, down to one: ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7)).
+fn merge_accs(
+    d: &dyn Dialect,
+    fold: BinaryOp,
+    acc_dtype: DType,
+    acc: &dyn Fn(usize) -> String,
+) -> String {
+    // The value at index `u` after merging down to `w` accumulators.
+    let level = |u: usize, w: usize| -> String {
+        fn go(
+            d: &dyn Dialect,
+            fold: BinaryOp,
+            dt: DType,
+            acc: &dyn Fn(usize) -> String,
+            u: usize,
+            w: usize,
+        ) -> String {
+            if w == ACCS {
+                acc(u)
+            } else {
+                let (a, b) = (
+                    go(d, fold, dt, acc, u, 2 * w),
+                    go(d, fold, dt, acc, u + w, 2 * w),
+                );
+                d.binary(fold, dt, &a, &b)
+            }
+        }
+        go(d, fold, acc_dtype, acc, u, w)
+    };
+    level(0, 1)
+}
