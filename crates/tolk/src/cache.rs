@@ -1,6 +1,7 @@
 //! The persistent compilation cache: one entry per program, two files in
 //! the cache directory: `<key>.so` (the kernels) and `<key>.meta` (the plan,
-//! the kernels' entry points, and a hash of the `.so`).
+//! the kernels' entry points, a hash of the `.so`, and the source of the
+//! kernels' exact forms, built only if needed).
 //!
 //! The key covers the simplified program's structure, the codegen flags,
 //! the C compiler's identity and version, the host's instruction-set
@@ -17,7 +18,7 @@ use nx::DType;
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the entry format or the generated code's conventions change.
-const FORMAT: &str = "tolk-cache-3";
+const FORMAT: &str = "tolk-cache-4";
 
 /// The cache directory: `$XDG_CACHE_HOME/tolk/rune_jit`, XDG's default
 /// `~/.cache` (`~/Library/Caches` on macOS); `None` when `JITCACHE=0` or no
@@ -104,8 +105,26 @@ pub fn key(structure: &str, flags: &[&str], compiler: &str) -> String {
 pub struct Entry {
     /// The program's plan of steps over buffers.
     pub plan: Plan,
-    /// Per kernel: symbol name, outer extent, output dtype and shape.
-    pub kernels: Vec<(String, usize, DType, Vec<usize>)>,
+    /// Per kernel, as the plan indexes them.
+    pub kernels: Vec<KernelMeta>,
+    /// The translation unit of the kernels' exact forms (empty if none).
+    pub exact: String,
+}
+
+/// What the runtime needs of a compiled kernel besides its code.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelMeta {
+    /// Its function's symbol.
+    pub name: String,
+    /// The symbol of its exact form, in [`Entry::exact`]'s unit, when it
+    /// has guarded fast forms.
+    pub exact_name: Option<String>,
+    /// The extent of its outer loop.
+    pub outer: usize,
+    /// The dtype of the buffer it writes.
+    pub out_dtype: DType,
+    /// The shape of the buffer it writes.
+    pub shape: Vec<usize>,
 }
 
 fn join(v: &[usize]) -> String {
@@ -133,11 +152,14 @@ fn dtype_from_name(n: &str) -> Option<DType> {
 
 fn encode(e: &Entry, so_hash: &str) -> String {
     let mut s = format!("{FORMAT}\nso {so_hash}\n");
-    for (name, outer, dt, shape) in &e.kernels {
+    for k in &e.kernels {
         s.push_str(&format!(
-            "kernel {name} {outer} {} [{}]\n",
-            dt.name(),
-            join(shape)
+            "kernel {} {} {} {} [{}]\n",
+            k.name,
+            k.exact_name.as_deref().unwrap_or("-"),
+            k.outer,
+            k.out_dtype.name(),
+            join(&k.shape)
         ));
     }
     for (step, frees) in e.plan.steps.iter().zip(&e.plan.frees) {
@@ -149,6 +171,8 @@ fn encode(e: &Entry, so_hash: &str) -> String {
         }
         s.push_str(&format!(" free [{}]\n", join(frees)));
     }
+    // Last, as it is: the lines above never hold "exact ".
+    s.push_str(&format!("exact {}\n{}", e.exact.len(), e.exact));
     let sum = hash(&[s.as_bytes()]);
     s.push_str(&format!("end {sum}\n"));
     s
@@ -164,6 +188,12 @@ fn decode(text: &str) -> Option<(Entry, String)> {
     if tail.trim_end() != format!("end {}", hash(&[body.as_bytes()])) {
         return None;
     }
+    let at = body.find("\nexact ")?;
+    let (body, tail) = body.split_at(at + 1);
+    let (len, exact) = tail.strip_prefix("exact ")?.split_once('\n')?;
+    if exact.len() != len.parse::<usize>().ok()? {
+        return None;
+    }
     let mut lines = body.lines();
     if lines.next()? != FORMAT {
         return None;
@@ -177,12 +207,13 @@ fn decode(text: &str) -> Option<(Entry, String)> {
     for line in lines {
         let w: Vec<&str> = line.split(' ').collect();
         match w.as_slice() {
-            ["kernel", name, outer, dt, shape] => kernels.push((
-                name.to_string(),
-                outer.parse().ok()?,
-                dtype_from_name(dt)?,
-                bracket(shape)?,
-            )),
+            ["kernel", name, exact_name, outer, dt, shape] => kernels.push(KernelMeta {
+                name: name.to_string(),
+                exact_name: (*exact_name != "-").then(|| exact_name.to_string()),
+                outer: outer.parse().ok()?,
+                out_dtype: dtype_from_name(dt)?,
+                shape: bracket(shape)?,
+            }),
             ["k", k, out, args, "free", frees] => {
                 plan.steps.push(Step::Kernel {
                     kernel: k.parse().ok()?,
@@ -200,7 +231,15 @@ fn decode(text: &str) -> Option<(Entry, String)> {
             _ => return None,
         }
     }
-    Some((Entry { plan, kernels }, so_hash))
+    let exact = exact.to_string();
+    Some((
+        Entry {
+            plan,
+            kernels,
+            exact,
+        },
+        so_hash,
+    ))
 }
 
 /// The entry's paths.

@@ -196,11 +196,17 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let code = codegen::generate(&codegen::c::C, &g, &kernels, &nests, &plan, cores.min(4));
     let t_render = ms(t);
-    let meta: Vec<(String, usize, nx::DType, Vec<usize>)> = kernels
+    let meta: Vec<cache::KernelMeta> = kernels
         .iter()
         .zip(&nests)
-        .zip(&code.names)
-        .map(|((k, n), name)| (name.clone(), n.outer(), k.out_dtype, k.out_shape().to_vec()))
+        .zip(code.names.iter().zip(&code.exact_names))
+        .map(|((k, n), (name, exact_name))| cache::KernelMeta {
+            name: name.clone(),
+            exact_name: exact_name.clone(),
+            outer: n.outer(),
+            out_dtype: k.out_dtype,
+            shape: k.out_shape().to_vec(),
+        })
         .collect();
     if kernels.is_empty() {
         return Ok(Compiled {
@@ -227,6 +233,7 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
     let cache_entry = (!scratch).then(|| cache::Entry {
         plan: plan.clone(),
         kernels: meta.clone(),
+        exact: code.exact.clone(),
     });
     // The program (its arena: first-touched memory, 16 MiB for a
     // 1000-step RNN's gradient) is built while the compiler runs; its code
@@ -256,7 +263,7 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
             let _ = std::fs::remove_file(&so);
         }
     }
-    program.attach_code(entries(&loaded, &meta), loaded);
+    program.attach_code(entries(&loaded, &meta, code.exact), loaded);
     if std::env::var("TOLK_TIMING").is_ok() {
         eprintln!(
             "tolk: {n_eqns} equations; simplify and cache lookup {t_simplify:.1} ms, \
@@ -273,19 +280,26 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
     })
 }
 
-fn entries(
-    loaded: &load::Loaded,
-    meta: &[(String, usize, nx::DType, Vec<usize>)],
-) -> Vec<KernelEntry> {
+/// The runtime's view of each kernel: its function, its exact form (built
+/// on first use from `exact`, the unit defining them), its output.
+fn entries(loaded: &load::Loaded, meta: &[cache::KernelMeta], exact: String) -> Vec<KernelEntry> {
+    let mut exact_names: Vec<String> = meta.iter().filter_map(|k| k.exact_name.clone()).collect();
+    exact_names.sort();
+    exact_names.dedup();
+    let lazy = std::sync::Arc::new(load::Lazy::new(exact, exact_names.clone()));
     loaded
         .fns
         .iter()
         .zip(meta)
-        .map(|(&f, (_, outer, dt, shape))| KernelEntry {
+        .map(|(&f, k)| KernelEntry {
             f,
-            outer: *outer,
-            out_dtype: *dt,
-            shape: shape.clone(),
+            exact: k.exact_name.as_ref().map(|n| {
+                let i = exact_names.binary_search(n).expect("listed above");
+                (std::sync::Arc::clone(&lazy), i)
+            }),
+            outer: k.outer,
+            out_dtype: k.out_dtype,
+            shape: k.shape.clone(),
         })
         .collect()
 }
@@ -313,8 +327,8 @@ fn load_entry(
         return Ok(Program::new(g.clone(), entry.plan, Vec::new(), None));
     }
     let (so, _) = cache::paths(dir, key);
-    let names: Vec<String> = entry.kernels.iter().map(|k| k.0.clone()).collect();
+    let names: Vec<String> = entry.kernels.iter().map(|k| k.name.clone()).collect();
     let loaded = load::load(&so, &names)?;
-    let entries = entries(&loaded, &entry.kernels);
+    let entries = entries(&loaded, &entry.kernels, entry.exact);
     Ok(Program::new(g.clone(), entry.plan, entries, Some(loaded)))
 }

@@ -1,7 +1,9 @@
 //! Loading: a built shared object is mapped and its kernels' entry points
-//! looked up.
+//! looked up; code needed only in rare cases ([`Lazy`]) is built and loaded
+//! on first use.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// A loaded shared object and its kernels' entry points.
 pub struct Loaded {
@@ -11,8 +13,9 @@ pub struct Loaded {
     pub fns: Vec<KernelFn>,
 }
 
-/// `void k(void *const *b, int64_t lo, int64_t hi)`.
-pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
+/// `int k(void *const *b, int64_t lo, int64_t hi)`: nonzero when a guard
+/// failed and the kernel's exact form must recompute its results.
+pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64) -> i32;
 
 /// Loads `path` and looks up `names`.
 pub fn load(path: &Path, names: &[String]) -> Result<Loaded, String> {
@@ -29,4 +32,50 @@ pub fn load(path: &Path, names: &[String]) -> Result<Loaded, String> {
         fns.push(*f);
     }
     Ok(Loaded { _lib: lib, fns })
+}
+
+/// Source built and loaded only when first needed (kernels' exact forms,
+/// run when an input was beyond a fast form's range), then kept.
+pub struct Lazy {
+    source: String,
+    names: Vec<String>,
+    loaded: OnceLock<Result<Loaded, String>>,
+}
+
+impl Lazy {
+    /// Code that defines the functions `names`.
+    pub fn new(source: String, names: Vec<String>) -> Lazy {
+        Lazy {
+            source,
+            names,
+            loaded: OnceLock::new(),
+        }
+    }
+
+    /// The source.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Function `i` of the names given to [`Lazy::new`], building and
+    /// loading the code on the first call.
+    ///
+    /// # Panics
+    ///
+    /// If the code does not build (a compiler that ran for the rest of the
+    /// program failing now).
+    pub fn get(&self, i: usize) -> KernelFn {
+        let loaded = self.loaded.get_or_init(|| {
+            let so =
+                crate::build::scratch_dir().join(format!("{}.so", crate::cache::unique_suffix()));
+            crate::build::build_units(std::slice::from_ref(&self.source), &so, &[])?;
+            let loaded = load(&so, &self.names);
+            let _ = std::fs::remove_file(&so); // the mapping outlives the file
+            loaded
+        });
+        match loaded {
+            Ok(l) => l.fns[i],
+            Err(e) => panic!("tolk: building the kernels' exact forms failed: {e}"),
+        }
+    }
 }

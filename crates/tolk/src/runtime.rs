@@ -19,7 +19,7 @@
 //! caller's input tensors after the steps.
 
 use crate::graph::{Graph, Loop, Op, Var};
-use crate::load::{KernelFn, Loaded};
+use crate::load::{KernelFn, Lazy, Loaded};
 use crate::plan::{Plan, Step};
 use nx::{Prim, Tensor};
 use std::cell::RefCell;
@@ -41,6 +41,9 @@ const PAR_CHUNK: usize = 1 << 18;
 #[derive(Clone)]
 pub(crate) struct KernelEntry {
     pub f: KernelFn,
+    /// Its exact form (function `.1` of the lazily built code), run over
+    /// the whole range when `f` reports a failed guard.
+    pub exact: Option<(Arc<Lazy>, usize)>,
     /// Extent of the kernel's outer loop.
     pub outer: usize,
     pub out_dtype: nx::DType,
@@ -723,26 +726,41 @@ fn kernel_parts(work: usize, outer: usize, threads: usize) -> usize {
 /// when that is at least `PAR_MIN`: into parts of about `PAR_CHUNK`
 /// elements, at least one per thread.
 fn call_kernel(entry: &KernelEntry, ptrs: &[*mut u8], work: usize) {
+    if call_parts(entry.f, entry.outer, ptrs, work) {
+        let (code, i) = entry
+            .exact
+            .as_ref()
+            .expect("tolk: a kernel without guarded forms reported a failed guard");
+        // The exact form rewrites every element, the same bits wherever
+        // the fast forms were in range.
+        call_parts(code.get(*i), entry.outer, ptrs, work);
+    }
+}
+
+/// Runs `f` over `0..outer`, split across threads when its work is large;
+/// whether any part reported a failed guard.
+fn call_parts(f: KernelFn, outer: usize, ptrs: &[*mut u8], work: usize) -> bool {
     let args = Args(ptrs);
-    let outer = entry.outer;
-    let f = entry.f;
     if work < PAR_MIN || outer < 2 {
         // SAFETY: `args` holds the output and every argument buffer, each
         // of the size and dtype the kernel was compiled for (the plan
         // allocates outputs from the kernel's own shape; inputs match the
-        // graph's avals, checked by the caller's signature lookup), and the
-        // kernel reads and writes only within `0..outer` of its loop nest.
-        unsafe { f(args.as_ptr(), 0, outer as i64) };
-        return;
+        // graph's avals, checked by `Program::run`), and the kernel reads
+        // and writes only within `0..outer` of its loop nest.
+        return unsafe { f(args.as_ptr(), 0, outer as i64) } != 0;
     }
     let parts = kernel_parts(work, outer, nx::num_threads());
     let args = &args;
+    let failed = std::sync::atomic::AtomicBool::new(false);
     nx::raw::parallel_for(parts, &|p| {
         let lo = outer * p / parts;
         let hi = outer * (p + 1) / parts;
         // SAFETY: as above; parts cover disjoint ranges of the outer loop.
-        unsafe { f(args.as_ptr(), lo as i64, hi as i64) };
+        if unsafe { f(args.as_ptr(), lo as i64, hi as i64) } != 0 {
+            failed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     });
+    failed.into_inner()
 }
 
 /// Which intermediates live in the arena, and in which slot ("slab").

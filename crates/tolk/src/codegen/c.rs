@@ -89,10 +89,7 @@ impl super::Dialect for C {
     }
     fn kernel_signature(&self, name: &str, small: bool) -> String {
         let attr = if small { "TK_SMALL " } else { "" };
-        format!("{attr}void {name}(void *const *b, int64_t lo, int64_t hi)")
-    }
-    fn fallback_qualifiers(&self) -> &'static str {
-        "static __attribute__((cold, noinline)) "
+        format!("{attr}int {name}(void *const *b, int64_t lo, int64_t hi)")
     }
     fn streams(&self) -> bool {
         true

@@ -42,11 +42,10 @@ pub trait Dialect: Sync {
     /// The constant `v` in `dtype`.
     fn literal(&self, dtype: DType, v: f64) -> String;
     /// A kernel function's signature, without the body: it takes `b` (the
-    /// buffers), `lo` and `hi` (the outer loop's range). `small`: compiled
-    /// for size rather than speed (see [`SMALL_WORK`]).
+    /// buffers), `lo` and `hi` (the outer loop's range) and returns an
+    /// `int` (nonzero: a guard failed). `small`: compiled for size rather
+    /// than speed (see [`SMALL_WORK`]).
     fn kernel_signature(&self, name: &str, small: bool) -> String;
-    /// What precedes a kernel's exact fallback function (rarely called).
-    fn fallback_qualifiers(&self) -> &'static str;
     /// The header of loop `var` over `from..to`, opening its block; `outer`:
     /// the kernel's outer loop (the one the runtime splits).
     fn loop_header(&self, var: &str, from: &str, to: &str, outer: bool) -> String {
@@ -92,6 +91,13 @@ pub struct Code {
     pub units: Vec<String>,
     /// Per kernel (as the plan indexes them): the function it calls.
     pub names: Vec<String>,
+    /// Per kernel: the function computing its exact form, when it has
+    /// guarded fast forms (see [`render::render`]).
+    pub exact_names: Vec<Option<String>>,
+    /// A translation unit defining the exact forms (empty when no kernel
+    /// has one): built only if a guard ever fails, so that a program's
+    /// first build compiles each kernel once.
+    pub exact: String,
     /// Per kernel: the primitives it fused and its function's source.
     pub sources: Vec<(Vec<String>, String)>,
 }
@@ -134,6 +140,35 @@ pub fn generate(
         })
         .collect();
     let names = fn_of.iter().map(|&f| fns[f].0.clone()).collect();
+    let exact_fns: Vec<Option<String>> = first
+        .iter()
+        .map(|&i| {
+            render::render_exact(
+                d,
+                &format!("tk_k{}_exact", fn_of[i]),
+                &kernels[i],
+                &nests[i],
+            )
+        })
+        .collect();
+    let exact_names = fn_of
+        .iter()
+        .map(|&f| {
+            exact_fns[f]
+                .is_some()
+                .then(|| format!("{}_exact", fns[f].0))
+        })
+        .collect();
+    let exact = if exact_fns.iter().any(Option::is_some) {
+        let mut unit = d.prelude();
+        for f in exact_fns.iter().flatten() {
+            unit.push('\n');
+            unit.push_str(f);
+        }
+        unit
+    } else {
+        String::new()
+    };
     let sources = kernels
         .iter()
         .zip(&fn_of)
@@ -166,6 +201,8 @@ pub fn generate(
     Code {
         units: out,
         names,
+        exact_names,
+        exact,
         sources,
     }
 }

@@ -17,27 +17,25 @@ use std::fmt::Write;
 /// Source of kernel `k` (lowered to `nest`) as function `name` in dialect
 /// `d`; `small`: compiled for size ([`Dialect::kernel_signature`]).
 ///
-/// A kernel with a node that has a vectorized form
-/// ([`Dialect::unary_vectorized`]: f32 sin/cos/exp in C) is two functions:
-/// `name` computes the fast forms for every element and keeps the largest
-/// guard key; when an input was beyond its form's range it calls
-/// `name_exact`, the same loops with the exact forms, which rewrites `out`
-/// for `lo..hi` (the same bits wherever the fast forms were in range).
+/// The function returns 0, or nonzero when its results must be recomputed
+/// by [`render_exact`]'s function: a kernel with a node that has a
+/// vectorized form ([`Dialect::unary_vectorized`]: f32 sin/cos/exp in C)
+/// computes the fast forms for every element and keeps the largest guard
+/// key, and returns whether an input was beyond its form's range.
 pub fn render(d: &dyn Dialect, name: &str, k: &Kernel, nest: &LoopNest, small: bool) -> String {
-    if !has_guarded(d, k) {
-        return render_fn(d, name, k, nest, small, false);
-    }
-    let exact = format!("{name}_exact");
-    format!(
-        "{}{}{}",
-        d.fallback_qualifiers(),
-        render_fn(d, &exact, k, nest, small, false),
-        render_fn(d, name, k, nest, small, true)
-    )
+    render_fn(d, name, k, nest, small, has_guarded(d, k))
 }
 
-/// One kernel function; `fast`: the vectorized forms, then `name_exact`
-/// over the whole range when a guard held.
+/// The exact form of a kernel [`render`] renders with guarded fast forms,
+/// as function `name` (the same loops with the exact forms: the same bits
+/// wherever the fast forms were in range); `None` for a kernel without
+/// them. It always returns 0.
+pub fn render_exact(d: &dyn Dialect, name: &str, k: &Kernel, nest: &LoopNest) -> Option<String> {
+    has_guarded(d, k).then(|| render_fn(d, name, k, nest, false, false))
+}
+
+/// One kernel function; `fast`: the vectorized forms, returning whether a
+/// guard failed.
 fn render_fn(
     d: &dyn Dialect,
     name: &str,
@@ -71,7 +69,7 @@ fn render_fn(
         .zip(&k.nodes)
         .any(|(&i, n)| i && !matches!(n, Node::Lit { .. }))
     {
-        s.push_str("  if (lo >= hi) return;\n");
+        s.push_str("  if (lo >= hi) return 0;\n");
     }
     s.push_str(&body(d, k, nest, "  ", fast && tiled.is_none(), &|i| {
         inv[i]
@@ -105,15 +103,13 @@ fn render_fn(
     if let Some(((op, _), tile)) = tiled {
         // Tiled reductions use the exact forms (no guard to check).
         render_tiled(d, &mut s, k, nest, op, tile, &looped);
+        s.push_str("  return 0;\n}\n");
         return s;
     }
     // `stream` is only set on maps that are not epilogues.
     if k.stream && nd == 1 && d.streams() {
         render_streamed(d, &mut s, k, nest, fast, &looped);
-        if fast {
-            let _ = writeln!(s, "  if (TK_GUARD_FAILED(big)) {name}_exact(b, lo, hi);");
-        }
-        s.push_str("}\n");
+        s.push_str(finish(fast));
         return s;
     }
     for l in 0..nkept {
@@ -170,11 +166,18 @@ fn render_fn(
     for _ in 0..nkept {
         close(&mut s, &mut indent);
     }
-    if fast {
-        let _ = writeln!(s, "  if (TK_GUARD_FAILED(big)) {name}_exact(b, lo, hi);");
-    }
-    s.push_str("}\n");
+    s.push_str(finish(fast));
     s
+}
+
+/// A kernel function's last statement and closing brace: whether a guard
+/// failed (`fast`), else 0.
+fn finish(fast: bool) -> &'static str {
+    if fast {
+        "  return TK_GUARD_FAILED(big);\n}\n"
+    } else {
+        "  return 0;\n}\n"
+    }
 }
 
 /// Whether the kernel has a node with a vectorized form whose rare inputs
@@ -455,7 +458,6 @@ fn render_tiled(
         indent.truncate(indent.len() - 2);
         let _ = writeln!(s, "{indent}}}");
     }
-    s.push_str("}\n");
 }
 
 /// The [`ACCS`] accumulators `acc(0)..acc(ACCS - 1)` merged pairwise by
