@@ -22,7 +22,7 @@ pub fn compiler() -> String {
 /// per process; `Err` when it cannot be run.
 ///
 /// Running the compiler costs 1-2 ms, a sixth of a warm-cache first call
-/// (W8), so with the persistent cache on the line is also kept on disk,
+/// (a warm-cache first call), so with the persistent cache on the line is also kept on disk,
 /// beside the cache (`$XDG_CACHE_HOME/tolk/cc-<stamp>.version`), under a
 /// name derived from the resolved compiler binary's path, size and
 /// modification time: a later process that finds it reads it instead of

@@ -840,7 +840,7 @@ fn reduce_of(g: &Graph, def: &[Option<usize>], root: Var) -> Option<(ReduceOp, u
 /// elementwise operations over those. A relu's pre-activation `x @ w + b`
 /// and its mask `(x @ w + b) <= 0`, read by the forward pass and again by
 /// the backward pass, are then recomputed from the product's output rather
-/// than each written to a buffer by kernels of their own (W4: two passes
+/// than each written to a buffer by kernels of their own (an MLP's training step: two passes
 /// over `[128, 512]` fewer per layer).
 fn shared_values(g: &Graph, buffers: &VarSet, kinds: &[PrimClass]) -> Vec<Var> {
     const NONE: usize = usize::MAX;

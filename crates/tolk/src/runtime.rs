@@ -31,8 +31,8 @@ const PAR_MIN: usize = 1 << 16;
 /// Elements per parallel part, about, for kernels large enough to give
 /// every thread several parts (smaller ones get one part per thread).
 /// Parts claimed dynamically keep a core the host delays from holding up
-/// the others, but a streaming kernel wants long runs: W1 (`exp(x) * y +
-/// 1` over 4M elements) ran at 0.85-1.2 ms in 2^14-element parts against
+/// the others, but a streaming kernel wants long runs: `exp(x) * y +
+/// 1` over 4M elements ran at 0.85-1.2 ms in 2^14-element parts against
 /// 0.58-1.1 ms in 2^18 (six alternating runs each; a part per thread
 /// measured the same as 2^18).
 const PAR_CHUNK: usize = 1 << 18;
@@ -893,7 +893,7 @@ mod tests {
 
     #[test]
     fn kernels_split_into_long_parts_at_least_one_per_thread() {
-        // W1: 4M elements in 16 parts of 2^18 (not 256 of 2^14).
+        // 4M elements in 16 parts of 2^18 (not 256 of 2^14).
         assert_eq!(kernel_parts(1 << 22, 1 << 22, 2), 16);
         // Just above the threshold: one part per thread.
         assert_eq!(kernel_parts(PAR_MIN, PAR_MIN, 2), 2);

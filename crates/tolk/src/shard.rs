@@ -395,7 +395,7 @@ impl Builder<'_> {
 /// (or replicated). Every output is gathered to the host; a writeback must
 /// be replicated (a split value written into a leaf is an error: it would
 /// gather on every call). `persist`: the stages go through the disk cache
-/// (jit on a device does; the seed never persists pmap compilations).
+/// (jit on a device does; pmap compilations are never persisted).
 pub fn shard(
     g: Graph,
     n: usize,

@@ -31,7 +31,7 @@ const SHARED_TRANSPOSE_MIN: usize = 4;
 /// contiguous one (a 32x128 @ 128x128 product 21.6 us against 12.4 here),
 /// and a scan's backward pass multiplies by the same weight's transpose at
 /// every step. The copy costs one pass over `w`; a weight read transposed
-/// once or twice (W4's layers) keeps its strided read.
+/// once or twice (an MLP's layers) keeps its strided read.
 fn shared_transposes(mut g: Graph) -> Graph {
     let mut def: Vec<Option<usize>> = vec![None; g.avals.len()];
     for (i, e) in g.eqns.iter().enumerate() {

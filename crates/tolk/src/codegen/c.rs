@@ -106,11 +106,11 @@ pub const PRELUDE: &str = include_str!("c_prelude.h");
 /// drops the errno side effect (lets gcc inline and vectorize `sqrtf`).
 /// `-mprefer-vector-width=512`: gcc otherwise keeps to 256-bit vectors on
 /// AVX-512 machines; the fused loops are compute-bound on nx's `exp` and
-/// friends, and W1 (`exp(x) * y + 1`, 4M f32, 2 threads) went 2.27 -> 1.85 ms.
+/// friends, and `exp(x) * y + 1` on 4M f32 (2 threads) went 2.27 -> 1.85 ms.
 /// Lane width changes no result (each lane computes the scalar operations).
 /// `vect-epilogues-nomask=0`: a vectorized loop's remainder runs scalar
 /// instead of through a second, narrower vector loop (9% less compile time
-/// on W4's step; the remainders are under 16 elements).
+/// on an MLP training step's; the remainders are under 16 elements).
 /// `-Werror=implicit-function-declaration`: the prelude declares libm's
 /// functions itself (see there), so a missing one fails every compiler
 /// version alike.

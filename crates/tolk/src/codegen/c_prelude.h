@@ -295,7 +295,7 @@ TK_VFN float tk_exp_f32(float x) {
     /* Clamped to [-104, 89]; NaN passes (comparisons false). Both tests
      * read `x`, in two statements: chained (or nested), gcc merges them
      * into a three-way select of seven to nine vector instructions instead
-     * of four (a quarter of W1's kernel). */
+     * of four (a quarter of `exp(x) * y + 1`'s kernel). */
     float lo = x < -104.0f ? -104.0f : x;
     float xc = x > 89.0f ? 89.0f : lo;
     float t, n, p, s1, s2;
