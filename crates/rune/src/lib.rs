@@ -105,7 +105,7 @@
 //!
 //! Each transformation is a trace (`nx::Trace`) in a file of its own
 //! (`jvp.rs`, `vjp.rs`, `batch.rs`) with one rule per primitive; the functions users
-//! call live in `autodiff.rs`, `custom.rs`, `check_grads.rs` and
+//! call live in `differentiate.rs`, `custom.rs`, `check_grads.rs` and
 //! `gradient_control.rs`.
 //!
 //! ```
@@ -127,23 +127,25 @@ mod control;
 mod custom;
 mod debug;
 mod device;
+mod differentiate;
 mod gradient_control;
 mod jacobian;
 mod jit;
 mod jvp;
-mod linalg_rules;
+mod linalg_derivatives;
 mod loops;
 mod placed;
 mod pmap;
 mod resident;
 pub mod rng;
 mod rules;
+mod scope;
 mod signatures;
 mod stage;
 mod vjp;
 mod vmap;
 
-pub use autodiff::{
+pub use differentiate::{
     grad, hvp, jvp, jvp_aux, value_and_grad, value_and_grad_aux, vjp, vjp_fun, Pullback,
 };
 pub use check_grads::{check_grads, check_grads_with, CheckGradsOpts};
