@@ -21,15 +21,15 @@ pub(crate) struct Batched {
 }
 
 impl TracerState for Batched {
-    fn read(&self, aval: &Aval) -> Tensor {
+    fn value(&self) -> Option<&Tensor> {
+        None
+    }
+    fn unreadable(&self, aval: &Aval) -> ! {
         panic!(
             "vmap: cannot read the value of a batched tensor (shape {:?} per example) inside \
              the mapped function: its lanes differ (item, to_vec, a data-dependent branch)",
             aval.shape
         )
-    }
-    fn escaped_value(&self) -> Option<Tensor> {
-        None
     }
 }
 

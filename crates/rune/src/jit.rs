@@ -11,7 +11,7 @@
 
 use crate::device::{backend_or_panic, is_host};
 use crate::placed::{Axes, Placed};
-use crate::signatures::{catch_jit, debug_level, stage, Lookup, SignatureCache};
+use crate::signatures::{catch_jit, debug_level, or_panic, stage, Lookup, SignatureCache};
 use crate::stage::JitError;
 use nx::Ptree;
 use std::marker::PhantomData;
@@ -111,20 +111,14 @@ pub fn jit_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: JitOpts) -> Jit<
 /// assert!(g.to_string().contains("sin"));
 /// ```
 pub fn make_graph<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> tolk::Graph {
-    match catch_jit(|| stage(&f, p).0) {
-        Ok(g) => g,
-        Err(e) => panic!("{}", e.message()),
-    }
+    or_panic(catch_jit(|| stage(&f, p).0))
 }
 
 impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
     /// Runs the compiled function. Panics with the `JitError`'s message if
     /// `f` cannot be compiled.
     pub fn call(&self, p: &P) -> Q {
-        match self.try_call(p) {
-            Ok(q) => q,
-            Err(e) => panic!("{}", e.message()),
-        }
+        or_panic(self.try_call(p))
     }
 
     /// Runs the compiled function, or returns why `f` cannot be compiled.

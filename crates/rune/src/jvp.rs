@@ -11,9 +11,9 @@ use crate::rules::{
     binary_partials, complex_to_real_coeff, cumprod_jvp, extremum_weights, prod_others, reduce_sum,
     unary_partial, WindowSpec,
 };
-use crate::scope::{TaggedTracer, TracerState, Tag};
+use crate::scope::{Tag, TaggedTracer, TracerState};
 use nx::trace::{with_ceiling, CustomJvpCall, CustomVjpCall};
-use nx::{bind, Aval, BinaryOp, CumOp, Prim, ReduceOp, Tensor, Trace, UnaryOp};
+use nx::{bind, BinaryOp, CumOp, Prim, ReduceOp, Tensor, Trace, UnaryOp};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -24,11 +24,8 @@ pub(crate) struct Dual {
 }
 
 impl TracerState for Dual {
-    fn read(&self, _: &Aval) -> Tensor {
-        self.primal.clone()
-    }
-    fn escaped_value(&self) -> Option<Tensor> {
-        Some(self.primal.clone())
+    fn value(&self) -> Option<&Tensor> {
+        Some(&self.primal)
     }
 }
 
@@ -250,7 +247,10 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
         }
         Prim::Assign => unreachable!("assign of differentiated values is refused above"),
         // linear algebra
-        Prim::Cholesky => Some(crate::linalg_derivatives::cholesky_jvp(out, ts[0].as_ref()?)),
+        Prim::Cholesky => Some(crate::linalg_derivatives::cholesky_jvp(
+            out,
+            ts[0].as_ref()?,
+        )),
         Prim::TriangularSolve { .. } => crate::linalg_derivatives::triangular_solve_jvp(
             prim,
             &xs[0],
@@ -258,8 +258,13 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             ts[0].as_ref(),
             ts[1].as_ref(),
         ),
-        Prim::Solve => crate::linalg_derivatives::solve_jvp(&xs[0], out, ts[0].as_ref(), ts[1].as_ref()),
-        Prim::Slogdet => Some(crate::linalg_derivatives::slogdet_jvp(&xs[0], ts[0].as_ref()?)),
+        Prim::Solve => {
+            crate::linalg_derivatives::solve_jvp(&xs[0], out, ts[0].as_ref(), ts[1].as_ref())
+        }
+        Prim::Slogdet => Some(crate::linalg_derivatives::slogdet_jvp(
+            &xs[0],
+            ts[0].as_ref()?,
+        )),
         Prim::Qr { complete } => Some(crate::linalg_derivatives::qr_jvp(
             *complete,
             &xs[0],

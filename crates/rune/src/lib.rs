@@ -145,16 +145,16 @@ mod stage;
 mod vjp;
 mod vmap;
 
-pub use differentiate::{
-    grad, hvp, jvp, jvp_aux, value_and_grad, value_and_grad_aux, vjp, vjp_fun, Pullback,
-};
 pub use check_grads::{check_grads, check_grads_with, CheckGradsOpts};
 pub use control::{cond, scan, scan_with, while_loop, ScanOpts};
 pub use custom::{custom_jvp, custom_vjp, remat};
 pub use debug::{with_debug, with_debug_to};
+pub use device::{jit_stats, reset_jit_stats, JitStats};
+pub use differentiate::{
+    grad, hvp, jvp, jvp_aux, value_and_grad, value_and_grad_aux, vjp, vjp_fun, Pullback,
+};
 pub use gradient_control::{detach, no_grad};
 pub use jacobian::{hessian, jacfwd, jacrev};
-pub use device::{jit_stats, reset_jit_stats, JitStats};
 pub use jit::{jit, jit_with, make_graph, Jit, JitOpts};
 pub use pmap::{pmap, pmap_with, Pmap, PmapOpts};
 pub use stage::JitError;

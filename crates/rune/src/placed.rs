@@ -46,7 +46,6 @@ fn sharded_writeback(leaf: usize) -> JitError {
     ))
 }
 
-
 impl<Q: Ptree> Placed<Q> {
     /// `what` (named in logs) placed on `devices`; its programs go through
     /// tolk's disk cache when `persist`.

@@ -23,6 +23,7 @@
 
 use crate::device::backend_or_panic;
 use crate::placed::{Axes, Placed};
+use crate::signatures::or_panic;
 use crate::stage::JitError;
 use nx::Ptree;
 use std::marker::PhantomData;
@@ -107,10 +108,7 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
     /// the number of devices), and with the `JitError`'s message if `f`
     /// cannot be compiled.
     pub fn call(&self, p: &P) -> Q {
-        match self.try_call(p) {
-            Ok(q) => q,
-            Err(e) => panic!("{}", e.message()),
-        }
+        or_panic(self.try_call(p))
     }
 
     /// Runs the compiled function, or returns why `f` cannot be compiled.
@@ -128,4 +126,3 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
         self.placed.trace_count()
     }
 }
-

@@ -7,7 +7,7 @@
 //! its data gathers the bytes to the host for good (counted in
 //! `bytes_from_device`), after which it is an ordinary tensor. Fed back
 //! unread to a call on the same devices in the same layout, its device
-//! values seed the program's input with no transfer. `resident_bytes` is
+//! values become the program's input with no transfer. `resident_bytes` is
 //! what the devices hold for unread outputs: it falls when they are read,
 //! dropped (the device values go with the last handle) or donated.
 //!

@@ -68,12 +68,19 @@ pub(crate) fn enter<T: Trace + Clone + 'static>(
 /// A tagged trace's per-value state (a primal and its tangent, a value and
 /// its tape variable, a batched value).
 pub(crate) trait TracerState: Send + Sync + 'static {
-    /// The value behind the tracer, for `to_vec`/`item` (`aval`: what the
-    /// function sees); a trace that has none panics with its own message.
-    fn read(&self, aval: &Aval) -> Tensor;
-    /// The value an escaped tracer (its trace has returned) stands for, as
-    /// a constant of later operations; `None` makes such use an error.
-    fn escaped_value(&self) -> Option<Tensor>;
+    /// The value the tracer stands for, if it has one: what `to_vec`/`item`
+    /// read, and what later operations use once its trace has returned (a
+    /// differentiation tracer escaping through an auxiliary output). `None`
+    /// (a batched value) makes both an error.
+    fn value(&self) -> Option<&Tensor>;
+    /// Why the value cannot be read (`aval`: what the function sees), for
+    /// a state whose `value` is `None`.
+    fn unreadable(&self, aval: &Aval) -> ! {
+        panic!(
+            "a traced value of shape {:?} cannot be read here",
+            aval.shape
+        )
+    }
 }
 
 /// The tracer of a tagged trace: its state, what the function above sees
@@ -120,7 +127,10 @@ impl<S: TracerState> Tracer for TaggedTracer<S> {
         self.level
     }
     fn read(&self) -> Tensor {
-        self.state.read(&self.aval)
+        match self.state.value() {
+            Some(v) => v.clone(),
+            None => self.state.unreadable(&self.aval),
+        }
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -129,7 +139,7 @@ impl<S: TracerState> Tracer for TaggedTracer<S> {
         if self.tag.is_alive() {
             None
         } else {
-            self.state.escaped_value()
+            self.state.value().cloned()
         }
     }
 }

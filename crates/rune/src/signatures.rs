@@ -201,7 +201,10 @@ impl<T> SignatureCache<T> {
                     return Err(overlap_error(a, b));
                 }
             }
-            return Ok((Ref::map(self.entries.borrow(), |e| &e[i].value), Lookup::Hit));
+            return Ok((
+                Ref::map(self.entries.borrow(), |e| &e[i].value),
+                Lookup::Hit,
+            ));
         }
         let aliases = aliases_of(&mut aliases);
         let t_trace = std::time::Instant::now();
@@ -253,6 +256,12 @@ fn stage_with<P: Ptree, Q: Ptree>(
     let q = f(&p.with_leaves(&tracers));
     let graph = staging.finish(&q.leaves());
     (graph, q)
+}
+
+/// `r`'s value, or a panic with the `JitError`'s message (what `call`
+/// does where `try_call` returns an error).
+pub(crate) fn or_panic<R>(r: Result<R, JitError>) -> R {
+    r.unwrap_or_else(|e| panic!("{}", e.message()))
 }
 
 /// Catches a `JitError` raised while tracing; other panics propagate.

@@ -13,12 +13,12 @@
 
 use crate::autodiff::{PrimRule, Rule, Saved};
 use crate::gradient_control::is_inactive;
-use crate::scope::{Tag, TaggedTracer, TracerState};
 use crate::rules::{
     binary_partials, complex_to_real_coeff, conv_transpose_lhs, conv_transpose_rhs, cumprod_vjp,
     dot_transpose_lhs, extremum_weights, inverse_perm, prod_others, reverse_cumsum, sum_to_shape,
     unary_partial, unreduce, unslice, Partial, WindowSpec,
 };
+use crate::scope::{Tag, TaggedTracer, TracerState};
 use nx::trace::{with_ceiling, CustomJvpCall, CustomVjpCall};
 use nx::{bind, Aval, BinaryOp, CumOp, Prim, ReduceOp, Tensor, Trace, UnaryOp};
 use std::any::Any;
@@ -113,11 +113,8 @@ pub(crate) struct OnTape {
 }
 
 impl TracerState for OnTape {
-    fn read(&self, _: &Aval) -> Tensor {
-        self.value.clone()
-    }
-    fn escaped_value(&self) -> Option<Tensor> {
-        Some(self.value.clone())
+    fn value(&self) -> Option<&Tensor> {
+        Some(&self.value)
     }
 }
 
@@ -469,7 +466,9 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         Prim::Slogdet => crate::linalg_derivatives::slogdet_vjp(&xs[0]),
         Prim::Qr { complete } => crate::linalg_derivatives::qr_vjp(*complete, &xs[0], out),
         Prim::Eigh => crate::linalg_derivatives::eigh_vjp(out),
-        Prim::Svd { full_matrices } => crate::linalg_derivatives::svd_vjp(*full_matrices, &xs[0], out),
+        Prim::Svd { full_matrices } => {
+            crate::linalg_derivatives::svd_vjp(*full_matrices, &xs[0], out)
+        }
         Prim::Fft { kind, lengths } => {
             let (kind, lengths) = (*kind, lengths.clone());
             Box::new(move |ct, _| vec![Some(crate::rules::fft_transpose(kind, &lengths, ct))])

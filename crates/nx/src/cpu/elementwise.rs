@@ -14,7 +14,6 @@ use crate::tensor::{Tensor, Value};
 use half::{bf16, f16};
 use num_traits::Float;
 
-
 /// Whether every stride of a non-empty value is zero (a broadcast scalar, whose
 /// one element sits at `layout.offset`). Looks at the layout only: the caller
 /// already holds the storage's read guard (taking a second one on the same

@@ -422,7 +422,10 @@ fn fold_contig_par<F: Fold>(f: F, xs: &[F::In]) -> F::Total {
     }
     let mut parts = vec![f.total0(); xs.len().div_ceil(REDUCE_PAR_CHUNK)];
     par_chunks(&mut parts, 1, &|i, t| {
-        t[0] = fold_contig(f, &xs[i * REDUCE_PAR_CHUNK..((i + 1) * REDUCE_PAR_CHUNK).min(xs.len())])
+        t[0] = fold_contig(
+            f,
+            &xs[i * REDUCE_PAR_CHUNK..((i + 1) * REDUCE_PAR_CHUNK).min(xs.len())],
+        )
     });
     parts.into_iter().fold(f.total0(), |a, b| f.join(a, b))
 }
@@ -544,7 +547,11 @@ fn offset_of(dims: &[(usize, isize)], base: isize, mut flat: usize) -> isize {
 fn merge_pairs(dims: impl IntoIterator<Item = (usize, isize)>) -> Vec<(usize, isize)> {
     let (sizes, strides): (Vec<usize>, Vec<isize>) = dims.into_iter().unzip();
     let merged = merge_dims(&sizes, &[&strides]);
-    merged.shape.into_iter().zip(merged.strides[0].iter().copied()).collect()
+    merged
+        .shape
+        .into_iter()
+        .zip(merged.strides[0].iter().copied())
+        .collect()
 }
 
 /// `(size, stride)` of `axes` of a layout, size-1 axes dropped, contiguous
@@ -664,7 +671,13 @@ fn fold_rows_par<F: Fold>(f: F, data: &[F::In], p: &Plan) -> F::Total {
         let mut parts = vec![f.total0(); rn.div_ceil(REDUCE_PAR_CHUNK)];
         par_chunks(&mut parts, 1, &|i, t| {
             let len = REDUCE_PAR_CHUNK.min(rn - i * REDUCE_PAR_CHUNK);
-            t[0] = fold_strided(f, data, p.base + (i * REDUCE_PAR_CHUNK) as isize * rs, len, rs);
+            t[0] = fold_strided(
+                f,
+                data,
+                p.base + (i * REDUCE_PAR_CHUNK) as isize * rs,
+                len,
+                rs,
+            );
         });
         return parts.into_iter().fold(f.total0(), |a, b| f.join(a, b));
     }
