@@ -1,6 +1,9 @@
 //! How a tensor's elements sit in its storage: shape, strides (in elements,
 //! possibly zero or negative) and offset. Every movement operation that can be
 //! a view is a function from one `Layout` to another here; nothing is copied.
+//! Also the one rule for merging neighbouring dims that walk memory as one
+//! ([`merge_dims`], [`merge_to_one`]), which the strided kernels and tolk's
+//! loop nests use to shorten their loops.
 
 use crate::shape::{contiguous_strides, numel};
 
@@ -210,6 +213,80 @@ impl Layout {
     }
 }
 
+/// Dims merged where every operand steps through them as one (see
+/// [`merge_dims`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergedDims {
+    /// The merged sizes, outermost first; empty when every dim had size 1
+    /// (a single element).
+    pub shape: Vec<usize>,
+    /// Per operand, its stride along each merged dim (the stride of the
+    /// innermost dim merged into it).
+    pub strides: Vec<Vec<isize>>,
+}
+
+/// Merges the dims of `shape` that every operand walks as one: size-1 dims
+/// are dropped, then a dim merges into the next one when, for every
+/// operand, its stride is the next dim's stride times the next dim's size
+/// (a full pass over the inner dim lands where one step of the outer one
+/// does; two broadcast dims, stride 0, merge too). `strides` holds one
+/// stride list per operand, each as long as `shape`. The result visits the
+/// same elements in the same (row-major) order with fewer, longer loops.
+///
+/// ```
+/// use nx::layout::merge_dims;
+/// // A contiguous [2, 3, 4] and its broadcast of a [4] row: the outer two
+/// // dims merge for both, the row stays apart for the broadcast operand.
+/// let m = merge_dims(&[2, 3, 4], &[&[12, 4, 1], &[0, 0, 1]]);
+/// assert_eq!(m.shape, vec![6, 4]);
+/// assert_eq!(m.strides, vec![vec![4, 1], vec![0, 1]]);
+/// ```
+pub fn merge_dims(shape: &[usize], strides: &[&[isize]]) -> MergedDims {
+    let mut merged = MergedDims {
+        shape: Vec::with_capacity(shape.len()),
+        strides: vec![Vec::with_capacity(shape.len()); strides.len()],
+    };
+    for (i, &n) in shape.iter().enumerate().filter(|&(_, &n)| n != 1) {
+        let mergeable = !merged.shape.is_empty()
+            && merged
+                .strides
+                .iter()
+                .zip(strides)
+                .all(|(m, s)| *m.last().expect("one stride per dim") == s[i] * n as isize);
+        if mergeable {
+            *merged.shape.last_mut().expect("checked non-empty") *= n;
+            for (m, s) in merged.strides.iter_mut().zip(strides) {
+                *m.last_mut().expect("one stride per dim") = s[i];
+            }
+        } else {
+            merged.shape.push(n);
+            for (m, s) in merged.strides.iter_mut().zip(strides) {
+                m.push(s[i]);
+            }
+        }
+    }
+    merged
+}
+
+/// All of `shape`'s dims as one `(size, stride)` for one operand's
+/// `strides`, when they merge into one by [`merge_dims`]'s rule; `None`
+/// when they do not. No dims, or only size-1 ones, give `(1, 0)` (an empty
+/// dim gives `(0, its stride)`).
+///
+/// ```
+/// use nx::layout::merge_to_one;
+/// assert_eq!(merge_to_one(&[2, 1, 3], &[3, 99, 1]), Some((6, 1)));
+/// assert_eq!(merge_to_one(&[2, 3], &[1, 2]), None); // transposed
+/// ```
+pub fn merge_to_one(shape: &[usize], strides: &[isize]) -> Option<(usize, isize)> {
+    let m = merge_dims(shape, &[strides]);
+    match m.shape.len() {
+        0 => Some((1, 0)),
+        1 => Some((m.shape[0], m.strides[0][0])),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +306,48 @@ mod tests {
         assert_eq!(l.offset, 4);
         assert_eq!(l.strides, vec![-1]);
         assert_eq!(l.span(), Some((0, 4)));
+    }
+
+    #[test]
+    fn merge_dims_merges_what_every_operand_walks_as_one() {
+        // Contiguous: one dim.
+        let m = merge_dims(&[2, 3, 4], &[&[12, 4, 1]]);
+        assert_eq!((m.shape, m.strides), (vec![24], vec![vec![1]]));
+        // Size-1 dims go, whatever their stride.
+        let m = merge_dims(&[2, 1, 3], &[&[3, 77, 1]]);
+        assert_eq!((m.shape, m.strides), (vec![6], vec![vec![1]]));
+        // A transpose merges nothing.
+        let m = merge_dims(&[3, 2], &[&[1, 3]]);
+        assert_eq!((m.shape, m.strides), (vec![3, 2], vec![vec![1, 3]]));
+        // A row slice (every other row) keeps rows apart, its columns merged.
+        let m = merge_dims(&[2, 3, 4], &[&[24, 4, 1]]);
+        assert_eq!((m.shape, m.strides), (vec![2, 12], vec![vec![24, 1]]));
+        // Broadcast dims (stride 0) merge with each other.
+        let m = merge_dims(&[2, 3, 4], &[&[0, 0, 1]]);
+        assert_eq!((m.shape, m.strides), (vec![6, 4], vec![vec![0, 1]]));
+        // Flipped contiguous dims merge with negative strides.
+        let m = merge_dims(&[2, 3], &[&[-3, -1]]);
+        assert_eq!((m.shape, m.strides), (vec![6], vec![vec![-1]]));
+        // A merge needs every operand's agreement.
+        let m = merge_dims(&[2, 3], &[&[3, 1], &[1, 2]]);
+        assert_eq!(m.shape, vec![2, 3]);
+        // All size 1: no dims. An empty dim is kept (merged by the same
+        // rule: the result is empty either way).
+        let m = merge_dims(&[1, 1], &[&[5, 1], &[0, 0]]);
+        assert_eq!((m.shape, m.strides), (vec![], vec![vec![], vec![]]));
+        assert_eq!(merge_dims(&[2, 0], &[&[5, 1]]).shape, vec![2, 0]);
+        assert_eq!(merge_dims(&[2, 0], &[&[0, 1]]).shape, vec![0]);
+        // No operands: every dim merges.
+        assert_eq!(merge_dims(&[2, 3], &[]).shape, vec![6]);
+    }
+
+    #[test]
+    fn merge_to_one_is_merge_dims_into_a_single_dim() {
+        assert_eq!(merge_to_one(&[2, 3, 4], &[12, 4, 1]), Some((24, 1)));
+        assert_eq!(merge_to_one(&[2, 1, 3], &[12, 99, 4]), Some((6, 4)));
+        assert_eq!(merge_to_one(&[2, 3], &[1, 2]), None);
+        assert_eq!(merge_to_one(&[], &[]), Some((1, 0)));
+        assert_eq!(merge_to_one(&[1, 1], &[7, 3]), Some((1, 0)));
+        assert_eq!(merge_to_one(&[3], &[-1]), Some((3, -1)));
     }
 }

@@ -61,8 +61,9 @@
 //! - [`raw`]: what a compiler's runtime needs beyond `bind` (eager kernels
 //!   by primitive, buffers and their addresses, the thread pool).
 //! - [`storage`]: tensor memory and its live/peak byte counters; [`Layout`]:
-//!   shape, strides and offset of a view; [`shape`]: axis and broadcasting
-//!   arithmetic.
+//!   shape, strides and offset of a view ([`layout`]: also merging the dims
+//!   several strided operands walk as one); [`shape`]: axis and
+//!   broadcasting arithmetic.
 //! - [`cpu_features`], [`force_cpu_level`], [`CpuLevel`]: the instruction
 //!   set the eager kernels run with; [`num_threads`]: the pool's size.
 #![warn(missing_docs)]
@@ -75,7 +76,7 @@ mod cpu;
 mod display;
 mod dtype;
 pub mod fft;
-mod layout;
+pub mod layout;
 pub mod linalg;
 mod ops;
 mod prim;

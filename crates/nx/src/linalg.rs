@@ -8,7 +8,8 @@
 //! output; `slogdet` slices it), `Prim::Qr`, `Prim::Eigh` and `Prim::Svd`
 //! (packed likewise), all computed by `faer`. `inv` is `solve` against the
 //! identity, `det` is `sign * exp(logabsdet)`, `pinv`, `lstsq` and the
-//! spectral norms come from `svd`; their derivatives follow.
+//! spectral norms come from `svd`; their derivatives follow. The kernels are
+//! `cpu/linalg_kernels.rs`, the derivative rules rune's `linalg_derivatives.rs`.
 //!
 //! Conventions (JAX's, which differ from numpy's in raising nothing):
 //! - `cholesky` symmetrizes its input (`(A + Aᵀ)/2`, as `jnp.linalg.cholesky`)

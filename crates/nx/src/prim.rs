@@ -437,7 +437,7 @@ pub enum Prim {
         /// How many indices to keep (at most the last axis's size).
         k: usize,
     },
-    // linear algebra (eager only: jit refuses them; kernels in `cpu/linalg.rs`,
+    // linear algebra (eager only: jit refuses them; kernels in `cpu/linalg_kernels.rs`,
     // public operations in `nx::linalg`). Matrices are the last two axes,
     // every leading axis is a batch axis, and operands share their leading
     // shape.

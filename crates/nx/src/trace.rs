@@ -50,6 +50,86 @@ pub trait Trace {
             op.name()
         )
     }
+    /// Applies a function with a user-defined forward-mode rule (JAX's
+    /// `process_custom_jvp_call`; see [`bind_custom_jvp`]). The default
+    /// runs the function itself, so this trace sees its operations: right
+    /// for every trace but those that differentiate (forward mode uses the
+    /// rule; reverse mode refuses it) or map over lanes.
+    fn process_custom_jvp_call(&self, call: &CustomJvpCall, inputs: &[Tensor]) -> Vec<Tensor> {
+        (call.fun)(inputs)
+    }
+    /// Applies a function with a user-defined reverse-mode rule (JAX's
+    /// `process_custom_vjp_call`; see [`bind_custom_vjp`]). The default
+    /// runs the forward function and drops its backward rule, so this trace
+    /// sees the forward operations.
+    fn process_custom_vjp_call(&self, call: &CustomVjpCall, inputs: &[Tensor]) -> Vec<Tensor> {
+        (call.fwd)(inputs).0
+    }
+}
+
+/// A function with a user-defined forward-mode derivative (rune's
+/// `custom_jvp`), on its input leaves.
+pub struct CustomJvpCall<'a> {
+    /// What messages call it.
+    pub name: &'a str,
+    /// The function: input leaves to output leaves.
+    pub fun: &'a dyn Fn(&[Tensor]) -> Vec<Tensor>,
+    /// The rule: input leaves and their tangents to the output leaves and
+    /// their tangents (one per output leaf, of its shape).
+    pub jvp: &'a dyn Fn(&[Tensor], &[Tensor]) -> (Vec<Tensor>, Vec<Tensor>),
+}
+
+/// A backward rule of a [`CustomVjpCall`]: the output leaves' cotangents
+/// to the input leaves' cotangents (closing over what the forward function
+/// kept).
+pub type CustomBwd = Box<dyn Fn(&[Tensor]) -> Vec<Tensor>>;
+
+/// A function with a user-defined reverse-mode derivative (rune's
+/// `custom_vjp` and `remat`), on its input leaves.
+pub struct CustomVjpCall<'a> {
+    /// What messages call it.
+    pub name: &'a str,
+    /// The forward function: input leaves to the output leaves and the
+    /// backward rule for this application.
+    pub fwd: &'a dyn Fn(&[Tensor]) -> (Vec<Tensor>, CustomBwd),
+}
+
+/// Applies a function with a custom forward-mode rule to `inputs`: the
+/// owning trace's [`Trace::process_custom_jvp_call`], or the function
+/// itself when no trace owns them. The owner is the trace of the highest
+/// level among the inputs' live tracers below the ceiling (dynamic traces
+/// own no such call).
+pub fn bind_custom_jvp(call: &CustomJvpCall, inputs: &[Tensor]) -> Vec<Tensor> {
+    match custom_owner(inputs) {
+        Some(trace) => trace.process_custom_jvp_call(call, inputs),
+        None => (call.fun)(inputs),
+    }
+}
+
+/// Applies a function with a custom reverse-mode rule to `inputs`: the
+/// owning trace's [`Trace::process_custom_vjp_call`], or the forward
+/// function when no trace owns them.
+pub fn bind_custom_vjp(call: &CustomVjpCall, inputs: &[Tensor]) -> Vec<Tensor> {
+    match custom_owner(inputs) {
+        Some(trace) => trace.process_custom_vjp_call(call, inputs),
+        None => (call.fwd)(inputs).0,
+    }
+}
+
+/// The trace that owns a custom-rule call on `inputs`: the one of the
+/// highest level among their live (not escaped) tracers below the current
+/// ceiling. Dynamic traces do not own such calls: they see the operations
+/// the owner runs.
+fn custom_owner(inputs: &[Tensor]) -> Option<Rc<dyn Trace>> {
+    let ceiling = ceiling();
+    inputs
+        .iter()
+        .filter_map(|t| t.tracer())
+        .filter(|tr| tr.escaped_value().is_none())
+        .map(|tr| tr.level())
+        .filter(|&level| level < ceiling)
+        .max()
+        .map(trace_at)
 }
 
 /// An operation with several outputs whose rules live in the crate that

@@ -3,7 +3,7 @@
 //! + SGD of the 784-512-512-10 MLP, batch 128) and C1 (grad of the 100-op
 //! chain on [64]). The same file is an example of `rune` (built with the
 //! workspace's settings) and of `crates/rune-user` (a crate outside the
-//! workspace, built with none), so `bench/user_crate.sh` times the one code
+//! workspace, built with none), so `bench/user_crate.py` times the one code
 //! both ways.
 //!
 //! ```sh

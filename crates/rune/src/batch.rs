@@ -8,39 +8,33 @@
 //! one, after broadcasting unbatched operands along the batch axis where the
 //! primitive needs all its operands batched alike.
 
-use crate::jvp::Tag;
-use nx::trace::Tracer;
+use crate::scope::{Tag, TaggedTracer, TracerState};
+use nx::trace::{bind_custom_jvp, bind_custom_vjp, with_ceiling, CustomJvpCall, CustomVjpCall};
 use nx::{bind, Aval, Prim, Tensor, Trace};
 use std::any::Any;
 use std::sync::Arc;
 
-pub(crate) struct BatchTracer {
-    /// The batched value, batch axis first.
+/// A batch tracer's state: the batched value, batch axis first (the
+/// tracer's aval, what the mapped function sees, is the value without it).
+pub(crate) struct Batched {
     pub value: Tensor,
-    /// What the mapped function sees: the value without its batch axis.
-    aval: Aval,
-    level: usize,
-    tag: Arc<Tag>,
 }
 
-impl Tracer for BatchTracer {
-    fn aval(&self) -> &Aval {
-        &self.aval
+impl TracerState for Batched {
+    fn value(&self) -> Option<&Tensor> {
+        None
     }
-    fn level(&self) -> usize {
-        self.level
-    }
-    fn read(&self) -> Tensor {
+    fn unreadable(&self, aval: &Aval) -> ! {
         panic!(
             "vmap: cannot read the value of a batched tensor (shape {:?} per example) inside \
              the mapped function: its lanes differ (item, to_vec, a data-dependent branch)",
-            self.aval.shape
+            aval.shape
         )
     }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
+
+/// The tracer of the batch trace.
+pub(crate) type BatchTracer = TaggedTracer<Batched>;
 
 #[derive(Clone)]
 pub(crate) struct BatchTrace {
@@ -53,24 +47,16 @@ pub(crate) struct BatchTrace {
 impl BatchTrace {
     /// `t`'s value and whether it is batched here (batch axis at 0).
     pub(crate) fn unpack(&self, t: &Tensor) -> (Tensor, bool) {
-        match t
-            .tracer()
-            .and_then(|tr| tr.as_any().downcast_ref::<BatchTracer>())
-        {
-            Some(tr) if Arc::ptr_eq(&tr.tag, &self.tag) => (tr.value.clone(), true),
-            _ => (t.clone(), false),
+        match BatchTracer::of(t, &self.tag) {
+            Some(b) => (b.value.clone(), true),
+            None => (t.clone(), false),
         }
     }
 
     /// A tracer for `value`, whose axis 0 is the batch axis.
     pub(crate) fn pack(&self, value: Tensor) -> Tensor {
         let aval = Aval::new(&value.shape()[1..], value.dtype());
-        Tensor::from_tracer(BatchTracer {
-            value,
-            aval,
-            level: self.level,
-            tag: self.tag.clone(),
-        })
+        BatchTracer::wrap(Batched { value }, aval, self.level, &self.tag)
     }
 
     /// `value` with a batch axis at 0: itself when batched, else broadcast
@@ -83,6 +69,42 @@ impl BatchTrace {
             shape.extend_from_slice(value.shape());
             value.broadcast_to(&shape)
         }
+    }
+
+    /// A custom rule under `vmap` with a differentiation trace below it
+    /// must stay visible to that trace: the call is made once per lane on
+    /// the lanes' values (below this trace) and the results are stacked
+    /// back. Returns None (run the function batched, as usual) when no
+    /// input is traced below this trace.
+    fn per_lane(
+        &self,
+        inputs: &[Tensor],
+        call: impl Fn(&[Tensor]) -> Vec<Tensor>,
+    ) -> Option<Vec<Tensor>> {
+        let (values, batched): (Vec<Tensor>, Vec<bool>) =
+            inputs.iter().map(|t| self.unpack(t)).unzip();
+        if self.size == 0 || !values.iter().any(Tensor::is_traced) {
+            return None;
+        }
+        with_ceiling(self.level, || {
+            let lanes: Vec<Vec<Tensor>> = (0..self.size)
+                .map(|i| {
+                    let lane: Vec<Tensor> = values
+                        .iter()
+                        .zip(&batched)
+                        .map(|(v, &b)| if b { v.get(i) } else { v.clone() })
+                        .collect();
+                    call(&lane)
+                })
+                .collect();
+            let stacked = (0..lanes[0].len())
+                .map(|j| {
+                    let parts: Vec<Tensor> = lanes.iter().map(|l| l[j].clone()).collect();
+                    self.pack(Tensor::stack(&parts, 0))
+                })
+                .collect();
+            Some(stacked)
+        })
     }
 }
 
@@ -103,6 +125,16 @@ impl Trace for BatchTrace {
             return nx::bind_multi(op, &values);
         }
         crate::loops::batch(self, crate::loops::as_loop(op), inputs)
+    }
+
+    fn process_custom_jvp_call(&self, call: &CustomJvpCall, inputs: &[Tensor]) -> Vec<Tensor> {
+        self.per_lane(inputs, |lane| bind_custom_jvp(call, lane))
+            .unwrap_or_else(|| (call.fun)(inputs))
+    }
+
+    fn process_custom_vjp_call(&self, call: &CustomVjpCall, inputs: &[Tensor]) -> Vec<Tensor> {
+        self.per_lane(inputs, |lane| bind_custom_vjp(call, lane))
+            .unwrap_or_else(|| (call.fwd)(inputs).0)
     }
 
     fn as_any(&self) -> &dyn Any {

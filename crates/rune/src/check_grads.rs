@@ -52,7 +52,7 @@ pub fn check_grads_with<P: Ptree>(
     params: &P,
     opts: CheckGradsOpts,
 ) -> Result<(), String> {
-    crate::autodiff::require_float_leaves("check_grads", params);
+    crate::differentiate::require_float_leaves("check_grads", params);
     let complex_out = crate::no_grad(|| f(params)).dtype().is_complex();
     if complex_out {
         check_real(|p: &P| f(p).sum_all().real(), params, opts, " (real part)")?;

@@ -147,10 +147,7 @@ fn read_predicate(func: &str, pred: &Tensor) -> bool {
             pred.dtype()
         );
     }
-    if pred
-        .tracer()
-        .is_some_and(|t| t.as_any().downcast_ref::<BatchTracer>().is_some())
-    {
+    if BatchTracer::is(pred) {
         panic!(
             "{func}: the predicate depends on the mapped inputs of vmap, so its lanes could \
              disagree; compute both branches and select with where_ instead"

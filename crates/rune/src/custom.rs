@@ -2,64 +2,19 @@
 //! (a `custom_vjp` whose backward rule re-runs the function).
 //!
 //! A call is handled by the trace of the highest level among its inputs'
-//! tracers, as a primitive would be: the innermost reverse (forward)
-//! trace uses the user's rule and runs the function's own operations on the
-//! values below it, so enclosing transformations still see them.
+//! tracers, as a primitive would be (`nx::trace::bind_custom_vjp`,
+//! `bind_custom_jvp`, which call that trace's `process_custom_vjp_call`,
+//! `process_custom_jvp_call`): the innermost reverse (forward) trace uses
+//! the user's rule and runs the function's own operations on the values
+//! below it, so enclosing transformations still see them. This file turns
+//! the user's functions on parameter trees into functions on leaves, with
+//! the checks of what the user's rules return.
 
-use crate::batch::BatchTrace;
-use crate::gradient_control::is_inactive;
-use crate::jvp::JvpTrace;
-use crate::vjp::{stale, Rule, Saved, VjpTrace};
-use nx::trace::{ceiling, trace_at, with_ceiling, Trace};
+use crate::autodiff::{stale, Saved};
+use nx::trace::{bind_custom_jvp, bind_custom_vjp, CustomBwd, CustomJvpCall, CustomVjpCall};
 use nx::{Ptree, Tensor};
+use std::cell::RefCell;
 use std::rc::Rc;
-
-/// The trace that owns a call on `leaves`: the one of the highest level
-/// among their (live) tracers, below the current ceiling.
-fn owning_trace(leaves: &[Tensor]) -> Option<Rc<dyn Trace>> {
-    let ceiling = ceiling();
-    leaves
-        .iter()
-        .filter_map(|t| t.tracer())
-        .filter(|tr| tr.escaped_value().is_none())
-        .map(|tr| tr.level())
-        .filter(|&level| level < ceiling)
-        .max()
-        .map(trace_at)
-}
-
-/// Under `vmap` with a differentiation trace below it, a custom rule must
-/// stay visible to that trace: the call is made once per lane on the lanes'
-/// values (below the batch trace) and the results are stacked back. Returns
-/// None (run the function batched, as usual) when no input is traced below
-/// the batch trace.
-fn per_lane<P: Ptree, Q: Ptree>(bt: &BatchTrace, params: &P, call: impl Fn(&P) -> Q) -> Option<Q> {
-    let (values, batched): (Vec<Tensor>, Vec<bool>) =
-        params.leaves().iter().map(|t| bt.unpack(t)).unzip();
-    if bt.size == 0 || !values.iter().any(Tensor::is_traced) {
-        return None;
-    }
-    with_ceiling(bt.level, || {
-        let lanes: Vec<Q> = (0..bt.size)
-            .map(|i| {
-                let lane: Vec<Tensor> = values
-                    .iter()
-                    .zip(&batched)
-                    .map(|(v, &b)| if b { v.get(i) } else { v.clone() })
-                    .collect();
-                call(&params.with_leaves(&lane))
-            })
-            .collect();
-        let per_lane: Vec<Vec<Tensor>> = lanes.iter().map(Ptree::leaves).collect();
-        let stacked: Vec<Tensor> = (0..per_lane[0].len())
-            .map(|j| {
-                let parts: Vec<Tensor> = per_lane.iter().map(|l| l[j].clone()).collect();
-                bt.pack(Tensor::stack(&parts, 0))
-            })
-            .collect();
-        Some(lanes[0].with_leaves(&stacked))
-    })
-}
 
 /// `fwd(params).0`, differentiated in reverse mode with `bwd`: under the
 /// innermost reverse-mode transformation (`grad`, `vjp`), `fwd`'s own
@@ -109,84 +64,47 @@ where
     Q: Ptree + 'static,
     R: 'static,
 {
-    let leaves = params.leaves();
-    let Some(trace) = owning_trace(&leaves) else {
-        return fwd(params).0;
-    };
-    if let Some(jt) = trace.as_any().downcast_ref::<JvpTrace>() {
-        if !is_inactive(jt.level) {
-            panic!(
-                "{func}: differentiated in forward mode (jvp, hvp, jacfwd); \
-                 define a custom_jvp rule for that"
-            );
-        }
-    }
-    if let Some(bt) = trace.as_any().downcast_ref::<BatchTrace>() {
-        let lane = |p: &P| custom_vjp_dyn(func, fwd, bwd.clone(), p);
-        if let Some(out) = per_lane(bt, params, lane) {
-            return out;
-        }
-    }
-    let Some(vt) = trace.as_any().downcast_ref::<VjpTrace>() else {
-        // Other transformations see the forward computation itself.
-        return fwd(params).0;
-    };
-    if is_inactive(vt.level) {
-        return fwd(params).0;
-    }
-    let (values, vars): (Vec<Tensor>, Vec<Option<usize>>) =
-        leaves.iter().map(|t| vt.unpack(t)).unzip();
-    let (out, residual) = with_ceiling(vt.level, || fwd(&params.with_leaves(&values)));
-    let out_leaves = out.leaves();
-    let out_avals: Vec<_> = out_leaves.iter().map(Tensor::aval).collect();
-    let in_avals: Vec<_> = values.iter().map(Tensor::aval).collect();
-    // Only the structure of the output is kept, not its tensors.
-    let placeholder = Tensor::zeros(&[0], nx::DType::F32);
-    let template = out.map_leaves(&mut |_| placeholder.clone());
-    let rule: Rule = Box::new(move |cts| {
-        let cts: Vec<Tensor> = cts
-            .iter()
-            .zip(&out_avals)
-            .map(|(ct, a)| {
-                ct.clone()
-                    .unwrap_or_else(|| Tensor::zeros(&a.shape, a.dtype))
-            })
-            .collect();
-        let grads = bwd(&residual, &template.with_leaves(&cts)).leaves();
-        if grads.len() != in_avals.len() {
-            panic!(
-                "{func}: bwd returned {} cotangent leaves for {} parameter leaves",
-                grads.len(),
-                in_avals.len()
-            );
-        }
-        for (i, (g, a)) in grads.iter().zip(&in_avals).enumerate() {
-            if g.shape() != a.shape.as_slice() || g.dtype() != a.dtype {
+    // The output's structure (its tensors replaced by placeholders), from
+    // the forward function's last run.
+    let template: RefCell<Option<Rc<Q>>> = RefCell::new(None);
+    let fwd_leaves = |leaves: &[Tensor]| -> (Vec<Tensor>, CustomBwd) {
+        let (out, residual) = fwd(&params.with_leaves(leaves));
+        let in_avals: Vec<_> = leaves.iter().map(Tensor::aval).collect();
+        let placeholder = Tensor::zeros(&[0], nx::DType::F32);
+        let shape = Rc::new(out.map_leaves(&mut |_| placeholder.clone()));
+        *template.borrow_mut() = Some(shape.clone());
+        let bwd = bwd.clone();
+        let bwd_leaves: CustomBwd = Box::new(move |cts: &[Tensor]| {
+            let grads = bwd(&residual, &shape.with_leaves(cts)).leaves();
+            if grads.len() != in_avals.len() {
                 panic!(
-                    "{func}: bwd's cotangent leaf {i} is {:?} {} but its parameter leaf is {:?} {}",
-                    g.shape(),
-                    g.dtype(),
-                    a.shape,
-                    a.dtype
+                    "{func}: bwd returned {} cotangent leaves for {} parameter leaves",
+                    grads.len(),
+                    in_avals.len()
                 );
             }
-        }
-        grads.into_iter().map(Some).collect()
-    });
-    let avals: Vec<_> = out_leaves.iter().map(Tensor::aval).collect();
-    let out_vars = vt.tape.push(vars, &avals, rule);
-    let traced: Vec<Tensor> = out_leaves
-        .into_iter()
-        .zip(out_vars)
-        .map(|(o, var)| {
-            if o.dtype().is_inexact() {
-                vt.pack(o, var)
-            } else {
-                o
+            for (i, (g, a)) in grads.iter().zip(&in_avals).enumerate() {
+                if g.shape() != a.shape.as_slice() || g.dtype() != a.dtype {
+                    panic!(
+                        "{func}: bwd's cotangent leaf {i} is {:?} {} but its parameter leaf is {:?} {}",
+                        g.shape(),
+                        g.dtype(),
+                        a.shape,
+                        a.dtype
+                    );
+                }
             }
-        })
-        .collect();
-    out.with_leaves(&traced)
+            grads
+        });
+        (out.leaves(), bwd_leaves)
+    };
+    let call = CustomVjpCall {
+        name: func,
+        fwd: &fwd_leaves,
+    };
+    let outs = bind_custom_vjp(&call, &params.leaves());
+    let template = template.take().expect("the forward function ran");
+    template.with_leaves(&outs)
 }
 
 /// `f(params)`, differentiated in forward mode with `jvp_rule`: under the
@@ -222,56 +140,25 @@ fn custom_jvp_dyn<P: Ptree, Q: Ptree>(
     jvp_rule: &dyn Fn(&P, &P) -> (Q, Q),
     params: &P,
 ) -> Q {
-    let leaves = params.leaves();
-    let Some(trace) = owning_trace(&leaves) else {
-        return f(params);
+    // The output's structure, from the last run of `f` or the rule.
+    let template: RefCell<Option<Q>> = RefCell::new(None);
+    let keep = |q: Q| {
+        let leaves = q.leaves();
+        *template.borrow_mut() = Some(q);
+        leaves
     };
-    if let Some(vt) = trace.as_any().downcast_ref::<VjpTrace>() {
-        if !is_inactive(vt.level) {
+    let fun = |leaves: &[Tensor]| keep(f(&params.with_leaves(leaves)));
+    let jvp = |primals: &[Tensor], tangents: &[Tensor]| {
+        let (out, tout) = jvp_rule(&params.with_leaves(primals), &params.with_leaves(tangents));
+        let (outs, touts) = (keep(out), tout.leaves());
+        if outs.len() != touts.len() {
             panic!(
-                "custom_jvp: differentiated in reverse mode (grad, vjp); \
-                 define a custom_vjp rule for that"
+                "custom_jvp: the rule returned {} tangent leaves for {} output leaves",
+                touts.len(),
+                outs.len()
             );
         }
-    }
-    if let Some(bt) = trace.as_any().downcast_ref::<BatchTrace>() {
-        if let Some(out) = per_lane(bt, params, |p: &P| custom_jvp_dyn(f, jvp_rule, p)) {
-            return out;
-        }
-    }
-    let Some(jt) = trace.as_any().downcast_ref::<JvpTrace>() else {
-        return f(params);
-    };
-    if is_inactive(jt.level) {
-        return f(params);
-    }
-    let (primals, tangents): (Vec<Tensor>, Vec<Tensor>) = leaves
-        .iter()
-        .map(|t| {
-            let (p, t) = jt.unpack(t);
-            let t = t.unwrap_or_else(|| p.zeros_like());
-            (p, t)
-        })
-        .unzip();
-    let (out, tout) = with_ceiling(jt.level, || {
-        jvp_rule(
-            &params.with_leaves(&primals),
-            &params.with_leaves(&tangents),
-        )
-    });
-    let (outs, touts) = (out.leaves(), tout.leaves());
-    if outs.len() != touts.len() {
-        panic!(
-            "custom_jvp: the rule returned {} tangent leaves for {} output leaves",
-            touts.len(),
-            outs.len()
-        );
-    }
-    let traced: Vec<Tensor> = outs
-        .into_iter()
-        .zip(touts)
-        .enumerate()
-        .map(|(i, (o, t))| {
+        for (i, (o, t)) in outs.iter().zip(&touts).enumerate() {
             if o.shape() != t.shape() {
                 panic!(
                     "custom_jvp: the rule's tangent leaf {i} has shape {:?} but its output leaf has shape {:?}",
@@ -279,10 +166,17 @@ fn custom_jvp_dyn<P: Ptree, Q: Ptree>(
                     o.shape()
                 );
             }
-            jt.pack(o, Some(t))
-        })
-        .collect();
-    out.with_leaves(&traced)
+        }
+        (outs, touts)
+    };
+    let call = CustomJvpCall {
+        name: "custom_jvp",
+        fun: &fun,
+        jvp: &jvp,
+    };
+    let outs = bind_custom_jvp(&call, &params.leaves());
+    let template = template.take().expect("the function or its rule ran");
+    template.with_leaves(&outs)
 }
 
 /// `f(params)`, recomputed during the backward pass instead of having its
@@ -320,7 +214,7 @@ where
             if !saved.iter().all(Saved::is_unwritten) {
                 stale("remat");
             }
-            crate::autodiff::vjp_grads("remat", |q: &P| recompute(q), p, ct)
+            crate::differentiate::vjp_grads("remat", |q: &P| recompute(q), p, ct)
         }),
         params,
     )

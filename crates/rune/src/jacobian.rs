@@ -2,7 +2,7 @@
 //! `jacfwd` is one vmapped `jvp`, `jacrev` one forward pass and a vmapped
 //! pullback, `hessian` is `jacfwd` of `grad`. Each calls `f` exactly once.
 
-use crate::autodiff::require_float_input;
+use crate::differentiate::require_float_input;
 use crate::{grad, jvp, vjp_fun, vmap};
 use nx::Tensor;
 

@@ -5,92 +5,27 @@
 //! A zero tangent is symbolic: an operation whose inputs all have zero
 //! tangents (or whose derivative is zero) returns a plain value, not a tracer.
 
+use crate::autodiff::add_opt;
 use crate::gradient_control::is_inactive;
 use crate::rules::{
     binary_partials, complex_to_real_coeff, cumprod_jvp, extremum_weights, prod_others, reduce_sum,
     unary_partial, WindowSpec,
 };
-use nx::trace::Tracer;
-use nx::{bind, Aval, BinaryOp, CumOp, Prim, ReduceOp, Tensor, Trace, UnaryOp};
+use crate::scope::{Tag, TaggedTracer, TracerState};
+use nx::trace::{with_ceiling, CustomJvpCall, CustomVjpCall};
+use nx::{bind, BinaryOp, CumOp, Prim, ReduceOp, Tensor, Trace, UnaryOp};
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Identifies one jvp trace; tracers point to it, and it says whether the
-/// trace is still running (a tracer escaping it becomes its primal).
-pub(crate) struct Tag {
-    alive: AtomicBool,
-}
-
-impl Tag {
-    pub(crate) fn new() -> Arc<Tag> {
-        Arc::new(Tag {
-            alive: AtomicBool::new(true),
-        })
-    }
-    pub(crate) fn end(&self) {
-        self.alive.store(false, Ordering::Release);
-    }
-    pub(crate) fn is_alive(&self) -> bool {
-        self.alive.load(Ordering::Acquire)
-    }
-}
-
-/// An active trace: popped, and its tracers marked escaped, when dropped
-/// (also when the traced function panics).
-pub(crate) struct Scope {
-    pub tag: Arc<Tag>,
-    pub _guard: nx::trace::TraceGuard,
-}
-
-impl Drop for Scope {
-    fn drop(&mut self) {
-        self.tag.end();
-    }
-}
-
-/// Pushes a new trace built by `make(level, tag)` with a fresh tag; returns
-/// a handle on it (traces are cheap handles) and the scope that ends it.
-pub(crate) fn enter<T: Trace + Clone + 'static>(
-    make: impl FnOnce(usize, Arc<Tag>) -> T,
-) -> (T, Scope) {
-    let tag = Tag::new();
-    let mut handle = None;
-    let guard = nx::trace::push_trace(
-        |level| {
-            let trace = make(level, tag.clone());
-            handle = Some(trace.clone());
-            trace
-        },
-        false,
-    );
-    let trace = handle.expect("push_trace builds the trace");
-    (trace, Scope { tag, _guard: guard })
-}
-
-pub(crate) struct JvpTracer {
+/// A jvp tracer's state: a primal value and its tangent.
+pub(crate) struct Dual {
     pub primal: Tensor,
     pub tangent: Tensor,
-    aval: Aval,
-    level: usize,
-    tag: Arc<Tag>,
 }
 
-impl Tracer for JvpTracer {
-    fn aval(&self) -> &Aval {
-        &self.aval
-    }
-    fn level(&self) -> usize {
-        self.level
-    }
-    fn read(&self) -> Tensor {
-        self.primal.clone()
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn escaped_value(&self) -> Option<Tensor> {
-        (!self.tag.is_alive()).then(|| self.primal.clone())
+impl TracerState for Dual {
+    fn value(&self) -> Option<&Tensor> {
+        Some(&self.primal)
     }
 }
 
@@ -104,27 +39,19 @@ impl JvpTrace {
     /// `t` as a tracer of this trace: its primal and tangent (None when `t`
     /// is a constant to this trace).
     pub(crate) fn unpack(&self, t: &Tensor) -> (Tensor, Option<Tensor>) {
-        match t
-            .tracer()
-            .and_then(|tr| tr.as_any().downcast_ref::<JvpTracer>())
-        {
-            Some(tr) if Arc::ptr_eq(&tr.tag, &self.tag) => {
-                (tr.primal.clone(), Some(tr.tangent.clone()))
-            }
-            _ => (t.clone(), None),
+        match TaggedTracer::<Dual>::of(t, &self.tag) {
+            Some(d) => (d.primal.clone(), Some(d.tangent.clone())),
+            None => (t.clone(), None),
         }
     }
 
     /// A tracer of this trace, or the primal itself when the tangent is zero.
     pub(crate) fn pack(&self, primal: Tensor, tangent: Option<Tensor>) -> Tensor {
         match tangent {
-            Some(tangent) if primal.dtype().is_inexact() => Tensor::from_tracer(JvpTracer {
-                aval: primal.aval(),
-                primal,
-                tangent,
-                level: self.level,
-                tag: self.tag.clone(),
-            }),
+            Some(tangent) if primal.dtype().is_inexact() => {
+                let aval = primal.aval();
+                TaggedTracer::wrap(Dual { primal, tangent }, aval, self.level, &self.tag)
+            }
             _ => primal,
         }
     }
@@ -151,6 +78,39 @@ impl Trace for JvpTrace {
 
     fn process_multi(&self, op: &Arc<dyn nx::MultiOp>, inputs: &[&Tensor]) -> Vec<Tensor> {
         crate::loops::jvp(self, crate::loops::as_loop(op), inputs)
+    }
+
+    /// The user's rule replaces the function's operations: it runs on the
+    /// primals and tangents below this trace.
+    fn process_custom_jvp_call(&self, call: &CustomJvpCall, inputs: &[Tensor]) -> Vec<Tensor> {
+        if is_inactive(self.level) {
+            return (call.fun)(inputs);
+        }
+        let (primals, tangents): (Vec<Tensor>, Vec<Tensor>) = inputs
+            .iter()
+            .map(|t| {
+                let (p, t) = self.unpack(t);
+                let t = t.unwrap_or_else(|| p.zeros_like());
+                (p, t)
+            })
+            .unzip();
+        let (outs, touts) = with_ceiling(self.level, || (call.jvp)(&primals, &tangents));
+        outs.into_iter()
+            .zip(touts)
+            .map(|(o, t)| self.pack(o, Some(t)))
+            .collect()
+    }
+
+    /// A reverse rule cannot serve forward mode.
+    fn process_custom_vjp_call(&self, call: &CustomVjpCall, inputs: &[Tensor]) -> Vec<Tensor> {
+        if !is_inactive(self.level) {
+            panic!(
+                "{}: differentiated in forward mode (jvp, hvp, jacfwd); \
+                 define a custom_jvp rule for that",
+                call.name
+            );
+        }
+        (call.fwd)(inputs).0
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -287,24 +247,32 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
         }
         Prim::Assign => unreachable!("assign of differentiated values is refused above"),
         // linear algebra
-        Prim::Cholesky => Some(crate::linalg_rules::cholesky_jvp(out, ts[0].as_ref()?)),
-        Prim::TriangularSolve { .. } => crate::linalg_rules::triangular_solve_jvp(
+        Prim::Cholesky => Some(crate::linalg_derivatives::cholesky_jvp(
+            out,
+            ts[0].as_ref()?,
+        )),
+        Prim::TriangularSolve { .. } => crate::linalg_derivatives::triangular_solve_jvp(
             prim,
             &xs[0],
             out,
             ts[0].as_ref(),
             ts[1].as_ref(),
         ),
-        Prim::Solve => crate::linalg_rules::solve_jvp(&xs[0], out, ts[0].as_ref(), ts[1].as_ref()),
-        Prim::Slogdet => Some(crate::linalg_rules::slogdet_jvp(&xs[0], ts[0].as_ref()?)),
-        Prim::Qr { complete } => Some(crate::linalg_rules::qr_jvp(
+        Prim::Solve => {
+            crate::linalg_derivatives::solve_jvp(&xs[0], out, ts[0].as_ref(), ts[1].as_ref())
+        }
+        Prim::Slogdet => Some(crate::linalg_derivatives::slogdet_jvp(
+            &xs[0],
+            ts[0].as_ref()?,
+        )),
+        Prim::Qr { complete } => Some(crate::linalg_derivatives::qr_jvp(
             *complete,
             &xs[0],
             out,
             ts[0].as_ref()?,
         )),
-        Prim::Eigh => Some(crate::linalg_rules::eigh_jvp(out, ts[0].as_ref()?)),
-        Prim::Svd { full_matrices } => Some(crate::linalg_rules::svd_jvp(
+        Prim::Eigh => Some(crate::linalg_derivatives::eigh_jvp(out, ts[0].as_ref()?)),
+        Prim::Svd { full_matrices } => Some(crate::linalg_derivatives::svd_jvp(
             *full_matrices,
             &xs[0],
             out,
@@ -312,14 +280,5 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
         )),
         // Linear: the same transform of the tangent.
         Prim::Fft { .. } => linear(&ts[0]),
-    }
-}
-
-/// Sum of two optional (None = zero) tensors.
-pub(crate) fn add_opt(a: Option<Tensor>, b: Option<Tensor>) -> Option<Tensor> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a + b),
-        (a, None) => a,
-        (None, b) => b,
     }
 }

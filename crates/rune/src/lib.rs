@@ -105,7 +105,7 @@
 //!
 //! Each transformation is a trace (`nx::Trace`) in a file of its own
 //! (`jvp.rs`, `vjp.rs`, `batch.rs`) with one rule per primitive; the functions users
-//! call live in `autodiff.rs`, `custom.rs`, `check_grads.rs` and
+//! call live in `differentiate.rs`, `custom.rs`, `check_grads.rs` and
 //! `gradient_control.rs`.
 //!
 //! ```
@@ -126,30 +126,36 @@ mod check_grads;
 mod control;
 mod custom;
 mod debug;
+mod device;
+mod differentiate;
 mod gradient_control;
 mod jacobian;
 mod jit;
 mod jvp;
-mod linalg_rules;
+mod linalg_derivatives;
 mod loops;
+mod placed;
 mod pmap;
 mod resident;
 pub mod rng;
 mod rules;
+mod scope;
+mod signatures;
 mod stage;
 mod vjp;
 mod vmap;
 
-pub use autodiff::{
-    grad, hvp, jvp, jvp_aux, value_and_grad, value_and_grad_aux, vjp, vjp_fun, Pullback,
-};
 pub use check_grads::{check_grads, check_grads_with, CheckGradsOpts};
 pub use control::{cond, scan, scan_with, while_loop, ScanOpts};
 pub use custom::{custom_jvp, custom_vjp, remat};
 pub use debug::{with_debug, with_debug_to};
+pub use device::{jit_stats, reset_jit_stats, JitStats};
+pub use differentiate::{
+    grad, hvp, jvp, jvp_aux, value_and_grad, value_and_grad_aux, vjp, vjp_fun, Pullback,
+};
 pub use gradient_control::{detach, no_grad};
 pub use jacobian::{hessian, jacfwd, jacrev};
-pub use jit::{jit, jit_stats, jit_with, make_graph, reset_jit_stats, Jit, JitOpts, JitStats};
+pub use jit::{jit, jit_with, make_graph, Jit, JitOpts};
 pub use pmap::{pmap, pmap_with, Pmap, PmapOpts};
 pub use stage::JitError;
 pub use tolk;

@@ -16,7 +16,8 @@
 //! old body under the transformation (`Graph::eval` binds its equations).
 
 use crate::batch::BatchTrace;
-use crate::jvp::{enter, JvpTrace};
+use crate::jvp::JvpTrace;
+use crate::scope::enter;
 use crate::stage::{raise, stage_body, JitError};
 use crate::vjp::VjpTrace;
 use nx::trace::{bind_multi, MultiOp};
@@ -346,7 +347,7 @@ pub(crate) fn vjp(trace: &VjpTrace, lp: &Loop, inputs: &[&Tensor]) -> Vec<Tensor
     let stacked = outs.split_off(lp.body.outputs.len());
     let out_avals: Vec<Aval> = outs.iter().map(Tensor::aval).collect();
     let saved = values.clone();
-    let rule: crate::vjp::Rule = Box::new(move |cts| rev.run(&saved, &stacked, cts));
+    let rule: crate::autodiff::Rule = Box::new(move |cts| rev.run(&saved, &stacked, cts));
     let tape_vars = trace.tape.push(vars, &out_avals, rule);
     outs.into_iter()
         .zip(tape_vars)

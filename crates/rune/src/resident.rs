@@ -1,5 +1,5 @@
-//! Device-resident outputs: the seed's residency rules, once, for every
-//! device with memory of its own (`CPU:n` now; CUDA later).
+//! Device-resident outputs: the residency rules, once, for every device
+//! with memory of its own (`CPU:n` now; CUDA later).
 //!
 //! An output of a call on such devices is a host tensor whose bytes are
 //! pending (`nx::storage::Pending`) on a [`Resident`]: the values the
@@ -7,21 +7,20 @@
 //! its data gathers the bytes to the host for good (counted in
 //! `bytes_from_device`), after which it is an ordinary tensor. Fed back
 //! unread to a call on the same devices in the same layout, its device
-//! values seed the program's input with no transfer. `resident_bytes` is
+//! values become the program's input with no transfer. `resident_bytes` is
 //! what the devices hold for unread outputs: it falls when they are read,
 //! dropped (the device values go with the last handle) or donated.
 //!
 //! The budget: an unreferenced device value is released at once (Rust
-//! frees with the last handle, where the seed's runtime waits for a
-//! collection), but its buffer stays in the allocator's cache for reuse.
+//! frees with the last handle, where a garbage-collected runtime waits for
+//! a collection), but its buffer stays in the allocator's cache for reuse.
 //! Before a call allocates on the devices, if what they hold for unread
 //! outputs plus those cached buffers plus the call's inputs would pass
 //! `RUNE_JIT_RESIDENT_BUDGET` bytes (default 4 GiB), the cached buffers are
 //! returned to the system first ([`reclaim_over_budget`]).
 
-use crate::jit::{count_transfers, RESIDENT_BYTES};
+use crate::device::{add_resident, count_transfers, remove_resident, resident_bytes};
 use nx::Tensor;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 /// What the devices may hold before unreferenced buffers are reclaimed.
@@ -45,7 +44,7 @@ fn budget() -> u64 {
 /// to the system. Returns the bytes reclaimed, if it reclaimed.
 pub(crate) fn reclaim_over_budget(incoming: u64) -> Option<usize> {
     let cached = nx::storage::cached_bytes();
-    let held = RESIDENT_BYTES.load(Ordering::Relaxed) + cached as u64;
+    let held = resident_bytes() + cached as u64;
     if cached == 0 || held + incoming <= budget() {
         return None;
     }
@@ -82,7 +81,7 @@ impl Resident {
             read_bytes: out.read_bytes(host),
             values: Mutex::new(Some(out.values)),
         };
-        RESIDENT_BYTES.fetch_add(r.device_bytes, Ordering::Relaxed);
+        add_resident(r.device_bytes);
         nx::raw::pending_tensor(dtype, &global, Arc::new(r))
     }
 
@@ -114,7 +113,7 @@ impl Resident {
     fn release(&self) -> Option<Vec<Tensor>> {
         let v = self.values.lock().unwrap().take();
         if v.is_some() {
-            RESIDENT_BYTES.fetch_sub(self.device_bytes, Ordering::Relaxed);
+            remove_resident(self.device_bytes);
         }
         v
     }

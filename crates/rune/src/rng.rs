@@ -1,4 +1,4 @@
-//! Explicit splittable PRNG keys (the seed's `Rng`).
+//! Explicit splittable PRNG keys (JAX's `jax.random`).
 //!
 //! A key is an ordinary `[2]` `U32` tensor; every sampler is a pure function
 //! of its key written as tensor operations, so draws trace, differentiate
@@ -682,36 +682,10 @@ pub fn categorical(key: &Tensor, logits: &Tensor, axis: isize) -> Tensor {
     (g + logits).argmax(a as isize, false)
 }
 
-/// `vals` ([n]) reordered by a stable sort on `keys` ([n] `U32`): a
-/// least-significant-digit radix sort, one bit per pass, each pass a stable
-/// partition written with a scatter.
+/// `vals` ([n]) reordered by a stable ascending sort on `keys` ([n]
+/// `U32`): nx's `argsort` (stable, as JAX's sort), then a gather.
 fn sort_by_keys(keys: &Tensor, vals: &Tensor) -> Tensor {
-    let n = keys.shape()[0];
-    if n <= 1 {
-        return vals.clone();
-    }
-    let positions = Tensor::iota(&[n], 0, DType::I32);
-    let (mut k, mut v) = (keys.clone(), vals.clone());
-    let one = scalar(1.0, DType::U32);
-    for bit in 0..32 {
-        let b = k
-            .shift_right(&scalar(bit as f64, DType::U32))
-            .bitwise_and(&one)
-            .cast(DType::I32);
-        // Among the first i + 1 elements, how many have the bit set.
-        let ones = b.cumsum(0);
-        let zeros_total = -(ones.narrow(0, n - 1, 1)) + n as f64;
-        let dest = Tensor::where_(
-            &b.equal(&scalar(1.0, DType::I32)),
-            &(&ones + &zeros_total - 1.0),
-            &(&positions - &ones),
-        );
-        v = v.zeros_like().scatter_add(0, &dest, &v);
-        if bit < 31 {
-            k = k.zeros_like().scatter_add(0, &dest, &k);
-        }
-    }
-    v
+    vals.take(&keys.argsort(0, false), 0)
 }
 
 /// A random permutation of `0..n` (`I32`), JAX's `jax.random.permutation(key,

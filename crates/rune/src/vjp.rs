@@ -11,23 +11,20 @@
 //! count: a backward pass over a value written in place since (`assign`)
 //! panics instead of differentiating at the wrong point.
 
+use crate::autodiff::{PrimRule, Rule, Saved};
 use crate::gradient_control::is_inactive;
-use crate::jvp::Tag;
 use crate::rules::{
     binary_partials, complex_to_real_coeff, conv_transpose_lhs, conv_transpose_rhs, cumprod_vjp,
     dot_transpose_lhs, extremum_weights, inverse_perm, prod_others, reverse_cumsum, sum_to_shape,
     unary_partial, unreduce, unslice, Partial, WindowSpec,
 };
-use nx::trace::Tracer;
+use crate::scope::{Tag, TaggedTracer, TracerState};
+use nx::trace::{with_ceiling, CustomJvpCall, CustomVjpCall};
 use nx::{bind, Aval, BinaryOp, CumOp, Prim, ReduceOp, Tensor, Trace, UnaryOp};
 use std::any::Any;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
-
-/// A node's reverse rule: output cotangents (None = zero) to input
-/// cotangents (None = zero or not needed).
-pub(crate) type Rule = Box<dyn Fn(&[Option<Tensor>]) -> Vec<Option<Tensor>>>;
 
 struct Node {
     /// The tape variable of each input, None for constants.
@@ -109,29 +106,15 @@ fn accumulate(slot: &mut Option<Tensor>, ct: Tensor) {
     });
 }
 
-pub(crate) struct VjpTracer {
+/// A vjp tracer's state: a value and its variable on the tape.
+pub(crate) struct OnTape {
     pub value: Tensor,
     pub var: usize,
-    aval: Aval,
-    level: usize,
-    tag: Arc<Tag>,
 }
 
-impl Tracer for VjpTracer {
-    fn aval(&self) -> &Aval {
-        &self.aval
-    }
-    fn level(&self) -> usize {
-        self.level
-    }
-    fn read(&self) -> Tensor {
-        self.value.clone()
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn escaped_value(&self) -> Option<Tensor> {
-        (!self.tag.is_alive()).then(|| self.value.clone())
+impl TracerState for OnTape {
+    fn value(&self) -> Option<&Tensor> {
+        Some(&self.value)
     }
 }
 
@@ -145,24 +128,16 @@ pub(crate) struct VjpTrace {
 impl VjpTrace {
     /// `t`'s value and tape variable (None when `t` is a constant here).
     pub(crate) fn unpack(&self, t: &Tensor) -> (Tensor, Option<usize>) {
-        match t
-            .tracer()
-            .and_then(|tr| tr.as_any().downcast_ref::<VjpTracer>())
-        {
-            Some(tr) if Arc::ptr_eq(&tr.tag, &self.tag) => (tr.value.clone(), Some(tr.var)),
-            _ => (t.clone(), None),
+        match TaggedTracer::<OnTape>::of(t, &self.tag) {
+            Some(v) => (v.value.clone(), Some(v.var)),
+            None => (t.clone(), None),
         }
     }
 
     /// A tracer of this trace for `value`, on variable `var`.
     pub(crate) fn pack(&self, value: Tensor, var: usize) -> Tensor {
-        Tensor::from_tracer(VjpTracer {
-            aval: value.aval(),
-            value,
-            var,
-            level: self.level,
-            tag: self.tag.clone(),
-        })
+        let aval = value.aval();
+        TaggedTracer::wrap(OnTape { value, var }, aval, self.level, &self.tag)
     }
 
     /// A fresh input variable (a parameter leaf).
@@ -210,77 +185,57 @@ impl Trace for VjpTrace {
         crate::loops::vjp(self, crate::loops::as_loop(op), inputs)
     }
 
+    /// A forward rule cannot serve reverse mode.
+    fn process_custom_jvp_call(&self, call: &CustomJvpCall, inputs: &[Tensor]) -> Vec<Tensor> {
+        if !is_inactive(self.level) {
+            panic!(
+                "{}: differentiated in reverse mode (grad, vjp); define a custom_vjp rule for \
+                 that",
+                call.name
+            );
+        }
+        (call.fun)(inputs)
+    }
+
+    /// The forward function runs on the values below this trace (not
+    /// recorded); one tape node holds the user's reverse rule.
+    fn process_custom_vjp_call(&self, call: &CustomVjpCall, inputs: &[Tensor]) -> Vec<Tensor> {
+        if is_inactive(self.level) {
+            return (call.fwd)(inputs).0;
+        }
+        let (values, vars): (Vec<Tensor>, Vec<Option<usize>>) =
+            inputs.iter().map(|t| self.unpack(t)).unzip();
+        let (outs, bwd) = with_ceiling(self.level, || (call.fwd)(&values));
+        let out_avals: Vec<Aval> = outs.iter().map(Tensor::aval).collect();
+        let avals = out_avals.clone();
+        let rule: Rule = Box::new(move |cts| {
+            let cts: Vec<Tensor> = cts
+                .iter()
+                .zip(&out_avals)
+                .map(|(ct, a)| {
+                    ct.clone()
+                        .unwrap_or_else(|| Tensor::zeros(&a.shape, a.dtype))
+                })
+                .collect();
+            bwd(&cts).into_iter().map(Some).collect()
+        });
+        let out_vars = self.tape.push(vars, &avals, rule);
+        outs.into_iter()
+            .zip(out_vars)
+            .map(|(o, var)| {
+                if o.dtype().is_inexact() {
+                    self.pack(o, var)
+                } else {
+                    o
+                }
+            })
+            .collect()
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }
 }
-
-/// Something a reverse rule keeps from the forward pass, and the tensor in
-/// it whose storage must not be written before the backward pass.
-pub(crate) trait Residual {
-    fn tensor(&self) -> Option<&Tensor>;
-}
-
-impl Residual for Tensor {
-    fn tensor(&self) -> Option<&Tensor> {
-        Some(self)
-    }
-}
-
-impl Residual for Partial {
-    fn tensor(&self) -> Option<&Tensor> {
-        match self {
-            Partial::By(d) => Some(d),
-            _ => None,
-        }
-    }
-}
-
-/// A residual and the write count of its storage when it was saved (one
-/// relaxed atomic load; None for constants and tracers of other traces,
-/// whose values are fresh results).
-pub(crate) struct Saved<T> {
-    value: T,
-    version: Option<u64>,
-}
-
-impl<T: Residual> Saved<T> {
-    pub(crate) fn new(value: T) -> Saved<T> {
-        let version = value.tensor().and_then(Tensor::version);
-        Saved { value, version }
-    }
-
-    /// The residual, after checking that nothing wrote its storage since it
-    /// was saved; `op` is the primitive that saved it (named in the panic).
-    pub(crate) fn get(&self, op: &Prim) -> &T {
-        if !self.is_unwritten() {
-            stale(&op.name());
-        }
-        &self.value
-    }
-
-    /// True unless the residual's storage was written since it was saved.
-    pub(crate) fn is_unwritten(&self) -> bool {
-        match (self.version, self.value.tensor()) {
-            (Some(saved), Some(t)) => t.version() == Some(saved),
-            _ => true,
-        }
-    }
-}
-
-/// The panic for a residual written in place after it was recorded.
-pub(crate) fn stale(op: &str) -> ! {
-    panic!(
-        "backward pass: a tensor that `{op}` saved for its gradient was modified in place \
-         (assign/blit) after the forward pass recorded it, so the gradient would be computed \
-         at the new value; differentiate at a `.copy()` of a tensor (or capture a `.copy()`) \
-         that is mutated while a pullback or gradient still needs it"
-    )
-}
-
-/// A reverse rule: the output cotangent (and the primitive, for `Saved::get`)
-/// to the input cotangents.
-pub(crate) type PrimRule = Box<dyn Fn(&Tensor, &Prim) -> Vec<Option<Tensor>>>;
 
 /// The reverse rule of `prim` applied to `xs` (giving `out`), for the inputs
 /// in `needs`; None when the derivative is zero (nothing is recorded).
@@ -503,15 +458,17 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
         }
         Prim::Assign => unreachable!("assign of differentiated values is refused above"),
         // linear algebra
-        Prim::Cholesky => crate::linalg_rules::cholesky_vjp(out),
+        Prim::Cholesky => crate::linalg_derivatives::cholesky_vjp(out),
         Prim::TriangularSolve { .. } => {
-            crate::linalg_rules::triangular_solve_vjp(prim, &xs[0], out, needs)
+            crate::linalg_derivatives::triangular_solve_vjp(prim, &xs[0], out, needs)
         }
-        Prim::Solve => crate::linalg_rules::solve_vjp(&xs[0], out, needs),
-        Prim::Slogdet => crate::linalg_rules::slogdet_vjp(&xs[0]),
-        Prim::Qr { complete } => crate::linalg_rules::qr_vjp(*complete, &xs[0], out),
-        Prim::Eigh => crate::linalg_rules::eigh_vjp(out),
-        Prim::Svd { full_matrices } => crate::linalg_rules::svd_vjp(*full_matrices, &xs[0], out),
+        Prim::Solve => crate::linalg_derivatives::solve_vjp(&xs[0], out, needs),
+        Prim::Slogdet => crate::linalg_derivatives::slogdet_vjp(&xs[0]),
+        Prim::Qr { complete } => crate::linalg_derivatives::qr_vjp(*complete, &xs[0], out),
+        Prim::Eigh => crate::linalg_derivatives::eigh_vjp(out),
+        Prim::Svd { full_matrices } => {
+            crate::linalg_derivatives::svd_vjp(*full_matrices, &xs[0], out)
+        }
         Prim::Fft { kind, lengths } => {
             let (kind, lengths) = (*kind, lengths.clone());
             Box::new(move |ct, _| vec![Some(crate::rules::fft_transpose(kind, &lengths, ct))])

@@ -2,7 +2,7 @@
 //! leaves by running it once under the batch trace (`batch.rs`).
 
 use crate::batch::BatchTrace;
-use crate::jvp::enter;
+use crate::scope::enter;
 use nx::{Ptree, Tensor};
 
 /// Options of [`vmap_with`].

@@ -19,7 +19,7 @@ use super::elementwise::cast;
 use super::pool;
 use super::strided::Walk;
 use crate::dtype::{DType, Element};
-use crate::layout::Layout;
+use crate::layout::{merge_to_one, Layout};
 use crate::shape::numel;
 use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
@@ -28,17 +28,19 @@ use half::f16;
 use std::ops::Range;
 
 /// Products with fewer multiply-adds than this run on the calling thread:
-/// below it, splitting across cores costs more than it saves. (W9's
-/// 32x128x128 and 32x64x128 steps split from here: its jitted step
+/// below it, splitting across cores costs more than it saves. (A scan
+/// RNN's 32x128x128 and 32x64x128 steps, hidden size 128 and batch 32,
+/// split from here: its jitted value_and_grad
 /// measured min 4.1-5.0 ms against 5.5-6.0 ms at 128^3, six alternating
 /// runs on a 2-core Zen4; an earlier host had measured the opposite, 10.2
 /// against 7.6 ms.)
 const SPLIT_FLOPS: usize = 64 * 64 * 64;
 
 /// A product with a dimension shorter than this splits only from
-/// [`SPLIT_LARGE_FLOPS`]: W4's 128x512x10 products, split from 64^3, were
-/// faster alone (21 -> 13 us each in `examples/bench_gemm_split.rs`) but
-/// left the jitted W4 step no faster (min of eight alternating runs 2.21
+/// [`SPLIT_LARGE_FLOPS`]: the 128x512x10 products of an MLP step
+/// (784-512-512-10, batch 128), split from 64^3, were faster alone (21 ->
+/// 13 us each in `examples/bench_gemm_split.rs`) but left the jitted step
+/// no faster (min of eight alternating runs 2.21
 /// ms one-threaded against 2.36 split).
 const SKINNY: usize = 16;
 
@@ -113,7 +115,7 @@ pub(crate) fn keep_gemm_buffers_mapped() {
 /// ms against 22 us after). A process's first products otherwise pay them
 /// on the caller's thread. `rune::jit` calls this, so the probes overlap
 /// the first call's tracing and program loading: the first call of the
-/// jitted W4 step in a fresh process with a warm persistent cache, 30
+/// jitted MLP step (784-512-512-10, batch 128) in a fresh process with a warm persistent cache, 30
 /// alternating processes each, min 8.5 -> 7.8 ms, median 13.5 -> 10.6 ms.
 /// (Also lowering the thread's priority measured no better.)
 pub(crate) fn warm_up_in_background() {
@@ -207,8 +209,7 @@ pub type Epilogue<'a> = &'a (dyn Fn(*mut u8, Range<usize>, Range<usize>) + Sync)
 /// pool when it is large (a product computed in one piece, or by a path
 /// that does not split into blocks).
 fn epilogue_whole(epi: Epilogue<'_>, base: *mut u8, rows: usize, cols: usize) {
-    const PAR_MIN: usize = 1 << 16;
-    let parts = if rows * cols >= PAR_MIN {
+    let parts = if rows * cols >= pool::PAR_MIN {
         pool::threads().min(rows)
     } else {
         1
@@ -235,19 +236,10 @@ struct Ax {
 
 /// Merges `axes` (outermost first) into a single `(size, stride)` when their
 /// strides chain; size-1 axes do not matter. No axes (or only size-1 ones)
-/// merge into a single row of stride 0.
+/// merge into a single row of stride 0 (`crate::layout::merge_to_one`).
 fn merge(axes: &[Ax]) -> Option<(usize, isize)> {
-    let total = axes.iter().map(|a| a.n).product();
-    let mut inner: Option<Ax> = None;
-    for a in axes.iter().filter(|a| a.n != 1) {
-        if let Some(p) = inner {
-            if p.s != a.s * a.n as isize {
-                return None;
-            }
-        }
-        inner = Some(*a);
-    }
-    Some((total, inner.map_or(0, |a| a.s)))
+    let (sizes, strides): (Vec<usize>, Vec<isize>) = axes.iter().map(|a| (a.n, a.s)).unzip();
+    merge_to_one(&sizes, &strides)
 }
 
 /// One operand as a batch of matrices: `axes` lists its batch axes, then
@@ -478,12 +470,13 @@ impl GemmElem for crate::Complex<f64> {}
 ///
 /// A column-major rhs (`rhs_strides.0 == 1`: reverse mode's `g @ W^T`, read
 /// through a transposed view) goes to faer's matmul for f32 and f64: `gemm`
-/// 0.19 packs such an rhs at half speed (W4's `g @ W2^T`, 128x512x512 on one
-/// thread: 500 us against faer's 330 us; W9's 32x128x128 `dz @ W^T`: 9.6 vs
-/// 6.0 us; `examples/bench_gemm_split.rs`). So does every block of
-/// [`FAER_BLOCKS`] multiply-adds, whatever the layouts: one band of W4's
-/// products (the forward `x @ W`, the weight gradients' `x^T @ g`) ran 0-6%
-/// faster through faer alone (`bench_gemm_split`), and the jitted W4 step
+/// 0.19 packs such an rhs at half speed (an MLP step's `g @ W^T`,
+/// 128x512x512 on one thread: 500 us against faer's 330 us; a scan RNN's
+/// 32x128x128 `dz @ W^T`: 9.6 vs 6.0 us; `examples/bench_gemm_split.rs`).
+/// So does every block of [`FAER_BLOCKS`] multiply-adds, whatever the
+/// layouts: one band of the MLP step's products (the forward `x @ W`, the
+/// weight gradients' `x^T @ g`) ran 0-6% faster through faer alone
+/// (`bench_gemm_split`), and the jitted MLP step
 /// 4-5% faster at the 10th percentile and median with every one of its
 /// products there (the two rules alternating call by call in one process;
 /// the column-major lhs alone: 1.5-2%). Everything else goes to `gemm`.
@@ -536,8 +529,8 @@ unsafe fn product_block<T: GemmElem>(
 }
 
 /// The sizes (multiply-adds of one block) that go to faer whatever the
-/// layouts (see [`product_block`]): below, `gemm` is even or ahead (W9's
-/// 64x128x32 bands of `h^T @ dz`: 3.1-3.3 against 3.8-4.0 us), and above
+/// layouts (see [`product_block`]): below, `gemm` is even or ahead (a scan
+/// RNN's 64x128x32 bands of `h^T @ dz`: 3.1-3.3 against 3.8-4.0 us), and above
 /// too (squares of 1024 and 2048 in two bands: 5% ahead).
 const FAER_BLOCKS: std::ops::Range<usize> = (1 << 20)..(1 << 27);
 
@@ -656,8 +649,9 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
                     } else {
                         // Bands of columns: the epilogue runs after the
                         // product, one band of whole rows per thread (run on
-                        // each column band right after it, a W4 layer with
-                        // bias and relu measured 2-5% slower).
+                        // each column band right after it, an MLP layer
+                        // (512 wide, batch 128) with bias and relu measured
+                        // 2-5% slower).
                         pool::for_each(parts, &|p| {
                             gemm_block(b, at(b), 0..m, band(n, parts, p), false)
                         });
@@ -798,7 +792,8 @@ mod tests {
 
     #[test]
     fn skinny_products_split_later() {
-        // W9's steps split at 64^3; W4's 128x512x10 ones stay on one thread.
+        // A scan RNN's steps split at 64^3; an MLP's 128x512x10 products
+        // stay on one thread.
         for (m, n, k) in [(32, 128, 128), (32, 128, 64)] {
             assert!(m * n * k >= split_threshold(m, n, k));
         }

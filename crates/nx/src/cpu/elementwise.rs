@@ -5,7 +5,7 @@
 //! a closure handed to them.
 
 use super::dispatch::{self, Kernel};
-use super::pool;
+use super::pool::{self, PAR_CHUNK, PAR_MIN};
 use super::strided::Walk;
 use crate::dtype::{Complex, DType, Element, I4, U4};
 use crate::prim::{BinaryOp, CmpOp, UnaryOp};
@@ -13,12 +13,6 @@ use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
 use half::{bf16, f16};
 use num_traits::Float;
-
-/// Below this many elements a kernel runs on the calling thread: splitting
-/// costs a few microseconds, more than small operations take.
-pub(crate) const PAR_MIN: usize = 1 << 16;
-/// Elements per parallel task.
-const PAR_CHUNK: usize = 1 << 14;
 
 /// Whether every stride of a non-empty value is zero (a broadcast scalar, whose
 /// one element sits at `layout.offset`). Looks at the layout only: the caller

@@ -7,8 +7,7 @@
 //! panics naming the operation, the index and the axis size, since only the
 //! kernel sees the data.
 
-use super::elementwise::PAR_MIN;
-use super::pool;
+use super::pool::{self, PAR_MIN};
 use super::strided::Walk;
 use crate::dtype::{DType, Element};
 use crate::shape::contiguous_strides;

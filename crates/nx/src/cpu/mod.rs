@@ -9,7 +9,7 @@ mod elementwise;
 mod fft;
 mod fill;
 mod index;
-mod linalg;
+mod linalg_kernels;
 mod math;
 mod movement;
 pub(crate) mod pool;
@@ -122,18 +122,18 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
         Prim::Argsort { axis, descending } => sort::argsort(v(0), axis, descending),
         Prim::TopK { k } => sort::top_k(v(0), k),
         // linear algebra
-        Prim::Cholesky => linalg::cholesky(v(0)),
+        Prim::Cholesky => linalg_kernels::cholesky(v(0)),
         Prim::TriangularSolve {
             lower,
             left,
             transpose,
             unit_diagonal,
-        } => linalg::triangular_solve(v(0), v(1), lower, left, transpose, unit_diagonal),
-        Prim::Solve => linalg::solve(v(0), v(1)),
-        Prim::Slogdet => linalg::slogdet(v(0)),
-        Prim::Qr { complete } => linalg::qr(v(0), complete),
-        Prim::Eigh => linalg::eigh(v(0)),
-        Prim::Svd { full_matrices } => linalg::svd(v(0), full_matrices),
+        } => linalg_kernels::triangular_solve(v(0), v(1), lower, left, transpose, unit_diagonal),
+        Prim::Solve => linalg_kernels::solve(v(0), v(1)),
+        Prim::Slogdet => linalg_kernels::slogdet(v(0)),
+        Prim::Qr { complete } => linalg_kernels::qr(v(0), complete),
+        Prim::Eigh => linalg_kernels::eigh(v(0)),
+        Prim::Svd { full_matrices } => linalg_kernels::svd(v(0), full_matrices),
         Prim::Fft { kind, lengths } => fft::fft(v(0), kind, &lengths),
     }
 }

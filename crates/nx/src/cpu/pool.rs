@@ -28,6 +28,30 @@ use std::time::{Duration, Instant};
 /// How long an idle worker spins before parking.
 const SPIN: Duration = Duration::from_millis(2);
 
+// The kernels' parallel grain, in one place. Every eager kernel that splits
+// across this pool uses these (tolk's runtime keeps grains of its own for
+// compiled kernels).
+
+/// Below this many elements (or threefry pairs, or multiply-adds of an
+/// epilogue) a kernel runs on the calling thread: splitting costs a few
+/// microseconds, more than small operations take. 64K: lowered from 256K
+/// when this pool replaced rayon (commit 66777d9, measured on the 2-core
+/// VM: the MLP training step of the autodiff benchmark 2.35 -> 2.0 ms, its
+/// Hessian 0.50 -> 0.36 ms, jacfwd/jacrev 0.63/0.59 -> 0.48/0.47 ms).
+pub(crate) const PAR_MIN: usize = 1 << 16;
+
+/// Elements (or threefry pairs) per part of an elementwise split: 16K, a
+/// quarter of [`PAR_MIN`], so a kernel at the threshold still gives every
+/// thread of a small machine a few parts to claim. Set with `PAR_MIN` in
+/// commit 66777d9 (was 32K); no measurement of its own is recorded.
+pub(crate) const PAR_CHUNK: usize = 1 << 14;
+
+/// Input elements per part of a reduction: 64K. It also fixes the order in
+/// which a long sum's partial totals are added, so changing it changes the
+/// low bits of large float reductions. Chosen when the reductions were
+/// written (commit ef7c7ac); no measurement is recorded.
+pub(crate) const REDUCE_PAR_CHUNK: usize = 1 << 16;
+
 /// The number of threads eager kernels split across: `NX_NUM_THREADS` when
 /// set to a positive number, else the machine's available parallelism.
 /// Read once, at the first call; with 1, every kernel runs on the thread

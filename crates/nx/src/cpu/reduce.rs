@@ -21,10 +21,9 @@
 //!   row of accumulators.
 
 use super::dispatch::{self, Kernel};
-use super::elementwise::PAR_MIN;
-use super::pool;
+use super::pool::{self, PAR_MIN, REDUCE_PAR_CHUNK};
 use crate::dtype::{DType, Element};
-use crate::layout::Layout;
+use crate::layout::{merge_dims, Layout};
 use crate::prim::{drop_axes, ArgOp, CumOp, ReduceOp};
 use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
@@ -46,8 +45,6 @@ const SBLOCK: usize = 1024;
 const VBLOCK: usize = 128;
 /// Output columns per task of the vertical loop (its accumulators stay in L1).
 const CW: usize = 1024;
-/// Input elements per parallel task.
-const PAR_CHUNK: usize = 1 << 16;
 
 /// One reduction, in three levels: element -> lane -> total -> element.
 trait Fold: Copy + Send + Sync {
@@ -63,16 +60,17 @@ trait Fold: Copy + Send + Sync {
     fn finish(self, t: Self::Total) -> Self::In;
 }
 
-/// Float element types and the type their lanes compute in.
-trait Flt: Element {
-    type L: Float + Into<f64> + Send + Sync;
-    fn up(self) -> Self::L;
-    fn from_lane(l: Self::L) -> Self;
+/// Float element types and the float type their lanes accumulate in (f32
+/// for f16 and bf16).
+trait FloatElement: Element {
+    type Lane: Float + Into<f64> + Send + Sync;
+    fn up(self) -> Self::Lane;
+    fn from_lane(l: Self::Lane) -> Self;
     fn from_total(t: f64) -> Self;
 }
 
-impl Flt for f32 {
-    type L = f32;
+impl FloatElement for f32 {
+    type Lane = f32;
     #[inline(always)]
     fn up(self) -> f32 {
         self
@@ -87,8 +85,8 @@ impl Flt for f32 {
     }
 }
 
-impl Flt for f64 {
-    type L = f64;
+impl FloatElement for f64 {
+    type Lane = f64;
     #[inline(always)]
     fn up(self) -> f64 {
         self
@@ -103,10 +101,10 @@ impl Flt for f64 {
     }
 }
 
-macro_rules! half_flt {
+macro_rules! half_float_element {
     ($($t:ty),*) => {$(
-        impl Flt for $t {
-            type L = f32;
+        impl FloatElement for $t {
+            type Lane = f32;
             #[inline(always)]
             fn up(self) -> f32 { self.to_f32() }
             #[inline(always)]
@@ -116,7 +114,7 @@ macro_rules! half_flt {
         }
     )*};
 }
-half_flt!(f16, bf16);
+half_float_element!(f16, bf16);
 
 /// NaN-propagating maximum (NaN is sticky once in the accumulator).
 #[inline(always)]
@@ -155,20 +153,20 @@ macro_rules! fold_struct {
 }
 fold_struct!(FSum, FProd, FMax, FMin, ISum, IProd, IMax, IMin);
 
-impl<T: Flt> Fold for FSum<T> {
+impl<T: FloatElement> Fold for FSum<T> {
     type In = T;
-    type Lane = T::L;
+    type Lane = T::Lane;
     type Total = f64;
     #[inline(always)]
-    fn lane0(self) -> T::L {
-        T::L::zero()
+    fn lane0(self) -> T::Lane {
+        T::Lane::zero()
     }
     #[inline(always)]
-    fn step(self, a: T::L, x: T) -> T::L {
+    fn step(self, a: T::Lane, x: T) -> T::Lane {
         a + x.up()
     }
     #[inline(always)]
-    fn merge(self, a: T::L, b: T::L) -> T::L {
+    fn merge(self, a: T::Lane, b: T::Lane) -> T::Lane {
         a + b
     }
     #[inline(always)]
@@ -176,7 +174,7 @@ impl<T: Flt> Fold for FSum<T> {
         0.0
     }
     #[inline(always)]
-    fn absorb(self, t: f64, l: T::L) -> f64 {
+    fn absorb(self, t: f64, l: T::Lane) -> f64 {
         t + l.into()
     }
     #[inline(always)]
@@ -189,20 +187,20 @@ impl<T: Flt> Fold for FSum<T> {
     }
 }
 
-impl<T: Flt> Fold for FProd<T> {
+impl<T: FloatElement> Fold for FProd<T> {
     type In = T;
-    type Lane = T::L;
+    type Lane = T::Lane;
     type Total = f64;
     #[inline(always)]
-    fn lane0(self) -> T::L {
-        T::L::one()
+    fn lane0(self) -> T::Lane {
+        T::Lane::one()
     }
     #[inline(always)]
-    fn step(self, a: T::L, x: T) -> T::L {
+    fn step(self, a: T::Lane, x: T) -> T::Lane {
         a * x.up()
     }
     #[inline(always)]
-    fn merge(self, a: T::L, b: T::L) -> T::L {
+    fn merge(self, a: T::Lane, b: T::Lane) -> T::Lane {
         a * b
     }
     #[inline(always)]
@@ -210,7 +208,7 @@ impl<T: Flt> Fold for FProd<T> {
         1.0
     }
     #[inline(always)]
-    fn absorb(self, t: f64, l: T::L) -> f64 {
+    fn absorb(self, t: f64, l: T::Lane) -> f64 {
         t * l.into()
     }
     #[inline(always)]
@@ -225,36 +223,36 @@ impl<T: Flt> Fold for FProd<T> {
 
 macro_rules! float_extreme {
     ($name:ident, $pick:ident, $init:ident) => {
-        impl<T: Flt> Fold for $name<T> {
+        impl<T: FloatElement> Fold for $name<T> {
             type In = T;
-            type Lane = T::L;
-            type Total = T::L;
+            type Lane = T::Lane;
+            type Total = T::Lane;
             #[inline(always)]
-            fn lane0(self) -> T::L {
-                T::L::$init()
+            fn lane0(self) -> T::Lane {
+                T::Lane::$init()
             }
             #[inline(always)]
-            fn step(self, a: T::L, x: T) -> T::L {
+            fn step(self, a: T::Lane, x: T) -> T::Lane {
                 $pick(a, x.up())
             }
             #[inline(always)]
-            fn merge(self, a: T::L, b: T::L) -> T::L {
+            fn merge(self, a: T::Lane, b: T::Lane) -> T::Lane {
                 $pick(a, b)
             }
             #[inline(always)]
-            fn total0(self) -> T::L {
-                T::L::$init()
+            fn total0(self) -> T::Lane {
+                T::Lane::$init()
             }
             #[inline(always)]
-            fn absorb(self, t: T::L, l: T::L) -> T::L {
+            fn absorb(self, t: T::Lane, l: T::Lane) -> T::Lane {
                 $pick(t, l)
             }
             #[inline(always)]
-            fn join(self, a: T::L, b: T::L) -> T::L {
+            fn join(self, a: T::Lane, b: T::Lane) -> T::Lane {
                 $pick(a, b)
             }
             #[inline(always)]
-            fn finish(self, t: T::L) -> T {
+            fn finish(self, t: T::Lane) -> T {
                 T::from_lane(t)
             }
         }
@@ -422,9 +420,12 @@ fn fold_contig_par<F: Fold>(f: F, xs: &[F::In]) -> F::Total {
     if xs.len() < 2 * PAR_MIN {
         return fold_contig(f, xs);
     }
-    let mut parts = vec![f.total0(); xs.len().div_ceil(PAR_CHUNK)];
+    let mut parts = vec![f.total0(); xs.len().div_ceil(REDUCE_PAR_CHUNK)];
     par_chunks(&mut parts, 1, &|i, t| {
-        t[0] = fold_contig(f, &xs[i * PAR_CHUNK..((i + 1) * PAR_CHUNK).min(xs.len())])
+        t[0] = fold_contig(
+            f,
+            &xs[i * REDUCE_PAR_CHUNK..((i + 1) * REDUCE_PAR_CHUNK).min(xs.len())],
+        )
     });
     parts.into_iter().fold(f.total0(), |a, b| f.join(a, b))
 }
@@ -490,15 +491,15 @@ fn fold_strided_loop<F: Fold>(
 
 /// Row-major odometer over `(size, stride)` dimensions, tracking the storage
 /// offset of the current position. No dimension has size 0.
-struct Odo {
+struct Odometer {
     dims: Vec<(usize, isize)>,
     idx: Vec<usize>,
     off: isize,
 }
 
-impl Odo {
-    fn new(dims: &[(usize, isize)]) -> Odo {
-        Odo {
+impl Odometer {
+    fn new(dims: &[(usize, isize)]) -> Odometer {
+        Odometer {
             dims: dims.to_vec(),
             idx: vec![0; dims.len()],
             off: 0,
@@ -541,29 +542,22 @@ fn offset_of(dims: &[(usize, isize)], base: isize, mut flat: usize) -> isize {
     off
 }
 
-/// Appends a dimension, merging it into the previous one when the pair walks
-/// memory as one dimension.
-fn push_merge(dims: &mut Vec<(usize, isize)>, n: usize, s: isize) {
-    if let Some(last) = dims.last_mut() {
-        if last.1 == s * n as isize {
-            last.0 *= n;
-            last.1 = s;
-            return;
-        }
-    }
-    dims.push((n, s));
+/// `(size, stride)` dims, size-1 ones dropped and neighbours merged where
+/// they walk memory as one (`crate::layout::merge_dims`).
+fn merge_pairs(dims: impl IntoIterator<Item = (usize, isize)>) -> Vec<(usize, isize)> {
+    let (sizes, strides): (Vec<usize>, Vec<isize>) = dims.into_iter().unzip();
+    let merged = merge_dims(&sizes, &[&strides]);
+    merged
+        .shape
+        .into_iter()
+        .zip(merged.strides[0].iter().copied())
+        .collect()
 }
 
 /// `(size, stride)` of `axes` of a layout, size-1 axes dropped, contiguous
 /// neighbours merged.
 fn simplify(l: &Layout, axes: std::ops::Range<usize>) -> Vec<(usize, isize)> {
-    let mut dims = Vec::new();
-    for i in axes {
-        if l.shape[i] != 1 {
-            push_merge(&mut dims, l.shape[i], l.strides[i]);
-        }
-    }
-    dims
+    merge_pairs(axes.map(|i| (l.shape[i], l.strides[i])))
 }
 
 /// Runs `body(first, chunk)` on chunks of `cs` elements of `out`, in
@@ -586,7 +580,7 @@ fn split_out<U: Send>(
         body(0, out);
         return;
     }
-    let cs = (PAR_CHUNK / (unit * work).max(1)).max(1) * unit;
+    let cs = (REDUCE_PAR_CHUNK / (unit * work).max(1)).max(1) * unit;
     par_chunks(out, cs, body);
 }
 
@@ -622,14 +616,12 @@ fn plan(l: &Layout, axes: &[usize]) -> Plan {
                 red.push((n, s));
             }
         } else {
-            push_merge(&mut kept, n, s);
+            kept.push((n, s));
         }
     }
+    let kept = merge_pairs(kept);
     red.sort_by_key(|&(_, s)| std::cmp::Reverse(if s == 0 { isize::MAX } else { s }));
-    let mut merged = Vec::with_capacity(red.len().max(1));
-    for (n, s) in red {
-        push_merge(&mut merged, n, s);
-    }
+    let mut merged = merge_pairs(red);
     if merged.is_empty() {
         merged.push((1, 1));
     }
@@ -652,7 +644,7 @@ fn fold_rows<F: Fold>(
     rows: std::ops::Range<usize>,
     (rn, rs): (usize, isize),
 ) -> F::Total {
-    let mut ro = Odo::new(outer);
+    let mut ro = Odometer::new(outer);
     ro.seek(base, rows.start);
     let mut t = f.total0();
     for _ in rows {
@@ -676,14 +668,20 @@ fn fold_rows_par<F: Fold>(f: F, data: &[F::In], p: &Plan) -> F::Total {
     let outer = &p.red[..p.red.len() - 1];
     let rows = p.red_n / rn;
     if rows == 1 {
-        let mut parts = vec![f.total0(); rn.div_ceil(PAR_CHUNK)];
+        let mut parts = vec![f.total0(); rn.div_ceil(REDUCE_PAR_CHUNK)];
         par_chunks(&mut parts, 1, &|i, t| {
-            let len = PAR_CHUNK.min(rn - i * PAR_CHUNK);
-            t[0] = fold_strided(f, data, p.base + (i * PAR_CHUNK) as isize * rs, len, rs);
+            let len = REDUCE_PAR_CHUNK.min(rn - i * REDUCE_PAR_CHUNK);
+            t[0] = fold_strided(
+                f,
+                data,
+                p.base + (i * REDUCE_PAR_CHUNK) as isize * rs,
+                len,
+                rs,
+            );
         });
         return parts.into_iter().fold(f.total0(), |a, b| f.join(a, b));
     }
-    let per = (PAR_CHUNK / rn).max(1);
+    let per = (REDUCE_PAR_CHUNK / rn).max(1);
     let mut parts = vec![f.total0(); rows.div_ceil(per)];
     par_chunks(&mut parts, 1, &|i, t| {
         let r = i * per..((i + 1) * per).min(rows);
@@ -702,7 +700,7 @@ fn horizontal<F: Fold>(f: F, data: &[F::In], p: &Plan, out: &mut [F::In]) {
         return;
     }
     split_out(out, 1, p.red_n, &|start, chunk| {
-        let mut ko = Odo::new(&p.kept);
+        let mut ko = Odometer::new(&p.kept);
         ko.seek(p.base, start);
         for o in chunk.iter_mut() {
             *o = f.finish(fold_rows(f, data, outer, ko.off, 0..rows, (rn, rs)));
@@ -712,14 +710,14 @@ fn horizontal<F: Fold>(f: F, data: &[F::In], p: &Plan, out: &mut [F::In]) {
 }
 
 /// Accumulators of one vertical task.
-struct VBufs<F: Fold> {
+struct VerticalAccumulators<F: Fold> {
     acc: Vec<F::Lane>,
     tot: Vec<F::Total>,
 }
 
-impl<F: Fold> VBufs<F> {
+impl<F: Fold> VerticalAccumulators<F> {
     fn new() -> Self {
-        VBufs {
+        VerticalAccumulators {
             acc: Vec::new(),
             tot: Vec::new(),
         }
@@ -735,7 +733,7 @@ fn vertical_task<F: Fold>(
     r: usize,
     j0: usize,
     out: &mut [F::In],
-    bufs: &mut VBufs<F>,
+    bufs: &mut VerticalAccumulators<F>,
 ) {
     dispatch::run(VerticalTask {
         f,
@@ -755,7 +753,7 @@ struct VerticalTask<'a, F: Fold> {
     r: usize,
     j0: usize,
     out: &'a mut [F::In],
-    bufs: &'a mut VBufs<F>,
+    bufs: &'a mut VerticalAccumulators<F>,
 }
 
 impl<F: Fold> Kernel for VerticalTask<'_, F> {
@@ -783,18 +781,18 @@ fn vertical_task_loop<F: Fold>(
     r: usize,
     j0: usize,
     out: &mut [F::In],
-    bufs: &mut VBufs<F>,
+    bufs: &mut VerticalAccumulators<F>,
 ) {
     let (_, ks) = *p.kept.last().unwrap();
     let row_dims = &p.kept[..p.kept.len() - 1];
     let w = out.len();
     let base = offset_of(row_dims, p.base, r) + j0 as isize * ks;
-    let VBufs { acc, tot } = bufs;
+    let VerticalAccumulators { acc, tot } = bufs;
     acc.clear();
     acc.resize(w, f.lane0());
     tot.clear();
     tot.resize(w, f.total0());
-    let mut ro = Odo::new(&p.red);
+    let mut ro = Odometer::new(&p.red);
     ro.seek(base, 0);
     let mut left = VBLOCK;
     for _ in 0..p.red_n {
@@ -842,10 +840,10 @@ fn vertical<F: Fold>(f: F, data: &[F::In], p: &Plan, out: &mut [F::In]) {
         if par {
             // Column blocks of every row, all in parallel.
             pool::row_pieces_mut(out, m, cw, &|r, j, ch| {
-                vertical_task(f, data, p, r, j * cw, ch, &mut VBufs::new())
+                vertical_task(f, data, p, r, j * cw, ch, &mut VerticalAccumulators::new())
             });
         } else {
-            let mut bufs = VBufs::new();
+            let mut bufs = VerticalAccumulators::new();
             for (r, row) in out.chunks_mut(m).enumerate() {
                 for (c, ch) in row.chunks_mut(cw).enumerate() {
                     vertical_task(f, data, p, r, c * cw, ch, &mut bufs);
@@ -855,7 +853,7 @@ fn vertical<F: Fold>(f: F, data: &[F::In], p: &Plan, out: &mut [F::In]) {
     } else {
         // Tasks are groups of whole output rows.
         split_out(out, m, p.red_n, &|start, chunk| {
-            let mut bufs = VBufs::new();
+            let mut bufs = VerticalAccumulators::new();
             for (i, row) in chunk.chunks_mut(m).enumerate() {
                 vertical_task(f, data, p, start / m + i, 0, row, &mut bufs);
             }
@@ -967,7 +965,7 @@ fn reduce_with<F: Fold>(f: F, x: &Value, axes: &[usize]) -> Tensor {
     Tensor::from_storage(F::In::DTYPE, &out_shape, storage)
 }
 
-fn reduce_float<T: Flt>(op: ReduceOp, x: &Value, axes: &[usize]) -> Tensor {
+fn reduce_float<T: FloatElement>(op: ReduceOp, x: &Value, axes: &[usize]) -> Tensor {
     match op {
         ReduceOp::Sum => reduce_with(FSum::<T>::new(), x, axes),
         ReduceOp::Prod => reduce_with(FProd::<T>::new(), x, axes),
@@ -1058,7 +1056,7 @@ fn arg_typed<T: Element + PartialOrd>(x: &Value, axis: usize, max: bool) -> Tens
             let (len, st) = (sp.len, sp.stride);
             if sp.inner_n == 1 {
                 split_out(out, 1, len, &|start, chunk| {
-                    let mut oo = Odo::new(&sp.outer);
+                    let mut oo = Odometer::new(&sp.outer);
                     oo.seek(l.offset as isize, start);
                     for o in chunk.iter_mut() {
                         let base = oo.off;
@@ -1088,7 +1086,7 @@ fn arg_typed<T: Element + PartialOrd>(x: &Value, axis: usize, max: bool) -> Tens
             } else {
                 let inner_n = sp.inner_n;
                 split_out(out, inner_n, len, &|start, chunk| {
-                    let mut io = Odo::new(&sp.inner);
+                    let mut io = Odometer::new(&sp.inner);
                     let mut best: Vec<T> = vec![T::default(); inner_n];
                     for (k, idx) in chunk.chunks_mut(inner_n).enumerate() {
                         let base = offset_of(&sp.outer, l.offset as isize, start / inner_n + k);
@@ -1147,7 +1145,7 @@ fn cum_typed<T: Element, A: Copy + Send + Sync>(
         let contiguous_inner = sp.inner.len() == 1 && sp.inner[0].1 == 1;
         if n > 0 {
             split_out(out, unit, 1, &|start, chunk| {
-                let mut io = Odo::new(&sp.inner);
+                let mut io = Odometer::new(&sp.inner);
                 let mut acc: Vec<A> = Vec::with_capacity(inner_n);
                 for (k, block) in chunk.chunks_mut(unit).enumerate() {
                     let base = offset_of(&sp.outer, l.offset as isize, start / unit + k);
@@ -1187,7 +1185,7 @@ fn cum_typed<T: Element, A: Copy + Send + Sync>(
     Tensor::from_storage(T::DTYPE, &l.shape, storage)
 }
 
-fn cum_float<T: Flt>(op: CumOp, x: &Value, axis: usize) -> Tensor {
+fn cum_float<T: FloatElement>(op: CumOp, x: &Value, axis: usize) -> Tensor {
     // Running values in f64: accurate for every float type.
     let fin = |a: f64| T::from_total(a);
     match op {

@@ -1,9 +1,10 @@
 //! Walking strided operands in row-major order. Kernels with a general
 //! (non-contiguous) path use `Walk`: it collapses dimensions that are
-//! contiguous in every operand, then visits the remaining innermost rows with
+//! contiguous in every operand (`crate::layout::merge_dims`), then visits the remaining innermost rows with
 //! each operand's starting offset, so the inner loop is a plain strided loop.
 
 use crate::dtype::Element;
+use crate::layout::merge_dims;
 use crate::tensor::Value;
 
 /// Row-major traversal of `shape` for `K` operands with their own strides.
@@ -16,27 +17,11 @@ pub(crate) struct Walk<const K: usize> {
 
 impl<const K: usize> Walk<K> {
     pub fn new(shape: &[usize], strides: [&[isize]; K], offsets: [usize; K]) -> Walk<K> {
-        // Drop size-1 axes, then merge axis i into i+1 when every operand
-        // steps over axis i exactly as one full pass over axis i+1.
-        let keep: Vec<usize> = (0..shape.len()).filter(|&i| shape[i] != 1).collect();
-        let mut cshape: Vec<usize> = Vec::with_capacity(keep.len());
-        let mut cstrides: [Vec<isize>; K] = std::array::from_fn(|_| Vec::with_capacity(keep.len()));
-        for &i in &keep {
-            let mergeable = !cshape.is_empty()
-                && (0..K)
-                    .all(|k| *cstrides[k].last().unwrap() == strides[k][i] * shape[i] as isize);
-            if mergeable {
-                *cshape.last_mut().unwrap() *= shape[i];
-                for k in 0..K {
-                    *cstrides[k].last_mut().unwrap() = strides[k][i];
-                }
-            } else {
-                cshape.push(shape[i]);
-                for k in 0..K {
-                    cstrides[k].push(strides[k][i]);
-                }
-            }
-        }
+        let merged = merge_dims(shape, &strides);
+        let mut cshape = merged.shape;
+        let mut per_operand = merged.strides.into_iter();
+        let mut cstrides: [Vec<isize>; K] =
+            std::array::from_fn(|_| per_operand.next().expect("one stride list per operand"));
         if cshape.is_empty() {
             cshape.push(if shape.contains(&0) { 0 } else { 1 });
             for s in cstrides.iter_mut() {

@@ -21,9 +21,9 @@ const PARITY: u32 = 0x1BD1_1BDA;
 /// Pairs per vectorized block.
 const LANES: usize = 16;
 /// Below this many pairs the kernel runs on the calling thread.
-const PAR_MIN_PAIRS: usize = 1 << 16;
+const PAR_MIN_PAIRS: usize = super::pool::PAR_MIN;
 /// Pairs per parallel task.
-const PAR_CHUNK_PAIRS: usize = 1 << 14;
+const PAR_CHUNK_PAIRS: usize = super::pool::PAR_CHUNK;
 
 /// Four rounds with the given rotations, on every lane.
 macro_rules! rounds {

@@ -10,9 +10,8 @@
 //! visits its elements in row-major window order, which `WindowArgmax`
 //! relies on (the first maximum wins). Rows are split across the pool.
 
-use super::elementwise::PAR_MIN;
 use super::movement::copy;
-use super::pool;
+use super::pool::{self, PAR_MIN};
 use crate::dtype::{DType, Element};
 use crate::prim::{window_out_shape, ReduceOp};
 use crate::storage::Storage;

@@ -21,8 +21,7 @@
 //!   transpose for the reverse rule; undefined (NaN) for the factors where
 //!   singular values repeat, finite for the singular values themselves.
 
-use crate::jvp::add_opt;
-use crate::vjp::{PrimRule, Saved};
+use crate::autodiff::{add_opt, PrimRule, Saved};
 use nx::{bind, Prim, Tensor};
 
 /// The last two axes swapped.

@@ -1,4 +1,6 @@
-//! Linear-algebra kernels over `faer`: Cholesky (llt), triangular solves,
+//! The linear-algebra kernels (`Prim::Cholesky` ... `Prim::Svd`; the
+//! public operations are `crate::linalg`, their derivatives rune's
+//! `linalg_derivatives.rs`), over `faer`: Cholesky (llt), triangular solves,
 //! LU with partial pivoting (solve, slogdet), Householder QR, the
 //! self-adjoint eigendecomposition and the SVD, in the input's own
 //! precision (f32 or f64; faer is generic over both).
@@ -12,7 +14,8 @@
 //! on 2 cores that took cholesky 512 from ~9-13 to ~6-8 ms and solve 512
 //! from ~22-25 to ~16-18 ms; QR and SVD gained little). No hand-written
 //! path for tiny matrices: 1024 4×4 f32 solves through faer take ~0.58 ms,
-//! numpy ~0.66 ms (measured with `bench_linalg`, see NOTES-faer.md).
+//! numpy ~0.66 ms (measured with `crates/nx/examples/bench_linalg.rs`; the
+//! tables are in BENCHMARKS.md's linear-algebra section).
 
 use super::movement::copy;
 use super::pool;
