@@ -74,53 +74,39 @@ pub fn lower(k: &Kernel) -> LoopNest {
         if gi == 1 && k.reduce.is_none() {
             break;
         }
-        let mut gdims: Vec<usize> = Vec::new();
-        let mut gstrides: Vec<Vec<isize>> = vec![Vec::new(); k.nodes.len()];
-        for d in range.filter(|&d| k.shape[d] != 1) {
-            gdims.push(k.shape[d]);
-            for (i, n) in k.nodes.iter().enumerate() {
-                if let Node::Load { layout, .. }
+        // The loads' strides over this group's dims (the output is
+        // contiguous, so it merges wherever they all do).
+        let range: Vec<usize> = range.collect();
+        let layouts: Vec<&nx::Layout> = k
+            .nodes
+            .iter()
+            .filter_map(|n| match n {
+                Node::Load { layout, .. }
                 | Node::Iota { layout, .. }
-                | Node::Coord { layout, .. } = n
-                {
-                    gstrides[i].push(layout.strides[d]);
-                }
-            }
-        }
+                | Node::Coord { layout, .. } => Some(layout),
+                _ => None,
+            })
+            .collect();
+        let strides: Vec<Vec<isize>> = layouts
+            .iter()
+            .map(|l| range.iter().map(|&d| l.strides[d]).collect())
+            .collect();
+        let shape: Vec<usize> = range.iter().map(|&d| k.shape[d]).collect();
+        let refs: Vec<&[isize]> = strides.iter().map(|s| s.as_slice()).collect();
+        let merged = nx::layout::merge_dims(&shape, &refs);
+        let (mut gdims, mut gstrides) = (merged.shape, merged.strides);
         if gdims.is_empty() {
             gdims.push(1);
             for st in gstrides.iter_mut() {
                 st.push(0);
             }
         }
-        // Merge from the inside out: d-1 into d when stride[d-1] ==
-        // stride[d] * dims[d] for every load (the output is contiguous).
-        let mut d = gdims.len() - 1;
-        while d > 0 {
-            let ok = loads
-                .iter()
-                .zip(&gstrides)
-                .filter(|(l, _)| l.is_some())
-                .all(|(_, s)| s[d - 1] == s[d] * gdims[d] as isize);
-            if ok {
-                gdims[d - 1] *= gdims[d];
-                gdims.remove(d);
-                for (l, st) in loads.iter().zip(gstrides.iter_mut()) {
-                    if l.is_some() {
-                        st.remove(d - 1);
-                    }
-                }
-            }
-            d -= 1;
-        }
         if gi == 0 {
             kept = gdims.len();
         }
         dims.extend(gdims);
-        for (l, st) in loads.iter_mut().zip(gstrides) {
-            if let Some(ix) = l {
-                ix.strides.extend(st);
-            }
+        for (ix, st) in loads.iter_mut().flatten().zip(gstrides) {
+            ix.strides.extend(st);
         }
     }
     let mut nest = LoopNest {
