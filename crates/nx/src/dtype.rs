@@ -92,7 +92,7 @@ impl DType {
     }
 
     /// A real floating-point dtype (`F16`, `BF16`, `F32`, `F64`; not complex).
-    pub fn is_float(self) -> bool {
+    pub const fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
     }
 

@@ -85,7 +85,7 @@ fn plot_path() -> PathBuf {
     });
     target
         .unwrap_or_else(std::env::temp_dir)
-        .join("train_mlp_loss.png")
+        .join("train_mlp_loss.svg")
 }
 
 fn main() {
@@ -212,15 +212,7 @@ fn main() {
 
     let path = plot_path();
     match plot::loss_curve(&path, &losses, &held_out_losses, batches_per_epoch) {
-        Ok(with_text) => println!(
-            "loss curve: {}{}",
-            path.display(),
-            if with_text {
-                ""
-            } else {
-                "  (no system font found: drawn without labels)"
-            }
-        ),
+        Ok(()) => println!("loss curve: {}", path.display()),
         Err(e) => eprintln!("could not write the loss curve to {}: {e}", path.display()),
     }
     println!("total time {:.2} s", start.elapsed().as_secs_f64());
@@ -240,39 +232,15 @@ mod plot {
 
     use plotters::prelude::*;
 
-    /// Registers a sans-serif TrueType font from the usual system places for
-    /// plotters' pure-Rust text renderer; false if none is found (the chart is
-    /// then drawn without text).
-    fn register_system_font() -> bool {
-        const CANDIDATES: &[&str] = &[
-            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-            "/usr/share/fonts/TTF/DejaVuSans.ttf",
-            "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-            "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
-            "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-            "/usr/share/fonts/liberation-sans/LiberationSans-Regular.ttf",
-            "/System/Library/Fonts/Supplemental/Arial.ttf",
-            "/Library/Fonts/Arial.ttf",
-            "C:\\Windows\\Fonts\\arial.ttf",
-        ];
-        CANDIDATES.iter().any(|path| {
-            std::fs::read(path).ok().is_some_and(|bytes| {
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok()
-            })
-        })
-    }
-
     /// Minibatch losses (faint), their per-epoch means and the held-out loss
-    /// after each epoch, on a log-scale loss axis. Returns whether text
-    /// (caption, labels, legend) was drawn.
+    /// after each epoch, on a log-scale loss axis, as SVG (text is left to
+    /// the viewer's fonts, so the example needs no font files).
     pub fn loss_curve(
         path: &Path,
         losses: &[f64],
         held_out: &[f64],
         steps_per_epoch: usize,
-    ) -> Result<bool, Box<dyn std::error::Error>> {
-        let text = register_system_font();
+    ) -> Result<(), Box<dyn std::error::Error>> {
         let epoch_means: Vec<(f64, f64)> = losses
             .chunks(steps_per_epoch)
             .enumerate()
@@ -292,30 +260,24 @@ mod plot {
         let lo = all.clone().cloned().fold(f64::INFINITY, f64::min).max(1e-6) * 0.8;
         let hi = all.cloned().fold(0.0, f64::max) * 1.25;
 
-        let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+        let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
         root.fill(&WHITE)?;
         let mut builder = ChartBuilder::on(&root);
-        builder.margin(20);
-        if text {
-            builder
-                .caption(
-                    "train_mlp: cross-entropy on three spirals",
-                    ("sans-serif", 24),
-                )
-                .x_label_area_size(40)
-                .y_label_area_size(60);
-        }
+        builder
+            .margin(20)
+            .caption(
+                "train_mlp: cross-entropy on three spirals",
+                ("sans-serif", 24),
+            )
+            .x_label_area_size(40)
+            .y_label_area_size(60);
         let mut chart =
             builder.build_cartesian_2d(0f64..losses.len() as f64, (lo..hi).log_scale())?;
         let mut mesh = chart.configure_mesh();
-        mesh.light_line_style(WHITE.mix(0.0));
-        if text {
-            mesh.x_desc("step")
-                .y_desc("cross-entropy (log scale)")
-                .x_label_formatter(&|x| format!("{}", *x as i64));
-        } else {
-            mesh.disable_x_axis().disable_y_axis();
-        }
+        mesh.light_line_style(WHITE.mix(0.0))
+            .x_desc("step")
+            .y_desc("cross-entropy (log scale)")
+            .x_label_formatter(&|x| format!("{}", *x as i64));
         mesh.draw()?;
 
         let faint = RGBColor(120, 160, 230);
@@ -337,14 +299,12 @@ mod plot {
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], green.stroke_width(2))
             });
-        if text {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()?;
-        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
         root.present()?;
-        Ok(text)
+        Ok(())
     }
 }

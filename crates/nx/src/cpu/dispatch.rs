@@ -21,6 +21,8 @@
 //! last bits (each within its documented error bound, with FMA and without).
 
 use std::fmt;
+
+use crate::DType;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// An instruction-set level the eager kernels are compiled for; see
@@ -188,6 +190,12 @@ pub fn force_cpu_level(level: Option<CpuLevel>) {
 /// `#[inline(always)]` `run`.
 pub(crate) trait Kernel {
     type Output;
+    /// Whether [`run`] compiles this kernel once per level (the default) or
+    /// at the baseline only. Kernels on integers, bools and complex numbers
+    /// say false (see [`gains_from_levels`]): each instantiation per level
+    /// is LLVM work in every build, and only the float kernels measured
+    /// faster at the wider levels.
+    const PER_LEVEL: bool = true;
     /// The loop; `FMA` is whether the level fuses `math::mla`.
     fn run<const FMA: bool>(self) -> Self::Output;
 }
@@ -195,6 +203,11 @@ pub(crate) trait Kernel {
 /// Runs `k` compiled for the chosen level.
 #[inline(always)]
 pub(crate) fn run<K: Kernel>(k: K) -> K::Output {
+    // A branch on a constant: the monomorphized `run` of a baseline-only
+    // kernel contains no trampoline, so none is compiled.
+    if !K::PER_LEVEL {
+        return k.run::<false>();
+    }
     match level() {
         // SAFETY: `LEVEL` only holds levels the machine supports
         // (`choose`, `force_cpu_level`), so these features exist.
@@ -205,6 +218,20 @@ pub(crate) fn run<K: Kernel>(k: K) -> K::Output {
         CpuLevel::X86_64V3 => unsafe { run_v3(k) },
         _ => k.run::<false>(),
     }
+}
+
+/// Whether a kernel over these element types is worth compiling per level:
+/// when one of them is a real float (f16/bf16 conversions use F16C, f32/f64
+/// loops widen with AVX2/AVX-512 and the math polynomials fuse with FMA).
+pub(crate) const fn gains_from_levels(dtypes: &[DType]) -> bool {
+    let mut i = 0;
+    while i < dtypes.len() {
+        if dtypes[i].is_float() {
+            return true;
+        }
+        i += 1;
+    }
+    false
 }
 
 /// # Safety

@@ -158,6 +158,7 @@ struct Row2<'a, A, B, U, F> {
 
 impl<A: Element, B: Element, U: Element, F: Fn(A, B) -> U> Kernel for Row2<'_, A, B, U, F> {
     type Output = ();
+    const PER_LEVEL: bool = dispatch::gains_from_levels(&[A::DTYPE, B::DTYPE, U::DTYPE]);
     #[inline(always)]
     fn run<const FMA: bool>(self) {
         row2(self.out, self.a, self.b, self.f)
@@ -217,6 +218,8 @@ impl<A: Element, B: Element, C: Element, U: Element, F: Fn(A, B, C) -> U> Kernel
     for Row3<'_, A, B, C, U, F>
 {
     type Output = ();
+    const PER_LEVEL: bool =
+        dispatch::gains_from_levels(&[A::DTYPE, B::DTYPE, C::DTYPE, U::DTYPE]);
     #[inline(always)]
     fn run<const FMA: bool>(self) {
         row3(self.out, self.a, self.b, self.c, self.f)
@@ -273,6 +276,7 @@ struct Rows<'a, T, U, R> {
 
 impl<T: Element, U: Element, R: RowFn<T, U>> Kernel for Rows<'_, T, U, R> {
     type Output = ();
+    const PER_LEVEL: bool = dispatch::gains_from_levels(&[T::DTYPE, U::DTYPE]);
     #[inline(always)]
     fn run<const FMA: bool>(self) {
         rows::<FMA, T, U, R>(self.out, self.x, self.r)
@@ -1005,6 +1009,7 @@ struct Cast<'a, S, U> {
 
 impl<S: Element, U: Element> Kernel for Cast<'_, S, U> {
     type Output = ();
+    const PER_LEVEL: bool = dispatch::gains_from_levels(&[S::DTYPE, U::DTYPE]);
     #[inline(always)]
     fn run<const FMA: bool>(self) {
         cast_loop(self.src, self.out)

@@ -391,6 +391,7 @@ struct FoldContig<'a, F: Fold>(F, &'a [F::In]);
 
 impl<F: Fold> Kernel for FoldContig<'_, F> {
     type Output = F::Total;
+    const PER_LEVEL: bool = dispatch::gains_from_levels(&[F::In::DTYPE]);
     #[inline(always)]
     fn run<const FMA: bool>(self) -> F::Total {
         fold_contig_loop(self.0, self.1)
@@ -451,6 +452,7 @@ struct FoldStrided<'a, F: Fold> {
 
 impl<F: Fold> Kernel for FoldStrided<'_, F> {
     type Output = F::Total;
+    const PER_LEVEL: bool = dispatch::gains_from_levels(&[F::In::DTYPE]);
     #[inline(always)]
     fn run<const FMA: bool>(self) -> F::Total {
         fold_strided_loop(self.f, self.data, self.off, self.n, self.stride)
@@ -758,6 +760,7 @@ struct VerticalTask<'a, F: Fold> {
 
 impl<F: Fold> Kernel for VerticalTask<'_, F> {
     type Output = ();
+    const PER_LEVEL: bool = dispatch::gains_from_levels(&[F::In::DTYPE]);
     #[inline(always)]
     fn run<const FMA: bool>(self) {
         let VerticalTask {
