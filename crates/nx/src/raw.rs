@@ -213,6 +213,10 @@ pub fn replace_pending(t: &Tensor, p: std::sync::Arc<dyn crate::storage::Pending
 }
 
 pub use crate::cpu::pool::Rest as PoolRest;
+/// The pool's grains (`cpu/pool.rs` says how each was chosen): below
+/// `PAR_MIN` elements a kernel runs on the calling thread; a compiled
+/// kernel is split into parts of about `COMPILED_PAR_CHUNK` elements.
+pub use crate::cpu::pool::{COMPILED_PAR_CHUNK, PAR_MIN};
 
 /// Runs `f` with every eager kernel it calls on the calling thread alone
 /// (no part goes to nx's pool): for one of several threads that share the

@@ -124,7 +124,7 @@ impl Trace for BatchTrace {
             let values: Vec<&Tensor> = inputs.to_vec();
             return nx::bind_multi(op, &values);
         }
-        crate::loops::batch(self, crate::loops::as_loop(op), inputs)
+        crate::scope::multi_op_rule(crate::scope::Transformation::Batch, self, op, inputs)
     }
 
     fn process_custom_jvp_call(&self, call: &CustomJvpCall, inputs: &[Tensor]) -> Vec<Tensor> {

@@ -97,44 +97,7 @@ pub fn scan_with<C: Ptree, X: Ptree, Y: Ptree>(
     if opts.unroll < len && crate::stage::staging_active() {
         return crate::loops::staged_scan(&f, init, xs, len, opts.unroll);
     }
-    traced_scan(&f, init, xs, len)
-}
-
-/// The scan run step by step (each step's operations go to the traces on
-/// the stack, or run eagerly).
-pub(crate) fn traced_scan<C: Ptree, X: Ptree, Y: Ptree>(
-    f: &impl Fn(&C, &X) -> (C, Y),
-    init: &C,
-    xs: &X,
-    len: usize,
-) -> (C, Y) {
-    let leaves = xs.leaves();
-    let mut carry = init.map_leaves(&mut |t| t.clone());
-    let mut outputs: Vec<Vec<Tensor>> = Vec::new();
-    let mut template: Option<Y> = None;
-    for i in 0..len {
-        let x = xs.with_leaves(&leaves.iter().map(|l| l.get(i)).collect::<Vec<_>>());
-        let (next, y) = f(&carry, &x);
-        carry = next;
-        let ys = y.leaves();
-        if outputs.is_empty() {
-            outputs = vec![Vec::with_capacity(len); ys.len()];
-        }
-        if ys.len() != outputs.len() {
-            panic!(
-                "scan: step {i} returned {} output leaves, the first step {}",
-                ys.len(),
-                outputs.len()
-            );
-        }
-        for (acc, y) in outputs.iter_mut().zip(ys) {
-            acc.push(y);
-        }
-        template.get_or_insert(y);
-    }
-    let stacked: Vec<Tensor> = outputs.iter().map(|ys| Tensor::stack(ys, 0)).collect();
-    let ys = template.expect("at least one step").with_leaves(&stacked);
-    (carry, ys)
+    crate::loops::traced_scan(&f, init, xs, len)
 }
 
 /// Reads a scalar boolean predicate, refusing one that differs across the

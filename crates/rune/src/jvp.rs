@@ -77,7 +77,7 @@ impl Trace for JvpTrace {
     }
 
     fn process_multi(&self, op: &Arc<dyn nx::MultiOp>, inputs: &[&Tensor]) -> Vec<Tensor> {
-        crate::loops::jvp(self, crate::loops::as_loop(op), inputs)
+        crate::scope::multi_op_rule(crate::scope::Transformation::Jvp, self, op, inputs)
     }
 
     /// The user's rule replaces the function's operations: it runs on the

@@ -32,8 +32,19 @@ pub(crate) fn as_loop(op: &Arc<dyn MultiOp>) -> &Loop {
         .unwrap_or_else(|| panic!("{}: not an operation rune defines", op.name()))
 }
 
+/// Registers this module's rules for the loop with the traces
+/// (`scope::multi_op_rule`); each downcasts its trace.
+fn register_rules() {
+    crate::scope::register_multi_op_rules([
+        |t, op, ins| jvp(t.downcast_ref().expect("a JvpTrace"), as_loop(op), ins),
+        |t, op, ins| vjp(t.downcast_ref().expect("a VjpTrace"), as_loop(op), ins),
+        |t, op, ins| batch(t.downcast_ref().expect("a BatchTrace"), as_loop(op), ins),
+    ]);
+}
+
 /// Binds `lp` on `inputs` (to the traces below the current ceiling).
 fn bind_loop(lp: Loop, inputs: &[Tensor]) -> Vec<Tensor> {
+    register_rules();
     let op: Arc<dyn MultiOp> = Arc::new(lp);
     let refs: Vec<&Tensor> = inputs.iter().collect();
     bind_multi(&op, &refs)
@@ -42,6 +53,43 @@ fn bind_loop(lp: Loop, inputs: &[Tensor]) -> Vec<Tensor> {
 /// Tensor avals with the leading (scanned) axis removed.
 fn slice_aval(x: &Tensor) -> Aval {
     Aval::new(&x.shape()[1..], x.dtype())
+}
+
+/// The scan run step by step (each step's operations go to the traces on
+/// the stack, or run eagerly).
+pub(crate) fn traced_scan<C: Ptree, X: Ptree, Y: Ptree>(
+    f: &impl Fn(&C, &X) -> (C, Y),
+    init: &C,
+    xs: &X,
+    len: usize,
+) -> (C, Y) {
+    let leaves = xs.leaves();
+    let mut carry = init.map_leaves(&mut |t| t.clone());
+    let mut outputs: Vec<Vec<Tensor>> = Vec::new();
+    let mut template: Option<Y> = None;
+    for i in 0..len {
+        let x = xs.with_leaves(&leaves.iter().map(|l| l.get(i)).collect::<Vec<_>>());
+        let (next, y) = f(&carry, &x);
+        carry = next;
+        let ys = y.leaves();
+        if outputs.is_empty() {
+            outputs = vec![Vec::with_capacity(len); ys.len()];
+        }
+        if ys.len() != outputs.len() {
+            panic!(
+                "scan: step {i} returned {} output leaves, the first step {}",
+                ys.len(),
+                outputs.len()
+            );
+        }
+        for (acc, y) in outputs.iter_mut().zip(ys) {
+            acc.push(y);
+        }
+        template.get_or_insert(y);
+    }
+    let stacked: Vec<Tensor> = outputs.iter().map(|ys| Tensor::stack(ys, 0)).collect();
+    let ys = template.expect("at least one step").with_leaves(&stacked);
+    (carry, ys)
 }
 
 /// `scan` under jit: `f` staged once into a loop of `len / unroll`
@@ -141,8 +189,7 @@ pub(crate) fn staged_scan<C: Ptree, X: Ptree, Y: Ptree>(
             .iter()
             .map(|x| x.narrow(0, main, len - main))
             .collect();
-        let (c, y_rest) =
-            crate::control::traced_scan(f, &carry, &xs.with_leaves(&rest), len - main);
+        let (c, y_rest) = traced_scan(f, &carry, &xs.with_leaves(&rest), len - main);
         carry = c;
         ys = ys
             .iter()

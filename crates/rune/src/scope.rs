@@ -4,13 +4,16 @@
 //! [`TaggedTracer`], the one `nx::Tracer` type of those traces (the aval,
 //! level and tag every tracer holds, around the trace's own per-value
 //! state), with the downcast that finds a trace's own tracers
-//! ([`TaggedTracer::of`]).
+//! ([`TaggedTracer::of`]); and the three traces' rules for multi-output
+//! operations ([`multi_op_rule`]), which the module defining such an
+//! operation registers (JAX's `primitive_jvps`/`primitive_batchers` tables),
+//! so that no trace imports the operations it transforms.
 
 use nx::trace::{Trace, Tracer};
 use nx::{Aval, Tensor};
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Identifies one trace; tracers point to it, and it says whether the
 /// trace is still running (a differentiation tracer escaping it becomes its
@@ -142,4 +145,42 @@ impl<S: TracerState> Tracer for TaggedTracer<S> {
             self.state.value().cloned()
         }
     }
+}
+
+/// A transformation's rule for a multi-output operation: the trace (each
+/// rule downcasts it to its own trace type), the operation, the inputs.
+pub(crate) type MultiOpRule = fn(&dyn Any, &Arc<dyn nx::MultiOp>, &[&Tensor]) -> Vec<Tensor>;
+
+/// The transformations whose traces apply [`MultiOpRule`]s.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Transformation {
+    Jvp = 0,
+    Vjp = 1,
+    Batch = 2,
+}
+
+/// The rules of rune's one multi-output operation, the staged loop
+/// (`loops.rs`), registered before the first loop is bound.
+static MULTI_OP_RULES: OnceLock<[MultiOpRule; 3]> = OnceLock::new();
+
+/// Registers the rules for multi-output operations, indexed by
+/// [`Transformation`]; later calls keep the first registration.
+pub(crate) fn register_multi_op_rules(rules: [MultiOpRule; 3]) {
+    MULTI_OP_RULES.get_or_init(|| rules);
+}
+
+/// `t`'s rule for `op`, applied by `trace`.
+pub(crate) fn multi_op_rule(
+    t: Transformation,
+    trace: &dyn Any,
+    op: &Arc<dyn nx::MultiOp>,
+    inputs: &[&Tensor],
+) -> Vec<Tensor> {
+    let rules = MULTI_OP_RULES.get().unwrap_or_else(|| {
+        panic!(
+            "{}: no {t:?} rule is registered for this operation (internal error)",
+            op.name()
+        )
+    });
+    rules[t as usize](trace, op, inputs)
 }

@@ -18,7 +18,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tolk::{Eqn, Graph, Loop, Op, Var};
 
-/// Why a function cannot be compiled (the seed's `Jit_error`).
+/// Why a function cannot be compiled: it reads a traced value (a branch on
+/// a tensor), assigns to a capture or into a view, uses an operation or a
+/// dtype the compiler does not support, or draws from the implicit random
+/// generator or a key that does not depend on its inputs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JitError {
     message: String,

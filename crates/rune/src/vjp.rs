@@ -182,7 +182,7 @@ impl Trace for VjpTrace {
     }
 
     fn process_multi(&self, op: &Arc<dyn nx::MultiOp>, inputs: &[&Tensor]) -> Vec<Tensor> {
-        crate::loops::vjp(self, crate::loops::as_loop(op), inputs)
+        crate::scope::multi_op_rule(crate::scope::Transformation::Vjp, self, op, inputs)
     }
 
     /// A forward rule cannot serve reverse mode.

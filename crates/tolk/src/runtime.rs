@@ -21,21 +21,10 @@
 use crate::graph::{Graph, Loop, Op, Var};
 use crate::load::{KernelFn, Lazy, Loaded};
 use crate::plan::{Plan, Step};
+use nx::raw::{COMPILED_PAR_CHUNK as PAR_CHUNK, PAR_MIN};
 use nx::{Prim, Tensor};
 use std::cell::RefCell;
 use std::sync::Arc;
-
-/// Below this many elements visited a kernel runs on the calling thread (as
-/// nx's eager kernels do).
-const PAR_MIN: usize = 1 << 16;
-/// Elements per parallel part, about, for kernels large enough to give
-/// every thread several parts (smaller ones get one part per thread).
-/// Parts claimed dynamically keep a core the host delays from holding up
-/// the others, but a streaming kernel wants long runs: `exp(x) * y +
-/// 1` over 4M elements ran at 0.85-1.2 ms in 2^14-element parts against
-/// 0.58-1.1 ms in 2^18 (six alternating runs each; a part per thread
-/// measured the same as 2^18).
-const PAR_CHUNK: usize = 1 << 18;
 
 /// A compiled kernel as the runtime calls it.
 #[derive(Clone)]

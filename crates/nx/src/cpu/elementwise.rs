@@ -218,8 +218,7 @@ impl<A: Element, B: Element, C: Element, U: Element, F: Fn(A, B, C) -> U> Kernel
     for Row3<'_, A, B, C, U, F>
 {
     type Output = ();
-    const PER_LEVEL: bool =
-        dispatch::gains_from_levels(&[A::DTYPE, B::DTYPE, C::DTYPE, U::DTYPE]);
+    const PER_LEVEL: bool = dispatch::gains_from_levels(&[A::DTYPE, B::DTYPE, C::DTYPE, U::DTYPE]);
     #[inline(always)]
     fn run<const FMA: bool>(self) {
         row3(self.out, self.a, self.b, self.c, self.f)

@@ -38,13 +38,21 @@ const SPIN: Duration = Duration::from_millis(2);
 /// when this pool replaced rayon (commit 66777d9, measured on the 2-core
 /// VM: the MLP training step of the autodiff benchmark 2.35 -> 2.0 ms, its
 /// Hessian 0.50 -> 0.36 ms, jacfwd/jacrev 0.63/0.59 -> 0.48/0.47 ms).
-pub(crate) const PAR_MIN: usize = 1 << 16;
+pub const PAR_MIN: usize = 1 << 16;
 
 /// Elements (or threefry pairs) per part of an elementwise split: 16K, a
 /// quarter of [`PAR_MIN`], so a kernel at the threshold still gives every
 /// thread of a small machine a few parts to claim. Set with `PAR_MIN` in
 /// commit 66777d9 (was 32K); no measurement of its own is recorded.
 pub(crate) const PAR_CHUNK: usize = 1 << 14;
+
+/// Elements per part of a kernel compiled by tolk, about, for kernels large
+/// enough to give every thread several parts (smaller ones get one part per
+/// thread). Longer than [`PAR_CHUNK`]: a compiled kernel streams, and
+/// `exp(x) * y + 1` over 4M elements ran at 0.85-1.2 ms in 2^14-element
+/// parts against 0.58-1.1 ms in 2^18 (six alternating runs each; a part per
+/// thread measured the same as 2^18).
+pub const COMPILED_PAR_CHUNK: usize = 1 << 18;
 
 /// Input elements per part of a reduction: 64K. It also fixes the order in
 /// which a long sum's partial totals are added, so changing it changes the
