@@ -143,6 +143,52 @@ fn split_rows<U: Send>(
     pool::chunks_mut(out, rows_per * len, &|c, o| body(c * rows_per, o));
 }
 
+/// What both window passes set up: the output's shape and size, the
+/// geometry, the input as a contiguous tensor, the output rows of `len`
+/// elements (`rows_per_plane` per plane), the last window axis `k`, and the
+/// work (output elements times window size) that decides the split.
+struct Pass {
+    out_shape: Vec<usize>,
+    total: usize,
+    g: Geom,
+    xc: Tensor,
+    len: usize,
+    rows_per_plane: usize,
+    k: usize,
+    work: usize,
+}
+
+impl Pass {
+    /// `Err(out_shape)` for an empty output.
+    fn new(
+        x: &Value,
+        window: &[usize],
+        strides: &[usize],
+        pad: &[(usize, usize)],
+    ) -> Result<Pass, Vec<usize>> {
+        let shape = &x.layout.shape;
+        let out_shape = window_out_shape(shape, window, strides, pad);
+        let total: usize = out_shape.iter().product();
+        if total == 0 {
+            return Err(out_shape);
+        }
+        let g = Geom::new(shape, window, strides, pad);
+        let (_, len) = g.rows(total / g.plane_out.max(1));
+        let rows_per_plane = g.plane_out / len;
+        let k = g.ins.len() - 1;
+        Ok(Pass {
+            out_shape,
+            total,
+            xc: contiguous(x),
+            len,
+            rows_per_plane,
+            k,
+            work: total * window.iter().product::<usize>(),
+            g,
+        })
+    }
+}
+
 fn reduce_typed<T: Element, A: Copy + Send + Sync>(
     x: &Value,
     window: &[usize],
@@ -153,24 +199,17 @@ fn reduce_typed<T: Element, A: Copy + Send + Sync>(
     comb: impl Fn(A, A) -> A + Sync,
     store: impl Fn(A) -> T + Sync,
 ) -> Tensor {
-    let shape = &x.layout.shape;
-    let out_shape = window_out_shape(shape, window, strides, pad);
-    let total: usize = out_shape.iter().product();
-    let mut out = Storage::new(T::DTYPE, total);
-    if total == 0 {
-        return Tensor::from_storage(T::DTYPE, &out_shape, out);
-    }
-    let g = Geom::new(shape, window, strides, pad);
-    let xc = contiguous(x);
-    let xv = xc.value();
+    let p = match Pass::new(x, window, strides, pad) {
+        Ok(p) => p,
+        Err(empty) => return Tensor::from_storage(T::DTYPE, &empty, Storage::new(T::DTYPE, 0)),
+    };
+    let (g, len, rows_per_plane, k) = (&p.g, p.len, p.rows_per_plane, p.k);
+    let mut out = Storage::new(T::DTYPE, p.total);
+    let xv = p.xc.value();
     let data = xv.storage.read::<T>();
     let data = &data[xv.layout.offset..];
-    let (_, len) = g.rows(total / g.plane_out.max(1));
-    let rows_per_plane = g.plane_out / len;
-    let k = g.ins.len() - 1;
-    let work = total * window.iter().product::<usize>();
-    let o = &mut out.as_mut_slice::<T>()[..total];
-    split_rows(o, len, work, &|r0, o| {
+    let o = &mut out.as_mut_slice::<T>()[..p.total];
+    split_rows(o, len, p.work, &|r0, o| {
         let mut acc = vec![init; len];
         let (mut oc, mut wc) = (vec![0; k], vec![0; k]);
         for (j, orow) in o.chunks_mut(len).enumerate() {
@@ -196,7 +235,7 @@ fn reduce_typed<T: Element, A: Copy + Send + Sync>(
             }
         }
     });
-    Tensor::from_storage(T::DTYPE, &out_shape, out)
+    Tensor::from_storage(T::DTYPE, &p.out_shape, out)
 }
 
 /// NaN-propagating maximum (a NaN operand wins, as `BinaryOp::Max`).
@@ -268,20 +307,15 @@ fn argmax_typed<T: Element + PartialOrd>(
     flat_from: usize,
 ) -> Tensor {
     let shape = &x.layout.shape;
-    let out_shape = window_out_shape(shape, window, strides, pad);
-    let total: usize = out_shape.iter().product();
-    let mut out = Storage::new(DType::I32, total);
-    if total == 0 {
-        return Tensor::from_storage(DType::I32, &out_shape, out);
-    }
-    let g = Geom::new(shape, window, strides, pad);
-    let xc = contiguous(x);
-    let xv = xc.value();
+    let p = match Pass::new(x, window, strides, pad) {
+        Ok(p) => p,
+        Err(empty) => return Tensor::from_storage(DType::I32, &empty, Storage::new(DType::I32, 0)),
+    };
+    let (g, len, rows_per_plane, k) = (&p.g, p.len, p.rows_per_plane, p.k);
+    let mut out = Storage::new(DType::I32, p.total);
+    let xv = p.xc.value();
     let data = xv.storage.read::<T>();
     let data = &data[xv.layout.offset..];
-    let (_, len) = g.rows(total / g.plane_out.max(1));
-    let rows_per_plane = g.plane_out / len;
-    let k = g.ins.len() - 1;
     // Flat indices count over axes `flat_from..`: the contiguous offset
     // modulo their size; that size itself marks a padding element.
     let span: usize = shape[flat_from..].iter().product();
@@ -289,9 +323,8 @@ fn argmax_typed<T: Element + PartialOrd>(
     // The usual case: a plane is exactly the flattened axes.
     let whole = span == g.plane_in;
     let lowest = T::from_f64(f64::NEG_INFINITY);
-    let work = total * window.iter().product::<usize>();
-    let o = &mut out.as_mut_slice::<i32>()[..total];
-    split_rows(o, len, work, &|r0, o| {
+    let o = &mut out.as_mut_slice::<i32>()[..p.total];
+    split_rows(o, len, p.work, &|r0, o| {
         // Best value and index per column; index -1 = nothing visited yet.
         let mut best = vec![(lowest, -1i64); len];
         let (mut oc, mut wc) = (vec![0; k], vec![0; k]);
@@ -339,7 +372,7 @@ fn argmax_typed<T: Element + PartialOrd>(
             }
         }
     });
-    Tensor::from_storage(DType::I32, &out_shape, out)
+    Tensor::from_storage(DType::I32, &p.out_shape, out)
 }
 
 /// `Prim::WindowArgmax`: the first maximum of each max window, as a flat
