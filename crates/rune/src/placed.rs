@@ -197,19 +197,9 @@ impl<Q: Ptree> Placed<Q> {
     /// Each leaf's split axis; panics if `in_axes` does not fit `leaves`.
     fn check_leaves(&self, leaves: &[Tensor]) -> Vec<Option<usize>> {
         let n = self.devices.len();
-        if let Axes::Given(axes) = &self.axes {
-            if axes.len() != leaves.len() {
-                panic!(
-                    "pmap: in_axes has {} entries but the input has {} leaves; give one per \
-                     leaf, in traversal order",
-                    axes.len(),
-                    leaves.len()
-                );
-            }
-        }
+        let axes = self.axes_of(leaves.len());
         for (i, t) in leaves.iter().enumerate() {
-            let axis = self.axis(i);
-            let Some(a) = axis else { continue };
+            let Some(a) = axes[i] else { continue };
             if a >= t.shape().len() {
                 panic!(
                     "pmap: leaf {i} (shape {:?}) has no axis {a} to split across the devices",
@@ -225,6 +215,6 @@ impl<Q: Ptree> Placed<Q> {
                 );
             }
         }
-        (0..leaves.len()).map(|i| self.axis(i)).collect()
+        axes
     }
 }
