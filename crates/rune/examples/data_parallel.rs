@@ -20,6 +20,21 @@
 //! that every step after the first moved exactly the batch, and that the
 //! trained model reaches 95% held-out accuracy; it exits with an error
 //! otherwise.
+//!
+//! Across processes on MPI (cargo feature `mpi`; see the README):
+//!
+//! ```sh
+//! cargo build --release --features rune/mpi --example data_parallel
+//! mpirun -np 2 target/release/examples/data_parallel --mpi
+//! ```
+//!
+//! With `--mpi` the devices are the MPI world's (`"MPI:0"`, ..., one per
+//! process): every process draws the same minibatch and passes its own
+//! rows of it, the step's gradients (and its loss) are all-reduced across
+//! the processes, and nothing else moves: the parameters and Adam's state
+//! are fed back where they are. Rank 0 runs the single-process reference
+//! alongside, checks the trajectories and the bytes each step sent
+//! (`rune::distributed::bytes_sent`), and prints; the others are quiet.
 
 use std::time::Instant;
 
@@ -38,6 +53,44 @@ mod spirals;
 use spirals::{accuracy, loss, spirals, Mlp, CLASSES, HELD_OUT, HIDDEN};
 
 const DEVICES: [&str; 2] = ["CPU:1", "CPU:2"];
+/// The mode: host devices in this process, or one device per MPI process.
+struct Mode {
+    devices: Vec<String>,
+    /// This process's rank and the world's size (0 and 1 without `--mpi`).
+    rank: usize,
+    size: usize,
+    mpi: bool,
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_mode() -> Mode {
+    let world = rune::distributed::init();
+    Mode {
+        devices: world.devices(),
+        rank: world.rank(),
+        size: world.size(),
+        mpi: true,
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_mode() -> Mode {
+    eprintln!(
+        "--mpi needs rune's cargo feature `mpi`: \
+         cargo build --release --features rune/mpi --example data_parallel"
+    );
+    std::process::exit(2)
+}
+
+#[cfg(feature = "mpi")]
+fn bytes_sent() -> u64 {
+    rune::distributed::bytes_sent()
+}
+
+#[cfg(not(feature = "mpi"))]
+fn bytes_sent() -> u64 {
+    0
+}
 const BATCH: usize = 128;
 const EPOCHS: usize = 60;
 const LEARNING_RATE: f64 = 1e-2;
@@ -59,6 +112,23 @@ fn train_step((s, xb, yb): &(Adam<Mlp>, Tensor, Tensor)) -> (Tensor, Adam<Mlp>) 
 }
 
 fn main() {
+    let mode = if std::env::args().any(|a| a == "--mpi") {
+        mpi_mode()
+    } else {
+        Mode {
+            devices: DEVICES.iter().map(|d| d.to_string()).collect(),
+            rank: 0,
+            size: 1,
+            mpi: false,
+        }
+    };
+    if BATCH % mode.devices.len() != 0 {
+        panic!(
+            "the batch of {BATCH} does not split over {} devices",
+            mode.devices.len()
+        );
+    }
+    let lead = mode.rank == 0;
     let start = Instant::now();
     nx::seed(SEED);
     let mut rng = SplitMix(SEED);
@@ -77,22 +147,42 @@ fn main() {
     let parallel = rune::pmap_with(
         train_step,
         PmapOpts {
-            devices: DEVICES.iter().map(|d| d.to_string()).collect(),
+            devices: mode.devices.clone(),
             in_axes: Some(in_axes),
             donate: false,
         },
     );
     let single = rune::jit(train_step);
-    println!(
-        "data: {n_train} training points, minibatches of {BATCH} split over {} ({} each); \
-         parameters and Adam's state replicated",
-        DEVICES.join(", "),
-        BATCH / DEVICES.len()
-    );
+    let rows = BATCH / mode.devices.len();
+    if lead {
+        println!(
+            "data: {n_train} training points, minibatches of {BATCH} split over {} ({rows} \
+             each{}); parameters and Adam's state replicated",
+            mode.devices.join(", "),
+            if mode.mpi {
+                ", one device per process"
+            } else {
+                ""
+            },
+        );
+    }
 
     let batches_per_epoch = n_train / BATCH;
     let total_steps = EPOCHS * batches_per_epoch;
-    let bar = progress::bar(total_steps);
+    let bar = if lead {
+        progress::bar(total_steps)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let param_bytes: u64 = init
+        .params
+        .leaves()
+        .iter()
+        .map(|t| (t.numel() * t.dtype().size_in_bytes()) as u64)
+        .sum();
+    // Across processes a step sends the gradients' all-reduce and the
+    // loss's (4 bytes), nothing else.
+    let step_bytes = param_bytes + 4;
 
     let batch_bytes = (BATCH * 2 * 4 + BATCH * 4) as u64; // x: [B, 2] f32, y: [B] i32
     let (mut dp_state, mut one_state) = (init.clone(), init);
@@ -105,15 +195,36 @@ fn main() {
             let step = epoch * batches_per_epoch + b;
             let idx = Tensor::from_slice(&order[b * BATCH..(b + 1) * BATCH], &[BATCH]);
             let (xb, yb) = (x_train.take(&idx, 0), y_train.take(&idx, 0));
+            // Across processes, this process's rows of the minibatch.
+            let (xs, ys) = if mode.mpi {
+                let at = mode.rank * rows;
+                (xb.narrow(0, at, rows).copy(), yb.narrow(0, at, rows).copy())
+            } else {
+                (xb.clone(), yb.clone())
+            };
 
             rune::reset_jit_stats();
+            let sent = bytes_sent();
             let t = Instant::now();
-            let (l_dp, next) = parallel.call(&(dp_state, xb.clone(), yb.clone()));
+            let (l_dp, next) = parallel.call(&(dp_state, xs, ys));
             t_dp += t.elapsed().as_secs_f64();
             dp_state = next;
             let moved = rune::jit_stats();
-            if step > 0 && (moved.bytes_to_device != batch_bytes || moved.bytes_from_device != 0) {
+            let sent = bytes_sent() - sent;
+            if mode.mpi {
+                let expected = if mode.size > 1 { step_bytes } else { 0 };
+                if moved.bytes_to_device != 0 || sent != expected {
+                    wrong_traffic.push((step, sent, moved.bytes_to_device));
+                }
+            } else if step > 0
+                && (moved.bytes_to_device != batch_bytes || moved.bytes_from_device != 0)
+            {
                 wrong_traffic.push((step, moved.bytes_to_device, moved.bytes_from_device));
+            }
+            if !lead {
+                // Only rank 0 checks against the single-process run.
+                bar.inc(1);
+                continue;
             }
 
             let t = Instant::now();
@@ -136,25 +247,48 @@ fn main() {
             ));
             bar.inc(1);
         }
-        if bar.is_hidden() && (epoch + 1) % 10 == 0 {
+        if lead && bar.is_hidden() && (epoch + 1) % 10 == 0 {
             println!("epoch {:>3}/{EPOCHS}", epoch + 1);
         }
     }
     bar.finish();
+    if !lead {
+        if !wrong_traffic.is_empty() {
+            eprintln!(
+                "rank {}: {} steps sent more than the gradients",
+                mode.rank,
+                wrong_traffic.len()
+            );
+            std::process::exit(1);
+        }
+        return;
+    }
 
     let test_acc = accuracy(&dp_state.params, &x_test, &y_test);
     let test_acc_one = accuracy(&one_state.params, &x_test, &y_test);
     println!(
-        "trained {total_steps} steps: pmap {:.1} us/step, jit on one device {:.1} us/step",
+        "trained {total_steps} steps: pmap {:.1} us/step, jit in one process {:.1} us/step",
         1e6 * t_dp / total_steps as f64,
         1e6 * t_one / total_steps as f64
     );
-    println!(
-        "per step after the first: {batch_bytes} bytes to the devices (the batch halves) and \
-         0 back; reading each step's loss moved {} bytes in all ({} per step: one replica)",
-        moved_from_device,
-        moved_from_device / total_steps as u64
-    );
+    if mode.mpi {
+        println!(
+            "per step, {} processes: {} bytes sent to the all-reduce per process (the {} bytes \
+             of gradients and the 4-byte loss), nothing copied; each process passes its own \
+             {rows} rows",
+            mode.size,
+            if mode.size > 1 { step_bytes } else { 0 },
+            param_bytes
+        );
+    } else {
+        println!(
+            "per step after the first: {batch_bytes} bytes to the devices (the batch halves) \
+             and 0 back; reading each step's loss moved {} bytes in all ({} per step: one \
+             replica)",
+            moved_from_device,
+            moved_from_device / total_steps as u64
+        );
+    }
     println!(
         "loss trajectories, pmap vs one device: largest relative difference \
          {early_drift:.2e} over the first {CHECKED_STEPS} steps, {worst_drift:.2e} over all \
@@ -175,7 +309,14 @@ fn main() {
         );
         failed = true;
     }
-    if let Some((step, to, from)) = wrong_traffic.first() {
+    if let (true, Some((step, sent, to))) = (mode.mpi, wrong_traffic.first()) {
+        eprintln!(
+            "{} steps moved more than the gradients; the first, step {step}: {sent} bytes sent, \
+             {to} copied (expected {step_bytes} and 0)",
+            wrong_traffic.len()
+        );
+        failed = true;
+    } else if let Some((step, to, from)) = wrong_traffic.first() {
         eprintln!(
             "{} steps moved more than the batch; the first, step {step}: {to} bytes to the \
              devices, {from} back (expected {batch_bytes} and 0)",

@@ -13,6 +13,9 @@ pub(crate) enum Backend {
     /// The host's cores: `"CPU"` (`"CPU:0"`) is the host itself, `"CPU:n"`
     /// (n >= 1) a host device with a thread and memory of its own.
     Cpu,
+    /// `"MPI:r"`: the process of rank `r` of an MPI world (feature `mpi`),
+    /// one device per process; only pmap over `World::devices()` runs there.
+    Mpi,
 }
 
 /// The backend of `device` if it is one that can run here (`"CPU"`, the
@@ -25,6 +28,7 @@ pub(crate) fn backend(device: &str) -> Result<Backend, String> {
     let instance_ok = instance.is_none_or(|i| i.parse::<usize>().is_ok());
     match name {
         "CPU" if instance_ok => Ok(Backend::Cpu),
+        "MPI" if instance.is_some() && instance_ok => mpi(device),
         "CUDA" if instance_ok => Err(format!(
             "device {device:?} is not available: CUDA is not available in this build of rune; \
              use \"CPU\""
@@ -34,9 +38,23 @@ pub(crate) fn backend(device: &str) -> Result<Backend, String> {
         )),
         _ => Err(format!(
             "unknown device {device:?}; the devices are \"CPU\", \"CUDA\" and \"METAL\", \
-             with an instance suffix to address several (\"CPU:1\", \"CPU:2\", ...)"
+             with an instance suffix to address several (\"CPU:1\", \"CPU:2\", ...), and \
+             \"MPI:0\", \"MPI:1\", ... (one per process; feature `mpi`)"
         )),
     }
+}
+
+#[cfg(feature = "mpi")]
+fn mpi(_device: &str) -> Result<Backend, String> {
+    Ok(Backend::Mpi)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi(device: &str) -> Result<Backend, String> {
+    Err(format!(
+        "device {device:?} is not available: this build of rune has no MPI; build rune with \
+         the cargo feature `mpi`"
+    ))
 }
 
 /// [`backend`], panicking with `func`'s name (`"jit"`, `"pmap"`) and the

@@ -9,7 +9,7 @@
 //! per-signature programs `crate::signatures`', and a call on a `CPU:n`
 //! device runs through `crate::placed` (as pmap's do).
 
-use crate::device::{backend_or_panic, is_host};
+use crate::device::{backend_or_panic, is_host, Backend};
 use crate::placed::{Axes, Placed};
 use crate::signatures::{catch_jit, debug_level, or_panic, stage, Lookup, SignatureCache};
 use crate::stage::JitError;
@@ -78,7 +78,13 @@ pub fn jit<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F) -> Jit<F, P, Q> {
 /// [`jit`] with options. Panics naming the device if it is unknown or
 /// unavailable.
 pub fn jit_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: JitOpts) -> Jit<F, P, Q> {
-    backend_or_panic("jit", &opts.device);
+    if backend_or_panic("jit", &opts.device) == Backend::Mpi {
+        panic!(
+            "jit: device {:?} is a process of an MPI world, which only pmap over \
+             world.devices() runs across; jit on \"CPU\" compiles for this process",
+            opts.device
+        );
+    }
     let host = is_host(&opts.device);
     if host {
         // The first call's products would otherwise pay the GEMM

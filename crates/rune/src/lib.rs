@@ -62,6 +62,9 @@
 //!   cannot be compiled; [`jit_stats`], [`reset_jit_stats`] ([`JitStats`]).
 //! - Devices: [`pmap`], [`pmap_with`] ([`PmapOpts`]) give a [`Pmap`] that
 //!   shards its inputs across host devices `CPU:1`, `CPU:2`, ...
+//! - Across processes (cargo feature `mpi`): `distributed` — MPI's world
+//!   (`distributed::init`), collectives over parameter trees, and pmap over
+//!   `world.devices()` (one device per process).
 //! - [`rng`]: explicit PRNG keys (threefry) and samplers.
 //! - Logging: [`with_debug`], [`with_debug_to`].
 //! - [`prelude`]: tensors, dtypes, parameter trees and the transformations
@@ -128,6 +131,8 @@ mod custom;
 mod debug;
 mod device;
 mod differentiate;
+#[cfg(feature = "mpi")]
+pub mod distributed;
 mod gradient_control;
 mod jacobian;
 mod jit;

@@ -28,14 +28,16 @@ pub(crate) enum Axes {
 /// (pmap's, and jit's on a `CPU:n` device).
 pub(crate) struct Placed<Q> {
     /// What logs and messages call it: "pmap" or "jit".
-    what: &'static str,
-    devices: Vec<String>,
+    pub(crate) what: &'static str,
+    pub(crate) devices: Vec<String>,
     /// Per device: whether it is the host (see [`crate::device::is_host`]).
     host: Vec<bool>,
     axes: Axes,
-    donate: bool,
+    pub(crate) donate: bool,
+    /// Whether the devices are an MPI world's processes (`"MPI:r"`).
+    mpi: bool,
     /// Per leaf signature: the sharded program and the traced output.
-    programs: SignatureCache<(tolk::shard::ShardedProgram, Q)>,
+    pub(crate) programs: SignatureCache<(tolk::shard::ShardedProgram, Q)>,
 }
 
 fn sharded_writeback(leaf: usize) -> JitError {
@@ -59,6 +61,7 @@ impl<Q: Ptree> Placed<Q> {
         Placed {
             what,
             host: devices.iter().map(|d| is_host(d)).collect(),
+            mpi: devices.iter().any(|d| d.starts_with("MPI:")),
             devices,
             axes,
             donate,
@@ -84,6 +87,10 @@ impl<Q: Ptree> Placed<Q> {
     /// the right layout straight to the devices, and returns resident
     /// outputs (gathered at once when every device is the host).
     pub fn call<P: Ptree>(&self, f: &impl Fn(&P) -> Q, name: &str, p: &P) -> Result<Q, JitError> {
+        if self.mpi {
+            #[cfg(feature = "mpi")]
+            return crate::distributed::pmap::call(self, f, name, p);
+        }
         let leaves = p.leaves();
         let axes = self.check_leaves(&leaves);
         let n = self.devices.len();
@@ -172,22 +179,27 @@ impl<Q: Ptree> Placed<Q> {
         Ok(template.with_leaves(&outs))
     }
 
-    /// Each leaf's split axis; panics if `in_axes` does not fit `leaves`.
-    fn check_leaves(&self, leaves: &[Tensor]) -> Vec<Option<usize>> {
-        let n = self.devices.len();
+    /// Each of `count` leaves' split axis (no check of the shapes); panics
+    /// if `in_axes` has another number of entries.
+    pub(crate) fn axes_of(&self, count: usize) -> Vec<Option<usize>> {
         if let Axes::Given(axes) = &self.axes {
-            if axes.len() != leaves.len() {
+            if axes.len() != count {
                 panic!(
-                    "pmap: in_axes has {} entries but the input has {} leaves; give one per \
+                    "pmap: in_axes has {} entries but the input has {count} leaves; give one per \
                      leaf, in traversal order",
-                    axes.len(),
-                    leaves.len()
+                    axes.len()
                 );
             }
         }
+        (0..count).map(|i| self.axis(i)).collect()
+    }
+
+    /// Each leaf's split axis; panics if `in_axes` does not fit `leaves`.
+    fn check_leaves(&self, leaves: &[Tensor]) -> Vec<Option<usize>> {
+        let n = self.devices.len();
+        let axes = self.axes_of(leaves.len());
         for (i, t) in leaves.iter().enumerate() {
-            let axis = self.axis(i);
-            let Some(a) = axis else { continue };
+            let Some(a) = axes[i] else { continue };
             if a >= t.shape().len() {
                 panic!(
                     "pmap: leaf {i} (shape {:?}) has no axis {a} to split across the devices",
@@ -203,6 +215,6 @@ impl<Q: Ptree> Placed<Q> {
                 );
             }
         }
-        (0..leaves.len()).map(|i| self.axis(i)).collect()
+        axes
     }
 }

@@ -21,7 +21,7 @@
 //! This file holds pmap's API and its checks of the devices; the call path
 //! it shares with jit on a `CPU:n` device is `crate::placed`.
 
-use crate::device::backend_or_panic;
+use crate::device::{backend_or_panic, Backend};
 use crate::placed::{Axes, Placed};
 use crate::signatures::or_panic;
 use crate::stage::JitError;
@@ -32,7 +32,9 @@ use std::marker::PhantomData;
 #[derive(Clone, Debug, Default)]
 pub struct PmapOpts {
     /// The devices, one backend: `"CPU:1"`, `"CPU:2"`, ... (`"CUDA:0"`, ...
-    /// where CUDA is available).
+    /// where CUDA is available), or an MPI world's `world.devices()`
+    /// (`"MPI:0"`, ...: one per process; feature `mpi`, see
+    /// `rune::distributed`).
     pub devices: Vec<String>,
     /// One entry per input leaf, in traversal order: `Some(a)` splits the
     /// leaf along axis `a` into equal shards, one per device; `None`
@@ -90,6 +92,9 @@ pub fn pmap_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: PmapOpts) -> Pm
             Some(_) => {}
         }
     }
+    if let Some((Backend::Mpi, _)) = backend {
+        mpi_devices_or_panic(&opts.devices);
+    }
     let axes = match opts.in_axes {
         Some(a) => Axes::Given(a),
         None => Axes::First,
@@ -100,6 +105,24 @@ pub fn pmap_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: PmapOpts) -> Pm
         placed: Placed::new("pmap", opts.devices, axes, opts.donate, false),
         _types: PhantomData,
     }
+}
+
+/// MPI devices must be the world's, all of them, in rank order.
+#[cfg(feature = "mpi")]
+fn mpi_devices_or_panic(devices: &[String]) {
+    let world = crate::distributed::init();
+    if devices != world.devices() {
+        panic!(
+            "pmap: devices {devices:?} are not this MPI world's; pass world.devices() ({:?}): \
+             one device per process, every process in rank order",
+            world.devices()
+        );
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_devices_or_panic(_devices: &[String]) {
+    unreachable!("MPI devices are refused without the feature")
 }
 
 impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {

@@ -716,6 +716,114 @@ impl ShardedProgram {
     }
 }
 
+/// The collectives of a plan run by one device per process
+/// ([`ShardedProgram::run_one`]): each call is made by every process at the
+/// same step, with its own value, and returns the combined value.
+pub trait Collectives {
+    /// Every process's `values[i]` combined with `op`, for each `i` (the
+    /// values of consecutive all-reduce steps, to send in one buffer).
+    fn all_reduce(&self, values: &[Tensor], op: ReduceOp) -> Vec<Tensor>;
+    /// Every process's `value` concatenated along `axis` in process order.
+    fn all_gather(&self, value: &Tensor, axis: usize) -> Tensor;
+}
+
+impl ShardedProgram {
+    /// The number of devices the plan runs across.
+    pub fn num_devices(&self) -> usize {
+        self.n
+    }
+
+    /// Runs device `d`'s part of the plan only, in this process: the other
+    /// devices are other processes running theirs, and the collective
+    /// steps go through `coll`. `inputs[i]` is input leaf `i` as device `d`
+    /// holds it (its shard of a split leaf, the whole of a replicated one);
+    /// replicated writebacks are assigned into `leaves`. Returns each
+    /// output as device `d` holds it: its split axis (`None`: replicated)
+    /// and its value.
+    pub fn run_one(
+        &self,
+        d: usize,
+        inputs: &[Tensor],
+        leaves: &[Tensor],
+        coll: &dyn Collectives,
+    ) -> Vec<(Option<usize>, Tensor)> {
+        let n = self.n;
+        let mut vals: HashMap<Key, Tensor> = HashMap::new();
+        for (&k, t) in self.inputs.iter().zip(inputs) {
+            vals.insert(k, t.clone());
+        }
+        for (v, t) in &self.consts {
+            vals.insert((*v, Sharding::Rep), t.clone());
+        }
+        let mut i = 0;
+        while i < self.steps.len() {
+            match &self.steps[i] {
+                Step::Stage(s) => {
+                    let ins: Vec<Tensor> = s.imports.iter().map(|k| vals[k].clone()).collect();
+                    let outs = s.programs[d].lock().unwrap().run(&ins);
+                    for (k, t) in s.exports.iter().zip(outs) {
+                        vals.insert(*k, t);
+                    }
+                    i += 1;
+                }
+                Step::Convert {
+                    how: Convert::AllReduce(op),
+                    ..
+                } => {
+                    // Consecutive all-reduces with one op go together.
+                    let mut j = i;
+                    let mut keys = Vec::new();
+                    while let Some(Step::Convert {
+                        from,
+                        to,
+                        how: Convert::AllReduce(o),
+                    }) = self.steps.get(j)
+                    {
+                        if o != op {
+                            break;
+                        }
+                        keys.push((*from, *to));
+                        j += 1;
+                    }
+                    let ins: Vec<Tensor> = keys.iter().map(|(f, _)| vals[f].clone()).collect();
+                    let outs = coll.all_reduce(&ins, *op);
+                    for ((_, to), t) in keys.iter().zip(outs) {
+                        vals.insert(*to, t);
+                    }
+                    i = j;
+                }
+                Step::Convert { from, to, how } => {
+                    let t = &vals[from];
+                    let out = match how {
+                        Convert::AllGather(a) => coll.all_gather(t, *a),
+                        Convert::Scatter(a) => {
+                            let len = t.shape()[*a] / n;
+                            t.narrow(*a as isize, d * len, len)
+                        }
+                        Convert::AllReduce(_) => unreachable!(),
+                    };
+                    vals.insert(*to, out);
+                    i += 1;
+                }
+            }
+        }
+        for (leaf, k) in &self.writebacks {
+            leaves[*leaf].assign(&vals[k]);
+        }
+        self.outputs
+            .iter()
+            .map(|k| {
+                let split = match k.1 {
+                    Sharding::Split(a) => Some(a),
+                    Sharding::Rep => None,
+                    Sharding::Partial(_) => unreachable!("outputs are all-reduced"),
+                };
+                (split, vals[k].clone())
+            })
+            .collect()
+    }
+}
+
 /// A pmap input leaf: a host tensor, or values already on the devices in
 /// the layout the program expects (an unread output of an earlier call).
 pub enum Input {
