@@ -26,8 +26,8 @@ pub(crate) fn backend(device: &str) -> Result<Backend, String> {
     match name {
         "CPU" if instance_ok => Ok(Backend::Cpu),
         "CUDA" if instance_ok => Err(format!(
-            "device {device:?} is not available: CUDA is not available in this build of rune; \
-             use \"CPU\""
+            "device {device:?} is not available: {}; use \"CPU\"",
+            cuda_unavailable()
         )),
         "METAL" if instance_ok => Err(format!(
             "device {device:?} is not available: METAL is available on macOS only"
@@ -36,6 +36,21 @@ pub(crate) fn backend(device: &str) -> Result<Backend, String> {
             "unknown device {device:?}; the devices are \"CPU\", \"CUDA\" and \"METAL\", \
              with an instance suffix to address several (\"CPU:1\", \"CPU:2\", ...)"
         )),
+    }
+}
+
+/// Why CUDA cannot run here: what the probe found missing (the driver,
+/// a device, NVRTC; probed before anything touches CUDA), or, where all
+/// are present, that running kernels on CUDA is not built yet (they are
+/// rendered and compiled: `device_kernels`).
+fn cuda_unavailable() -> String {
+    match tolk::cuda_probe::probe() {
+        Err(missing) => format!("CUDA needs a driver, a device and NVRTC: {missing}"),
+        Ok(t) => format!(
+            "CUDA kernels compile for {} but rune does not run them on the device yet \
+             (device memory and launches are not built)",
+            t.device
+        ),
     }
 }
 
