@@ -262,6 +262,26 @@ fn cuda_kernels_of_the_op_table_and_fuzzer_programs_compile_with_nvrtc_and_ptxas
     std::panic::set_hook(Box::new(|_| {}));
     for seed in FUZZ_SEEDS {
         let prog = generate(seed);
+        // Eager rejects some generated programs; so does jit_fuzz.
+        let eager_ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let (args, caps) = (
+                prog.inputs
+                    .iter()
+                    .filter(|i| !i.captured)
+                    .map(make_input)
+                    .collect::<Vec<_>>(),
+                prog.inputs
+                    .iter()
+                    .filter(|i| i.captured)
+                    .map(make_input)
+                    .collect::<Vec<_>>(),
+            );
+            run(&prog, &args, &caps);
+        }))
+        .is_ok();
+        if !eager_ok {
+            continue;
+        }
         let mut args = Vec::new();
         let mut caps = Vec::new();
         for i in &prog.inputs {
@@ -285,9 +305,17 @@ fn cuda_kernels_of_the_op_table_and_fuzzer_programs_compile_with_nvrtc_and_ptxas
                 fuzz.refused += 1;
                 check_refusal(&label, &e, &mut failures);
             }
-            // A program eager rejects too (jit_fuzz skips those), or one jit
-            // refuses on every device.
-            Ok(Err(_)) | Err(_) => not_staged += 1,
+            // One jit refuses on every device (a JitError at trace time).
+            Ok(Err(_)) => not_staged += 1,
+            // A panic while staging or rendering a program eager runs.
+            Err(p) => {
+                let m = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                failures.push(format!("{label}: rendering panicked: {m}"));
+            }
         }
     }
     std::panic::set_hook(hook);
@@ -300,7 +328,7 @@ fn cuda_kernels_of_the_op_table_and_fuzzer_programs_compile_with_nvrtc_and_ptxas
     println!(
         "op table: {} kernels from {} (entry, mode) pairs, {} refused on CUDA; \
          fuzzer: {} kernels from {} programs ({} with staged loops), {} refused on CUDA, \
-         {} not staged; {} distinct kernels; rendered in {rendered_secs:.1} s, NVRTC + ptxas \
+         {} refused by jit on every device; {} distinct kernels; rendered in {rendered_secs:.1} s, NVRTC + ptxas \
          (sm_80, sm_90) in {:.1} s; {} failures",
         table.kernels,
         table.programs,
