@@ -30,8 +30,8 @@ pub(crate) fn backend(device: &str) -> Result<Backend, String> {
         "CPU" if instance_ok => Ok(Backend::Cpu),
         "MPI" if instance.is_some() && instance_ok => mpi(device),
         "CUDA" if instance_ok => Err(format!(
-            "device {device:?} is not available: CUDA is not available in this build of rune; \
-             use \"CPU\""
+            "device {device:?} is not available: {}; use \"CPU\"",
+            cuda_unavailable()
         )),
         "METAL" if instance_ok => Err(format!(
             "device {device:?} is not available: METAL is available on macOS only"
@@ -55,6 +55,21 @@ fn mpi(device: &str) -> Result<Backend, String> {
         "device {device:?} is not available: this build of rune has no MPI; build rune with \
          the cargo feature `mpi`"
     ))
+}
+
+/// Why CUDA cannot run here: what the probe found missing (the driver,
+/// a device, NVRTC; probed before anything touches CUDA), or, where all
+/// are present, that running kernels on CUDA is not built yet (they are
+/// rendered and compiled: `device_kernels`).
+fn cuda_unavailable() -> String {
+    match tolk::cuda_probe::probe() {
+        Err(missing) => format!("CUDA needs a driver, a device and NVRTC: {missing}"),
+        Ok(t) => format!(
+            "CUDA kernels compile for {} but rune does not run them on the device yet \
+             (device memory and launches are not built)",
+            t.device
+        ),
+    }
 }
 
 /// [`backend`], panicking with `func`'s name (`"jit"`, `"pmap"`) and the

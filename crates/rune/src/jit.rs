@@ -120,6 +120,38 @@ pub fn make_graph<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> tolk::Graph
     or_panic(catch_jit(|| stage(&f, p).0))
 }
 
+/// The kernels jit would compile for `f` at `p` on `device`, rendered
+/// but not built or run: today only `"CUDA"`, whose kernels render (and
+/// compile, given NVRTC) on any machine, GPU or not. `Err` is the
+/// `JitError` jit raises at trace time: an operation not yet on the
+/// device (naming it and the device), or one jit refuses everywhere.
+/// Panics for a device that has no renderer of its own (`"CPU"`: its
+/// kernels are C, compiled by `jit`).
+///
+/// ```
+/// use rune::prelude::*;
+/// let x = Tensor::zeros(&[3], DType::F32);
+/// let k = rune::device_kernels(|x: &Tensor| x.exp() * 2.0, &x, "CUDA").unwrap();
+/// assert!(k.source.contains("__global__"));
+/// let a = Tensor::zeros(&[2, 2], DType::F32);
+/// let e = rune::device_kernels(|a: &Tensor| a.matmul(a), &a, "CUDA").err().unwrap();
+/// assert!(e.message().contains("dot_general") && e.message().contains("CUDA"));
+/// ```
+pub fn device_kernels<P: Ptree, Q: Ptree>(
+    f: impl Fn(&P) -> Q,
+    p: &P,
+    device: &str,
+) -> Result<tolk::cuda::CudaProgram, JitError> {
+    let name = device.split_once(':').map_or(device, |(b, _)| b);
+    assert!(
+        name == tolk::cuda::DEVICE,
+        "device_kernels: device {device:?} has no renderer of its own; the devices with one \
+         are \"CUDA\""
+    );
+    let graph = catch_jit(|| stage(&f, p).0)?;
+    tolk::cuda::render(graph).map_err(JitError::new)
+}
+
 impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
     /// Runs the compiled function. Panics with the `JitError`'s message if
     /// `f` cannot be compiled.

@@ -160,7 +160,7 @@ pub use differentiate::{
 };
 pub use gradient_control::{detach, no_grad};
 pub use jacobian::{hessian, jacfwd, jacrev};
-pub use jit::{jit, jit_with, make_graph, Jit, JitOpts};
+pub use jit::{device_kernels, jit, jit_with, make_graph, Jit, JitOpts};
 pub use pmap::{pmap, pmap_with, Pmap, PmapOpts};
 pub use stage::JitError;
 pub use tolk;

@@ -101,6 +101,45 @@ pub fn key(structure: &str, flags: &[&str], compiler: &str) -> String {
     ])
 }
 
+/// What identifies the CUDA toolchain and device a program's PTX/cubin
+/// was built for: part of a CUDA program's cache key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaTarget {
+    /// The device's model (`cuDeviceGetName`: "NVIDIA H200").
+    pub device: String,
+    /// Its compute capability (major, minor).
+    pub capability: (i32, i32),
+    /// The driver's version (`cuDriverGetVersion`: 13000 for 13.0).
+    pub driver: i32,
+    /// NVRTC's version (major, minor).
+    pub nvrtc: (i32, i32),
+}
+
+/// The cache key of a CUDA program: its structure and NVRTC options, the
+/// device model and capability, the driver's and NVRTC's versions (a new
+/// driver or NVRTC may compile the same source differently), the host's
+/// CPU features (the CUDA dialect fuses multiply-adds where the host's nx
+/// kernels do) and the executable. Never equal to a CPU program's key.
+pub fn cuda_key(structure: &str, options: &[&str], target: &CudaTarget) -> String {
+    let t = format!(
+        "cuda device={} sm_{}{} driver={} nvrtc={}.{}",
+        target.device,
+        target.capability.0,
+        target.capability.1,
+        target.driver,
+        target.nvrtc.0,
+        target.nvrtc.1
+    );
+    hash(&[
+        FORMAT.as_bytes(),
+        structure.as_bytes(),
+        options.join(" ").as_bytes(),
+        t.as_bytes(),
+        cpu_features().as_bytes(),
+        executable_identity().as_bytes(),
+    ])
+}
+
 /// What an entry's `.meta` holds.
 pub struct Entry {
     /// The program's plan of steps over buffers.
@@ -336,6 +375,35 @@ const _: fn(Var) -> usize = |v| v;
 mod tests {
     use super::*;
     use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn cuda_keys_change_with_device_driver_nvrtc_and_options_and_differ_from_cpu_keys() {
+        let h200 = CudaTarget {
+            device: "NVIDIA H200".into(),
+            capability: (9, 0),
+            driver: 13000,
+            nvrtc: (13, 0),
+        };
+        let base = cuda_key("s", &["--fmad=false"], &h200);
+        assert_eq!(base, cuda_key("s", &["--fmad=false"], &h200.clone()));
+        let with = |f: &dyn Fn(&mut CudaTarget)| {
+            let mut t = h200.clone();
+            f(&mut t);
+            cuda_key("s", &["--fmad=false"], &t)
+        };
+        let others = [
+            with(&|t| t.device = "NVIDIA A100-SXM4-80GB".into()),
+            with(&|t| t.capability = (8, 0)),
+            with(&|t| t.driver = 12080),
+            with(&|t| t.nvrtc = (12, 9)),
+            cuda_key("s", &["--fmad=true"], &h200),
+            cuda_key("t", &["--fmad=false"], &h200),
+            key("s", &["--fmad=false"], "cuda"),
+        ];
+        for (i, k) in others.iter().enumerate() {
+            assert_ne!(*k, base, "variant {i} kept the key");
+        }
+    }
 
     #[test]
     fn old_entries_and_stale_temporaries_are_evicted_fresh_ones_kept() {

@@ -201,7 +201,10 @@ const FUSED_FULL_REDUCE_MAX: usize = 1 << 16;
 /// elementwise work (which then fuses into it); a reduction of a buffer
 /// (an input, a matrix product's result) stays with nx's eager kernel,
 /// which is as fast, exact with eager, and threaded for full reductions.
-fn classes(g: &Graph, def: &[Option<usize>]) -> Vec<PrimClass> {
+///
+/// With `all_reductions` every reduction is a kernel (a device without
+/// nx's eager kernels: CUDA).
+fn classes(g: &Graph, def: &[Option<usize>], all_reductions: bool) -> Vec<PrimClass> {
     let mut kinds: Vec<PrimClass> = Vec::with_capacity(g.eqns.len());
     for e in &g.eqns {
         let Some(prim) = e.as_prim() else {
@@ -219,7 +222,9 @@ fn classes(g: &Graph, def: &[Option<usize>]) -> Vec<PrimClass> {
                 let computed = def[v].is_some_and(|i| {
                     matches!(kinds[i], PrimClass::Elementwise | PrimClass::Shifted)
                 });
-                if !computed
+                if all_reductions {
+                    PrimClass::Reduction
+                } else if !computed
                     || x.dtype == DType::Bool
                     || (full && x.numel() >= FUSED_FULL_REDUCE_MAX)
                 {
@@ -660,13 +665,19 @@ impl VarSet {
 /// Decides which values are buffers and builds the kernel computing each
 /// buffer that is not an input, a constant or a library step's result.
 pub fn fuse(g: &Graph) -> Fusion {
+    fuse_with(g, false)
+}
+
+/// [`fuse`], with every reduction a kernel when `all_reductions` (for a
+/// device where a library step cannot run a reduction: CUDA).
+pub fn fuse_with(g: &Graph, all_reductions: bool) -> Fusion {
     let mut def = vec![None; g.avals.len()];
     for (i, e) in g.eqns.iter().enumerate() {
         for &o in &e.outs {
             def[o] = Some(i);
         }
     }
-    let kinds = classes(g, &def);
+    let kinds = classes(g, &def, all_reductions);
     let kind_of = |v: Var| def[v].map(|e: usize| kinds[e]);
 
     // Buffers to start from; movement results feeding library steps are

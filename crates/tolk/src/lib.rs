@@ -63,11 +63,14 @@
 pub mod build;
 pub mod cache;
 pub mod codegen;
+pub mod cuda;
+pub mod cuda_probe;
 pub mod fuse;
 pub mod graph;
 pub mod hash;
 pub mod load;
 pub mod lower;
+pub mod nvrtc;
 pub mod plan;
 pub mod runtime;
 pub mod shard;

@@ -47,6 +47,12 @@ impl LoopNest {
     pub fn outer(&self) -> usize {
         self.dims[0]
     }
+
+    /// The output's points: the product of the kept dims (the range of a
+    /// dialect that flattens them, [`crate::codegen::Dialect::flattens_kept_dims`]).
+    pub fn points(&self) -> usize {
+        self.dims[..self.kept].iter().product()
+    }
 }
 
 /// Merges the kernel's dims: size-1 dims go, and neighbours merge when the

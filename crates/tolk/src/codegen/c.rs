@@ -87,7 +87,7 @@ impl super::Dialect for C {
     fn literal(&self, dtype: DType, v: f64) -> String {
         literal(dtype, v)
     }
-    fn kernel_signature(&self, name: &str, small: bool) -> String {
+    fn kernel_signature(&self, name: &str, small: bool, _buffers: usize) -> String {
         let attr = if small { "TK_SMALL " } else { "" };
         format!("{attr}int {name}(void *const *b, int64_t lo, int64_t hi)")
     }

@@ -5,6 +5,7 @@
 /* libm's functions, declared here rather than through <math.h>, which is
  * most of the prelude's compile time (about 20 ms of every translation
  * unit); gcc and clang know them as builtins from these prototypes. */
+#if !defined(__CUDACC__) /* CUDA: cuda_prelude.h defines these */
 #define INFINITY (__builtin_inff())
 #define signbit(x) __builtin_signbit(x)
 double acos(double); float acosf(float);
@@ -50,6 +51,8 @@ double fmin(double, double); float fminf(float, float);
 double fma(double, double, double); float fmaf(float, float, float);
 #include <stdint.h>
 #include <string.h>
+#define TK_CLZLL(m) __builtin_clzll(m)
+#endif
 #if defined(__F16C__)
 /* F16C's conversions through the compilers' builtins, as <immintrin.h>
  * defines _cvtsh_ss/_cvtss_sh, without including it: parsing it took 170
@@ -69,17 +72,26 @@ typedef float tk_v4sf __attribute__((vector_size(16)));
  * 3.7 s of CPU inlined, 0.7 s called. Each lane computes the same
  * operations: the same bits. clang has no `simd` attribute; there they stay
  * inlined (a call would keep the loop scalar). */
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__CUDACC__)
+#define TK_VFN static __forceinline__
+#elif defined(__GNUC__) && !defined(__clang__)
 #define TK_VFN static __attribute__((noinline, simd("notinbranch")))
 #else
 #define TK_VFN static inline __attribute__((always_inline))
 #endif
 
 /* ---- bit casts ---------------------------------------------------------- */
+#if defined(__CUDACC__)
+static inline float tk_f32_from_bits(uint32_t b) { return __uint_as_float(b); }
+static inline uint32_t tk_f32_bits(float f) { return __float_as_uint(f); }
+static inline double tk_f64_from_bits(uint64_t b) { return __longlong_as_double((long long)b); }
+static inline uint64_t tk_f64_bits(double f) { return (uint64_t)__double_as_longlong(f); }
+#else
 static inline float tk_f32_from_bits(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
 static inline uint32_t tk_f32_bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 static inline double tk_f64_from_bits(uint64_t b) { double f; memcpy(&f, &b, 8); return f; }
 static inline uint64_t tk_f64_bits(double f) { uint64_t b; memcpy(&b, &f, 8); return b; }
+#endif
 
 /* ---- guards of the vectorized forms (c_ops::unary_vectorized) ------------ */
 /* A guard key is at most TK_GUARD_MAX exactly where its fast form is
@@ -105,6 +117,7 @@ static inline uint32_t tk_guard_key_f32(float x, float limit) {
  * inputs); the ragged ends of a part are copied plainly. The bits are
  * moved, never converted. tk_stream_fence orders the stores before the
  * kernel returns (the runtime's join is an ordinary release). */
+#if !defined(__CUDACC__) /* CUDA kernels never stream (Dialect::streams) */
 #if defined(__clang__) && defined(__SSE2__)
 /* The source (the tile) may sit at any offset; the destination is a whole
  * line, so its type keeps the natural alignment clang needs for movntps. */
@@ -144,6 +157,7 @@ static inline void tk_stream_fence(void) {
 #endif
 }
 #define TK_STREAM_TILE 1024
+#endif
 
 /* ---- f16 / bf16 <-> f32 (the `half` crate) ------------------------------ */
 /* half's software conversions (binary16/arch.rs *_fallback): round to nearest
@@ -239,7 +253,7 @@ static inline float tk_mag_to_f32_odd(uint64_t m) {
     uint64_t top;
     float f;
     if (m < (1ull << 24)) return (float)m;
-    sh = (63 - __builtin_clzll(m)) - 23;
+    sh = (63 - TK_CLZLL(m)) - 23;
     top = (m >> sh) << sh;
     f = (float)top;
     return top == m ? f : tk_f32_from_bits(tk_f32_bits(f) | 1u);

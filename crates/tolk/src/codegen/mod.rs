@@ -8,6 +8,7 @@
 //! as tinygrad's `CStyleLanguage` does.
 
 pub mod c;
+pub mod cuda;
 pub mod render;
 
 use crate::fuse::Kernel;
@@ -41,16 +42,39 @@ pub trait Dialect: Sync {
     fn cast(&self, from: DType, to: DType, x: &str) -> String;
     /// The constant `v` in `dtype`.
     fn literal(&self, dtype: DType, v: f64) -> String;
-    /// A kernel function's signature, without the body: it takes `b` (the
-    /// buffers), `lo` and `hi` (the outer loop's range) and returns an
-    /// `int` (nonzero: a guard failed). `small`: compiled for size rather
-    /// than speed (see [`SMALL_WORK`]).
-    fn kernel_signature(&self, name: &str, small: bool) -> String;
+    /// A kernel function's signature, without the body: it takes the
+    /// `buffers` buffers (as [`Dialect::buffer`] names them), `lo` and `hi`
+    /// (the outer loop's range) and, where the dialect has guards, returns
+    /// an `int` (nonzero: a guard failed). `small`: compiled for size
+    /// rather than speed (see [`SMALL_WORK`]).
+    fn kernel_signature(&self, name: &str, small: bool, buffers: usize) -> String;
+    /// How the body names buffer `k` (0: the output, `1 + a`: argument `a`).
+    fn buffer(&self, k: usize) -> String {
+        format!("b[{k}]")
+    }
+    /// The statement returning from a kernel: `guard_failed` is a C
+    /// expression, nonzero when a guard failed (a dialect without guarded
+    /// forms returns nothing).
+    fn ret(&self, guard_failed: &str) -> String {
+        format!("return {guard_failed};")
+    }
     /// The header of loop `var` over `from..to`, opening its block; `outer`:
     /// the kernel's outer loop (the one the runtime splits).
     fn loop_header(&self, var: &str, from: &str, to: &str, outer: bool) -> String {
         let _ = outer;
         format!("for (int64_t {var} = {from}; {var} < {to}; {var}++) {{")
+    }
+    /// Whether the kept dims are one loop over the output's points (`lo..hi`
+    /// then ranges over all of them, [`LoopNest::points`]), each point's
+    /// indices recovered by division: a GPU's grid-stride loop. Otherwise
+    /// the outer loop is the first kept dim and the others nest inside.
+    fn flattens_kept_dims(&self) -> bool {
+        false
+    }
+    /// Whether reductions over columns accumulate tiles of neighbouring
+    /// outputs at once ([`LoopNest::tile`]).
+    fn column_tiles(&self) -> bool {
+        true
     }
     /// Whether maps may store their output past the cache
     /// ([`Kernel::stream`]).

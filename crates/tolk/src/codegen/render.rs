@@ -45,16 +45,18 @@ fn render_fn(
     fast: bool,
 ) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{} {{", d.kernel_signature(name, small));
+    let buffers = 1 + k.arg_dtypes.len();
+    let _ = writeln!(s, "{} {{", d.kernel_signature(name, small, buffers));
     let _ = writeln!(
         s,
-        "  {} *restrict out = ({} *)b[0];",
+        "  {} *restrict out = ({} *){};",
         d.ty(k.out_dtype),
-        d.ty(k.out_dtype)
+        d.ty(k.out_dtype),
+        d.buffer(0)
     );
     for (a, &dt) in k.arg_dtypes.iter().enumerate() {
         let t = d.ty(dt);
-        let _ = writeln!(s, "  const {t} *a{a} = (const {t} *)b[{}];", a + 1);
+        let _ = writeln!(s, "  const {t} *a{a} = (const {t} *){};", d.buffer(a + 1));
     }
     if fast {
         let _ = writeln!(s, "  uint32_t big = 0;");
@@ -62,14 +64,14 @@ fn render_fn(
     // The invariant nodes, once (with the exact forms where the loops use
     // them: a tiled reduction's). Loads among them read element 0 of their
     // buffer, which an empty range may not have: nothing runs then.
-    let tiled = k.reduce.zip(nest.tile);
+    let tiled = k.reduce.zip(nest.tile).filter(|_| d.column_tiles());
     let inv = &nest.invariant;
     if inv
         .iter()
         .zip(&k.nodes)
         .any(|(&i, n)| i && !matches!(n, Node::Lit { .. }))
     {
-        s.push_str("  if (lo >= hi) return 0;\n");
+        let _ = writeln!(s, "  if (lo >= hi) {}", d.ret("0"));
     }
     s.push_str(&body(d, k, nest, "  ", fast && tiled.is_none(), &|i| {
         inv[i]
@@ -103,17 +105,36 @@ fn render_fn(
     if let Some(((op, _), tile)) = tiled {
         // Tiled reductions use the exact forms (no guard to check).
         render_tiled(d, &mut s, k, nest, op, tile, &looped);
-        s.push_str("  return 0;\n}\n");
+        s.push_str(&finish(d, false));
         return s;
     }
     // `stream` is only set on maps that are not epilogues.
     if k.stream && nd == 1 && d.streams() {
         render_streamed(d, &mut s, k, nest, fast, &looped);
-        s.push_str(finish(fast));
+        s.push_str(&finish(d, fast));
         return s;
     }
-    for l in 0..nkept {
-        open(&mut s, &mut indent, l);
+    // The kept loops: nested, or (a dialect that flattens them) one loop
+    // over the output's points, each point's indices recovered.
+    let flat = d.flattens_kept_dims();
+    if flat {
+        let _ = writeln!(s, "{indent}{}", d.loop_header("p", "lo", "hi", true));
+        indent.push_str("  ");
+        let mut inner = 1usize;
+        for l in (0..nkept).rev() {
+            let ix = match (l, inner) {
+                (0, 1) => "p".to_string(),
+                (0, _) => format!("p / {inner}"),
+                (_, 1) => format!("p % {}", nest.dims[l]),
+                _ => format!("(p / {inner}) % {}", nest.dims[l]),
+            };
+            let _ = writeln!(s, "{indent}const int64_t i{l} = {ix};");
+            inner *= nest.dims[l];
+        }
+    } else {
+        for l in 0..nkept {
+            open(&mut s, &mut indent, l);
+        }
     }
     match k.reduce {
         None => {
@@ -163,21 +184,18 @@ fn render_fn(
             );
         }
     }
-    for _ in 0..nkept {
+    for _ in 0..if flat { 1 } else { nkept } {
         close(&mut s, &mut indent);
     }
-    s.push_str(finish(fast));
+    s.push_str(&finish(d, fast));
     s
 }
 
 /// A kernel function's last statement and closing brace: whether a guard
 /// failed (`fast`), else 0.
-fn finish(fast: bool) -> &'static str {
-    if fast {
-        "  return TK_GUARD_FAILED(big);\n}\n"
-    } else {
-        "  return 0;\n}\n"
-    }
+fn finish(d: &dyn Dialect, fast: bool) -> String {
+    let value = if fast { "TK_GUARD_FAILED(big)" } else { "0" };
+    format!("  {}\n}}\n", d.ret(value))
 }
 
 /// Whether the kernel has a node with a vectorized form whose rare inputs
@@ -296,6 +314,10 @@ fn accumulate(d: &dyn Dialect, op: ReduceOp, dtype: DType, v: &str) -> Accumulat
 /// The identity of integer max (the type's minimum) or min (its maximum).
 fn int_bound(d: &dyn Dialect, dtype: DType, lowest: bool) -> String {
     let t = d.ty(dtype);
+    if dtype == DType::Bool {
+        // max is `|`, min is `&`: their identities are false and true.
+        return format!("(({t}){})", u8::from(!lowest));
+    }
     let bits = 8 * dtype.size_in_bytes();
     let v = match (dtype.is_signed_int(), lowest) {
         (true, true) => format!("(-{}LL - 1)", (1u64 << (bits - 1)) - 1),

@@ -1,0 +1,232 @@
+//! The CUDA device's compile side: a [`Graph`] rendered as CUDA kernels
+//! ([`codegen::cuda`], the same fusion, plan and lowering as the CPU's) and
+//! compiled by NVRTC ([`crate::nvrtc`]) to PTX. Running them (device
+//! memory, launches, residency) is not built yet.
+//!
+//! Every reduction is a kernel here ([`fuse::fuse_with`]): the CPU's
+//! library reductions are nx's eager kernels, which a device cannot call.
+//! The other library steps (products, convolutions, gathers, scatters,
+//! sorts, windows, cumulative ops, arg-reductions, threefry) are not
+//! rendered yet: [`render`] refuses a program holding one, naming its
+//! primitives and the device. A staged loop is a host-driven loop over
+//! its body's kernels: its body is rendered as a program of its own.
+
+use crate::codegen::{self, cuda::Cuda};
+use crate::graph::{Graph, Op};
+use crate::plan::{Plan, Step};
+use crate::{fuse, lower, plan, simplify};
+
+/// The device's name in messages.
+pub const DEVICE: &str = "CUDA";
+
+/// A program's CUDA kernels, rendered.
+pub struct CudaProgram {
+    /// One CUDA C++ translation unit defining every kernel (the prelude
+    /// first).
+    pub source: String,
+    /// Per kernel, as the plan indexes them.
+    pub kernels: Vec<CudaKernel>,
+    /// The steps over buffers (as the CPU's plan: kernels, loops, frees).
+    pub plan: Plan,
+    /// Per loop equation (its index): its body's program.
+    pub bodies: Vec<(usize, CudaProgram)>,
+}
+
+/// One kernel of a [`CudaProgram`].
+pub struct CudaKernel {
+    /// Its `extern "C"` function's name in [`CudaProgram::source`].
+    pub name: String,
+    /// How many output points its grid-stride loop covers (`hi`; `lo` = 0).
+    pub points: usize,
+    /// Buffers it takes (its output first).
+    pub buffers: usize,
+    /// The primitives it fused.
+    pub fused: Vec<String>,
+}
+
+impl CudaProgram {
+    /// The translation units of this program and of its loops' bodies, in
+    /// order (this program's first).
+    pub fn sources(&self) -> Vec<&str> {
+        let mut out = vec![self.source.as_str()];
+        for (_, b) in &self.bodies {
+            out.extend(b.sources());
+        }
+        out
+    }
+
+    /// Kernels in this program and its loops' bodies.
+    pub fn num_kernels(&self) -> usize {
+        self.kernels.len()
+            + self
+                .bodies
+                .iter()
+                .map(|(_, b)| b.num_kernels())
+                .sum::<usize>()
+    }
+}
+
+/// Renders `graph` as CUDA kernels. `Err` names the primitives the CUDA
+/// dialect does not render yet and the device (rune raises it as a
+/// `JitError` at trace time: never a silent host round trip).
+pub fn render(graph: Graph) -> Result<CudaProgram, String> {
+    let g = simplify::simplify(graph);
+    let fusion = fuse::fuse_with(&g, true);
+    let mut refused: Vec<String> = Vec::new();
+    for (e, &lib) in g.eqns.iter().zip(&fusion.library) {
+        if let (true, Op::Prim(p)) = (lib, &e.op) {
+            let name = p.name();
+            if !refused.contains(&name) {
+                refused.push(name);
+            }
+        }
+    }
+    let mut bodies = Vec::new();
+    for (i, e) in g.eqns.iter().enumerate() {
+        if let Op::Loop(lp) = &e.op {
+            match render(lp.body.clone()) {
+                Ok(b) => bodies.push((i, b)),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    if !refused.is_empty() {
+        return Err(refusal(&refused));
+    }
+    let (kernels, plan) = plan::plan(&g, fusion, None);
+    let nests: Vec<lower::LoopNest> = kernels.iter().map(lower::lower).collect();
+    let code = codegen::generate(&Cuda::for_host(), &g, &kernels, &nests, &plan, 1);
+    debug_assert!(
+        code.exact.is_empty(),
+        "the CUDA dialect has no guarded forms"
+    );
+    let described = kernels
+        .iter()
+        .zip(&nests)
+        .zip(&code.names)
+        .map(|((k, n), name)| CudaKernel {
+            name: name.clone(),
+            points: n.points(),
+            buffers: 1 + k.arg_dtypes.len(),
+            fused: k.fused.clone(),
+        })
+        .collect();
+    let source = code.units.into_iter().next().unwrap_or_default();
+    debug_assert!(plan
+        .steps
+        .iter()
+        .all(|s| matches!(s, Step::Kernel { .. }) || bodies.len() > 0));
+    Ok(CudaProgram {
+        source,
+        kernels: described,
+        plan,
+        bodies,
+    })
+}
+
+/// The message for primitives not rendered on CUDA yet.
+fn refusal(prims: &[String]) -> String {
+    let (what, verb) = if prims.len() == 1 {
+        ("operation", "is")
+    } else {
+        ("operations", "are")
+    };
+    format!(
+        "{what} {} {verb} not supported on device \"{DEVICE}\" yet (the CUDA dialect renders \
+         elementwise, movement, pad/concat and reduction kernels and staged loops; products, \
+         convolutions, gathers, scatters, sorts, windows, cumulative ops, arg-reductions and \
+         threefry are not rendered yet); use device \"CPU\"",
+        prims.join(", ")
+    )
+}
+
+/// The NVRTC options for compute capability `arch` (`"compute_90"`): the
+/// dialect's ([`codegen::cuda::NVRTC_OPTIONS`]) and the architecture.
+pub fn nvrtc_options(arch: &str) -> Vec<String> {
+    let mut o: Vec<String> = codegen::cuda::NVRTC_OPTIONS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    o.push(format!("--gpu-architecture={arch}"));
+    o
+}
+
+/// Compiles a rendered program's translation units (its own and its
+/// loops' bodies') to PTX for `arch`, one NVRTC program per unit.
+pub fn compile_ptx(p: &CudaProgram, arch: &str) -> Result<Vec<String>, String> {
+    let nvrtc = crate::nvrtc::Nvrtc::get()?;
+    let opts = nvrtc_options(arch);
+    let refs: Vec<&str> = opts.iter().map(String::as_str).collect();
+    p.sources()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| nvrtc.compile_ptx(s, &format!("tolk_cuda_{i}.cu"), &refs))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Eqn;
+    use nx::{Aval, BinaryOp, DType, Prim, ReduceOp, UnaryOp};
+
+    fn exp_sum() -> Graph {
+        let mut g = Graph::default();
+        let x = g.new_var(Aval::new(&[4, 300], DType::F32));
+        let e = g.new_var(Aval::new(&[4, 300], DType::F32));
+        let y = g.new_var(Aval::new(&[4, 300], DType::F32));
+        let s = g.new_var(Aval::new(&[4], DType::F32));
+        g.inputs.push(x);
+        g.eqns
+            .push(Eqn::prim(Prim::Unary(UnaryOp::Exp), vec![x], e));
+        g.eqns
+            .push(Eqn::prim(Prim::Binary(BinaryOp::Mul), vec![e, x], y));
+        g.eqns.push(Eqn::prim(
+            Prim::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![1],
+            },
+            vec![x],
+            s,
+        ));
+        g.outputs.push(y);
+        g.outputs.push(s);
+        g
+    }
+
+    #[test]
+    fn kernels_are_grid_stride_loops_and_a_reduction_of_an_input_is_a_kernel() {
+        let p = render(exp_sum()).unwrap();
+        // The map and the sum of an input (a library step on the CPU).
+        assert_eq!(p.kernels.len(), 2);
+        assert!(p.source.contains("extern \"C\" __global__"));
+        assert!(p.source.contains("blockIdx.x * blockDim.x + threadIdx.x"));
+        assert!(p.source.contains("tk_exp_f32("), "the CPU's exp");
+        assert!(!p.source.contains("return 0;"));
+        let mut points: Vec<usize> = p.kernels.iter().map(|k| k.points).collect();
+        points.sort();
+        assert_eq!(points, [4, 1200]);
+    }
+
+    #[test]
+    fn a_product_is_refused_naming_it_and_the_device() {
+        let mut g = Graph::default();
+        let a = g.new_var(Aval::new(&[2, 3], DType::F32));
+        let b = g.new_var(Aval::new(&[3, 2], DType::F32));
+        let c = g.new_var(Aval::new(&[2, 2], DType::F32));
+        g.inputs.extend([a, b]);
+        g.eqns.push(Eqn::prim(
+            Prim::DotGeneral {
+                lhs_contract: vec![1],
+                rhs_contract: vec![0],
+                lhs_batch: vec![],
+                rhs_batch: vec![],
+            },
+            vec![a, b],
+            c,
+        ));
+        g.outputs.push(c);
+        let e = render(g).err().expect("refused");
+        assert!(e.contains("dot_general") && e.contains("\"CUDA\""), "{e}");
+    }
+}
