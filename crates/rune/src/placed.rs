@@ -74,6 +74,13 @@ impl<Q: Ptree> Placed<Q> {
         self.programs.trace_count()
     }
 
+    /// Whether the devices are MPI processes (`"MPI:r"`): such a function
+    /// runs through `distributed::pmap`, not [`Placed::call`].
+    #[cfg(feature = "mpi")]
+    pub(crate) fn is_mpi(&self) -> bool {
+        self.mpi
+    }
+
     fn axis(&self, leaf: usize) -> Option<usize> {
         match &self.axes {
             Axes::First => Some(0),
@@ -87,10 +94,10 @@ impl<Q: Ptree> Placed<Q> {
     /// the right layout straight to the devices, and returns resident
     /// outputs (gathered at once when every device is the host).
     pub fn call<P: Ptree>(&self, f: &impl Fn(&P) -> Q, name: &str, p: &P) -> Result<Q, JitError> {
-        if self.mpi {
-            #[cfg(feature = "mpi")]
-            return crate::distributed::pmap::call(self, f, name, p);
-        }
+        assert!(
+            !self.mpi,
+            "{name}: MPI devices run through rune::distributed (internal error)"
+        );
         let leaves = p.leaves();
         let axes = self.check_leaves(&leaves);
         let n = self.devices.len();

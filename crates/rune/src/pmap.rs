@@ -141,6 +141,10 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
             // Under a transformation: let it see `f`, as jit does.
             return Ok((self.f)(p));
         }
+        #[cfg(feature = "mpi")]
+        if self.placed.is_mpi() {
+            return crate::distributed::pmap::call(&self.placed, &self.f, self.name, p);
+        }
         self.placed.call(&self.f, self.name, p)
     }
 
