@@ -159,22 +159,47 @@ fn check(rc: c_int, what: &str) {
 /// concrete, of a [`summable`] dtype, and owned by the caller alone (it is
 /// overwritten).
 pub(crate) fn all_reduce_in_place(t: &Tensor, o: Op) {
-    let dt = datatype(t.dtype()).expect("a dtype MPI reduces");
     assert!(t.is_contiguous(), "all_reduce_in_place: contiguous only");
+    let w = nx::raw::write(t);
+    all_reduce_chunks(t, None, w.ptr(), o);
+}
+
+/// The all-reduce of `t` across the world into a fresh tensor (`t` is
+/// read, not written). `t` must be contiguous and [`summable`].
+pub(crate) fn all_reduce_into(t: &Tensor, o: Op) -> Tensor {
+    assert!(t.is_contiguous(), "all_reduce_into: contiguous only");
+    let out = nx::raw::alloc(t.dtype(), t.shape());
+    {
+        let r = nx::raw::read(t);
+        let w = nx::raw::write(&out);
+        all_reduce_chunks(t, Some(r.ptr()), w.ptr(), o);
+    }
+    out
+}
+
+/// `MPI_Allreduce` of `t`'s elements, at most [`CHUNK`] per call, from
+/// `send` (`None`: in place, `recv` holds the input) into `recv`. The
+/// callers hold `send` and `recv` as guards over `t`'s contiguous elements
+/// (`recv` exclusive) or a fresh tensor of the same dtype and shape.
+fn all_reduce_chunks(t: &Tensor, send: Option<*const u8>, recv: *mut u8, o: Op) {
+    let dt = datatype(t.dtype()).expect("a dtype MPI reduces");
     let (n, size) = (t.numel(), t.dtype().size_in_bytes());
     count(n * size);
-    let w = nx::raw::write(t);
     let mut done = 0;
     while done < n {
         let k = (n - done).min(CHUNK);
-        // Why sound: `w` is exclusive access to `t`'s `n` contiguous
-        // elements of `size` bytes; the call reads and writes `k` of them
-        // from element `done`, within the buffer; the datatype matches the
-        // dtype.
+        // Why sound: `send` (when given) and `recv` each address `n`
+        // contiguous elements of `size` bytes held by the callers' guards
+        // (`recv` exclusively, and a distinct storage from `send`); the call
+        // reads and writes `k` of them from element `done`, within the
+        // buffers; the datatype matches the dtype.
         let rc = unsafe {
             ffi::MPI_Allreduce(
-                in_place(),
-                w.ptr().add(done * size) as *mut c_void,
+                match send {
+                    Some(p) => p.add(done * size) as *const c_void,
+                    None => in_place() as *const c_void,
+                },
+                recv.add(done * size) as *mut c_void,
                 k as c_int,
                 dt,
                 op(o),
@@ -184,40 +209,6 @@ pub(crate) fn all_reduce_in_place(t: &Tensor, o: Op) {
         check(rc, "MPI_Allreduce");
         done += k;
     }
-}
-
-/// The all-reduce of `t` across the world into a fresh tensor (`t` is
-/// read, not written). `t` must be contiguous and [`summable`].
-pub(crate) fn all_reduce_into(t: &Tensor, o: Op) -> Tensor {
-    let dt = datatype(t.dtype()).expect("a dtype MPI reduces");
-    assert!(t.is_contiguous(), "all_reduce_into: contiguous only");
-    let out = nx::raw::alloc(t.dtype(), t.shape());
-    let (n, size) = (t.numel(), t.dtype().size_in_bytes());
-    count(n * size);
-    {
-        let r = nx::raw::read(t);
-        let w = nx::raw::write(&out);
-        let mut done = 0;
-        while done < n {
-            let k = (n - done).min(CHUNK);
-            // Why sound: `r` and `w` are views of `n` contiguous elements
-            // each (distinct storages: `out` is fresh); the call reads `k`
-            // from one and writes `k` to the other from element `done`.
-            let rc = unsafe {
-                ffi::MPI_Allreduce(
-                    r.ptr().add(done * size) as *const c_void,
-                    w.ptr().add(done * size) as *mut c_void,
-                    k as c_int,
-                    dt,
-                    op(o),
-                    ffi::RSMPI_COMM_WORLD,
-                )
-            };
-            check(rc, "MPI_Allreduce");
-            done += k;
-        }
-    }
-    out
 }
 
 /// Broadcasts `t`'s bytes from `root` into `t` on every other rank. `t`
