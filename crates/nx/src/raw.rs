@@ -231,3 +231,22 @@ pub fn on_this_thread<R>(f: impl FnOnce() -> R) -> R {
 pub fn pool_rest() -> PoolRest {
     crate::cpu::pool::rest()
 }
+
+/// nx's internals that its own tests (`crates/nx/tests/internals.rs`)
+/// check directly: the storage buckets, the matrix-product planner and
+/// blocks, the thread pool's splitting helpers and worker flag, and the f32
+/// polynomials with their `FMA` choice. Public for those tests only (the
+/// library has no unit-test build, so `cargo test` compiles it once): not
+/// part of nx's API, hidden from its docs, changed at will.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::cpu::dot::{
+        merge, plan, product_block, split_threshold, Ax, GemmElem, Plan, Side, FAER_BLOCKS,
+    };
+    pub use crate::cpu::math::{
+        cos_f32, cos_f32_slice, exp_f32, ln_1p_f32, ln_f32, sin_f32, sin_f32_slice, tanh_f32,
+        trig_big, TRIG_BOUND,
+    };
+    pub use crate::cpu::pool::{chunks_mut, row_pieces_mut, IN_WORKER};
+    pub use crate::storage::{bucket_layout, bucket_size, ALIGN, HUGE_PAGE};
+}

@@ -76,31 +76,3 @@ pub fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Vec<usize> {
     try_broadcast_shapes(a, b)
         .unwrap_or_else(|| panic!("{op}: shapes {a:?} and {b:?} cannot be broadcast together"))
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn broadcasting_follows_numpy() {
-        assert_eq!(
-            try_broadcast_shapes(&[2, 1, 3], &[4, 1]),
-            Some(vec![2, 4, 3])
-        );
-        assert_eq!(try_broadcast_shapes(&[], &[5]), Some(vec![5]));
-        assert_eq!(try_broadcast_shapes(&[0], &[1]), Some(vec![0]));
-        assert_eq!(try_broadcast_shapes(&[2], &[3]), None);
-    }
-
-    #[test]
-    fn strides_are_row_major() {
-        assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);
-        assert_eq!(contiguous_strides(&[]), Vec::<isize>::new());
-    }
-
-    #[test]
-    #[should_panic(expected = "sum: axis 2 is out of range for a tensor of rank 2")]
-    fn axis_out_of_range_names_the_op() {
-        normalize_axis("sum", 2, 2);
-    }
-}

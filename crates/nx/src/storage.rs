@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-const ALIGN: usize = 64;
+/// Every buffer's alignment in bytes, at least (see [`HUGE_PAGE`]).
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub const ALIGN: usize = 64;
 /// Freed buffers kept for reuse, in bytes, at most.
 const CACHE_LIMIT: usize = 1 << 30;
 
@@ -91,7 +93,8 @@ static CACHE: std::sync::LazyLock<Mutex<Cache>> = std::sync::LazyLock::new(|| {
 
 /// Rounds a request up to its bucket: 64 bytes minimum, then four buckets per
 /// power of two (at most 25% slack).
-fn bucket_size(bytes: usize) -> usize {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn bucket_size(bytes: usize) -> usize {
     if bytes <= ALIGN {
         return ALIGN;
     }
@@ -112,13 +115,15 @@ fn bucket_size(bytes: usize) -> usize {
 /// 2 MiB one about as much as 40 of them, and streaming kernels miss the TLB
 /// less. A fresh process computing `exp(x) + x` on 4M f32 elements (three
 /// 16 MiB buffers) took 32-43 ms before, 12-17 ms after.
-const HUGE_PAGE: usize = 2 << 20;
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub const HUGE_PAGE: usize = 2 << 20;
 
 /// The allocation behind a bucket: 64-byte aligned, or for buckets of 1.5
 /// MiB and up 2 MiB-aligned (see [`HUGE_PAGE`]) and rounded up to whole
 /// huge pages when that adds at most a third (a 1.75 MiB bucket takes one
 /// huge page; a 2.5 MiB one takes one and 0.5 MiB of small pages).
-fn bucket_layout(bucket: usize) -> Layout {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn bucket_layout(bucket: usize) -> Layout {
     let whole = bucket.next_multiple_of(HUGE_PAGE);
     let (size, align) = if (whole - bucket) * 3 <= bucket {
         (whole, HUGE_PAGE)
@@ -455,84 +460,5 @@ impl<T> std::ops::Deref for WriteGuard<'_, T> {
 impl<T> std::ops::DerefMut for WriteGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut [T] {
         self.slice
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn buckets_cover_requests_with_bounded_slack() {
-        for bytes in [
-            1,
-            64,
-            65,
-            100,
-            4096,
-            4097,
-            5000,
-            1 << 20,
-            (1 << 20) + 1,
-            16_777_216,
-        ] {
-            let b = bucket_size(bytes);
-            assert!(b >= bytes, "{bytes} -> {b}");
-            assert!(
-                b as f64
-                    <= (bytes as f64 * 1.25)
-                        .max(128.0)
-                        .max(bytes.next_power_of_two() as f64),
-                "{bytes} -> {b}"
-            );
-            assert_eq!(b % ALIGN, 0);
-        }
-    }
-
-    #[test]
-    fn writes_bump_the_version_and_reads_do_not() {
-        let s = Storage::new(DType::F32, 4);
-        assert_eq!(s.version(), 0);
-        drop(s.read::<f32>());
-        assert_eq!(s.version(), 0);
-        s.write::<f32>()[0] = 1.0;
-        s.write::<f32>()[1] = 2.0;
-        assert_eq!(s.version(), 2);
-    }
-
-    #[test]
-    fn freed_buffers_are_reused() {
-        let a = Storage::new(DType::F32, 1_000_003);
-        let addr = a.addr();
-        drop(a);
-        let b = Storage::new(DType::F32, 1_000_001);
-        assert_eq!(b.addr(), addr);
-        assert_eq!(b.addr() % ALIGN, 0);
-    }
-
-    #[test]
-    fn huge_page_layouts_waste_at_most_a_third() {
-        for bucket in (1..400).map(|k| bucket_size(k * 37_000)) {
-            let l = bucket_layout(bucket);
-            assert!(
-                l.size() >= bucket && (l.size() - bucket) * 3 <= bucket,
-                "{bucket}"
-            );
-            assert_eq!(
-                l.align() == HUGE_PAGE,
-                bucket >= HUGE_PAGE * 3 / 4,
-                "{bucket}"
-            );
-        }
-    }
-
-    #[test]
-    fn large_buffers_are_huge_page_aligned_and_initialized() {
-        let n = (HUGE_PAGE + 12_345) / 4;
-        let s = Storage::new(DType::F32, n);
-        assert_eq!(s.addr() % HUGE_PAGE, 0);
-        assert!(s.read::<f32>().iter().all(|v| v.is_finite()));
-        s.write::<f32>()[n - 1] = 3.0;
-        assert_eq!(s.read::<f32>()[n - 1], 3.0);
     }
 }

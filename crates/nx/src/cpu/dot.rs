@@ -49,7 +49,8 @@ const SPLIT_LARGE_FLOPS: usize = 128 * 128 * 128;
 
 /// The multiply-adds from which an `m x k` by `k x n` product (or a batch
 /// of them, counted together) is split across threads.
-fn split_threshold(m: usize, n: usize, k: usize) -> usize {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn split_threshold(m: usize, n: usize, k: usize) -> usize {
     if m.min(n).min(k) < SKINNY {
         SPLIT_LARGE_FLOPS
     } else {
@@ -228,30 +229,35 @@ fn band(len: usize, parts: usize, p: usize) -> Range<usize> {
 }
 
 /// One logical axis of an operand: its size and its stride in elements.
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
 #[derive(Clone, Copy, Debug)]
-struct Ax {
-    n: usize,
-    s: isize,
+pub struct Ax {
+    /// The size.
+    pub n: usize,
+    /// The stride, in elements.
+    pub s: isize,
 }
 
 /// Merges `axes` (outermost first) into a single `(size, stride)` when their
 /// strides chain; size-1 axes do not matter. No axes (or only size-1 ones)
 /// merge into a single row of stride 0 (`crate::layout::merge_to_one`).
-fn merge(axes: &[Ax]) -> Option<(usize, isize)> {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn merge(axes: &[Ax]) -> Option<(usize, isize)> {
     let (sizes, strides): (Vec<usize>, Vec<isize>) = axes.iter().map(|a| (a.n, a.s)).unzip();
     merge_to_one(&sizes, &strides)
 }
 
 /// One operand as a batch of matrices: `axes` lists its batch axes, then
 /// the axes merged into rows, then those merged into columns.
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
 #[derive(Debug)]
-struct Side {
+pub struct Side {
     axes: Vec<Ax>,
     nb: usize,
     nr: usize,
     offset: usize,
     /// The row or column axes do not merge: copy to `[batch, rows, cols]` first.
-    copy: bool,
+    pub copy: bool,
 }
 
 impl Side {
@@ -267,17 +273,25 @@ impl Side {
 }
 
 /// How to run one dot_general.
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
 #[derive(Debug)]
-struct Plan {
+pub struct Plan {
     batch: Vec<usize>,
-    m: usize,
-    n: usize,
-    k: usize,
-    lhs: Side,
-    rhs: Side,
+    /// The rows of the product (its lhs free dims).
+    pub m: usize,
+    /// The columns (the rhs free dims).
+    pub n: usize,
+    /// The contracted length.
+    pub k: usize,
+    /// The lhs as a batch of `m x k` matrices.
+    pub lhs: Side,
+    /// The rhs as a batch of `k x n` matrices.
+    pub rhs: Side,
 }
 
-fn plan(
+/// The [`Plan`] of a dot_general of operands laid out as `l` and `r`.
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn plan(
     l: &Layout,
     r: &Layout,
     lhs_batch: &[usize],
@@ -447,7 +461,8 @@ type BlockFn<T> = unsafe fn(
 );
 
 /// An element type `gemm` multiplies natively.
-trait GemmElem: Element {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub trait GemmElem: Element {
     /// faer's matmul for this type, where [`product_block`] uses it.
     const FAER: Option<BlockFn<Self>> = None;
 }
@@ -486,8 +501,9 @@ impl GemmElem for crate::Complex<f64> {}
 /// (`i < k`, `j < n`) is an element of a live buffer, every `dst + i*dst_rs
 /// + j` (`i < m`, `j < n`) one of a buffer no one else reads or writes
 /// meanwhile, and `m, n, k > 0`; `T` is f32, f64, f16, c32 or c64.
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
 #[allow(clippy::too_many_arguments)]
-unsafe fn product_block<T: GemmElem>(
+pub unsafe fn product_block<T: GemmElem>(
     m: usize,
     n: usize,
     k: usize,
@@ -532,7 +548,8 @@ unsafe fn product_block<T: GemmElem>(
 /// layouts (see [`product_block`]): below, `gemm` is even or ahead (a scan
 /// RNN's 64x128x32 bands of `h^T @ dz`: 3.1-3.3 against 3.8-4.0 us), and above
 /// too (squares of 1024 and 2048 in two bands: 5% ahead).
-const FAER_BLOCKS: std::ops::Range<usize> = (1 << 20)..(1 << 27);
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub const FAER_BLOCKS: std::ops::Range<usize> = (1 << 20)..(1 << 27);
 
 /// [`product_block`] through faer (same contract), one-threaded; f32 and
 /// f64 only (the [`GemmElem::FAER`] of those two).
@@ -773,144 +790,5 @@ pub(crate) fn dot_general(
             whole(cast(out.value(), DType::BF16))
         }
         d => whole(crate::with_dtype!(d, T => dot_int::<T>(lhs, rhs, &p))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merge_chains_strides_and_ignores_unit_axes() {
-        let a = |n, s| Ax { n, s };
-        assert_eq!(merge(&[a(2, 12), a(3, 4), a(4, 1)]), Some((24, 1)));
-        assert_eq!(merge(&[a(2, 12), a(1, 99), a(3, 4)]), Some((6, 4)));
-        assert_eq!(merge(&[a(2, 1), a(3, 2)]), None);
-        assert_eq!(merge(&[]), Some((1, 0)));
-        assert_eq!(merge(&[a(3, -1)]), Some((3, -1)));
-    }
-
-    #[test]
-    fn skinny_products_split_later() {
-        // A scan RNN's steps split at 64^3; an MLP's 128x512x10 products
-        // stay on one thread.
-        for (m, n, k) in [(32, 128, 128), (32, 128, 64)] {
-            assert!(m * n * k >= split_threshold(m, n, k));
-        }
-        for (m, n, k) in [(128, 10, 512), (128, 512, 10), (512, 10, 128)] {
-            assert!(m * n * k < split_threshold(m, n, k));
-        }
-        // Skinny but large enough: a [4096, 512] x [512, 10] product splits.
-        assert!(4096 * 10 * 512 >= split_threshold(4096, 10, 512));
-        // Split or not, products equal a triple loop (small integers: every
-        // partial sum is exact in f32).
-        for (m, n, k) in [(32, 128, 128), (128, 10, 512), (32, 128, 64)] {
-            let (l, r, want) = exact_product(m, n, k);
-            let got = l.cast(DType::F32).matmul(&r.cast(DType::F32));
-            assert_eq!(got.cast(DType::F64).to_vec::<f64>(), want, "{m}x{n}x{k}");
-        }
-    }
-
-    /// `[m, k]` and `[k, n]` f64 operands of small integers, and their
-    /// product by a triple loop: every partial sum is exact even in f32,
-    /// so any correct product equals it bit for bit.
-    fn exact_product(m: usize, n: usize, k: usize) -> (Tensor, Tensor, Vec<f64>) {
-        let lhs: Vec<f64> = (0..m * k).map(|i| (i % 7) as f64 - 3.0).collect();
-        let rhs: Vec<f64> = (0..k * n).map(|i| (i % 5) as f64 - 2.0).collect();
-        let want: Vec<f64> = (0..m * n)
-            .map(|e| {
-                (0..k)
-                    .map(|p| lhs[e / n * k + p] * rhs[p * n + e % n])
-                    .sum()
-            })
-            .collect();
-        (
-            Tensor::from_vec(lhs, &[m, k]),
-            Tensor::from_vec(rhs, &[k, n]),
-            want,
-        )
-    }
-
-    /// Products below and inside [`FAER_BLOCKS`] (so through `gemm` and
-    /// through faer), with a row-major and a column-major (transposed) lhs,
-    /// in f32 and f64, equal a triple loop (small integers: every partial
-    /// sum is exact).
-    #[test]
-    fn products_through_both_libraries_equal_a_triple_loop() {
-        for (m, n, k) in [(64, 128, 32), (512, 96, 64), (128, 10, 1024)] {
-            // 512x96x64 runs as two bands of 256 rows, inside the range too.
-            assert_eq!(FAER_BLOCKS.contains(&(m * n * k)), m >= 128, "{m}x{n}x{k}");
-            let (l, r, want) = exact_product(m, n, k);
-            for dtype in [DType::F32, DType::F64] {
-                let (l, r) = (l.cast(dtype), r.cast(dtype));
-                // The same lhs stored as [k, m] and read transposed.
-                let lt = l.transpose().contiguous().transpose();
-                for l in [l, lt] {
-                    let got = l.matmul(&r).cast(DType::F64).to_vec::<f64>();
-                    assert_eq!(got, want, "{m}x{n}x{k} {dtype:?}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn transposed_operands_need_no_copy() {
-        // lhs [3, 2] transposed to [2, 3]; rhs [3, 4] contiguous.
-        let l = Layout::contiguous(&[3, 2]).permute(&[1, 0]);
-        let r = Layout::contiguous(&[3, 4]);
-        let p = plan(&l, &r, &[], &[], &[1], &[0]);
-        assert!(!p.lhs.copy && !p.rhs.copy);
-        assert_eq!((p.m, p.n, p.k), (2, 4, 3));
-        // Two contracting dims given in the "wrong" order still merge.
-        let l = Layout::contiguous(&[2, 3, 4]);
-        let r = Layout::contiguous(&[3, 4, 5]);
-        let p = plan(&l, &r, &[], &[], &[2, 1], &[1, 0]);
-        assert!(!p.lhs.copy && !p.rhs.copy);
-        assert_eq!((p.m, p.n, p.k), (2, 5, 12));
-        // Free dims that interleave with contracting ones force a copy.
-        let l = Layout::contiguous(&[2, 3, 4]);
-        let r = Layout::contiguous(&[3, 5]);
-        let p = plan(&l, &r, &[], &[], &[1], &[0]);
-        assert!(p.lhs.copy && !p.rhs.copy);
-    }
-
-    /// Products computed while (and after) the warm-up thread probes the
-    /// libraries equal a plain triple loop, through both libraries (a
-    /// row-major rhs goes to gemm, a column-major one to faer).
-    #[test]
-    fn products_during_the_warm_up_are_exact() {
-        let (m, n, k) = (70, 50, 40);
-        let lhs: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
-        let rhs: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
-        let rhs_t: Vec<f32> = (0..n * k).map(|i| rhs[(i % k) * n + i / k]).collect();
-        let mut want = vec![0f32; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                want[i * n + j] = (0..k).map(|p| lhs[i * k + p] * rhs[p * n + j]).sum();
-            }
-        }
-        for _ in 0..2 {
-            warm_up_in_background();
-            for (r, strides) in [(&rhs, (n as isize, 1)), (&rhs_t, (1, k as isize))] {
-                let mut got = vec![f32::NAN; m * n];
-                // SAFETY: every stride pair addresses only elements of the
-                // m x k, k x n and m x n buffers above.
-                unsafe {
-                    product_block::<f32>(
-                        m,
-                        n,
-                        k,
-                        got.as_mut_ptr(),
-                        n as isize,
-                        lhs.as_ptr(),
-                        (k as isize, 1),
-                        r.as_ptr(),
-                        strides,
-                    )
-                };
-                // Small integers: every partial sum is exact in f32.
-                assert_eq!(got, want);
-            }
-        }
     }
 }

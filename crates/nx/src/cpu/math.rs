@@ -12,7 +12,8 @@
 //! float, so results that overflow become `inf` and results in the subnormal
 //! range are rounded once, by the last multiplication, and `exp(x)` for
 //! `x < −103.97` (below half the smallest subnormal) becomes 0. NaN stays NaN.
-//! Max error ≤ 2 ulp against `f64::exp` over the whole range (tested).
+//! Max error ≤ 2 ulp against `f64::exp` over the whole range (tested in
+//! `tests/internals.rs`, as are the bounds below).
 //!
 //! `tanh_f32` is XLA's / Eigen's rational approximation (a [13/6] minimax
 //! fit on |x| ≤ 7.905, the input clamped there; ±1 from |x| = 9; `x` itself
@@ -101,7 +102,8 @@ fn exp_f32_impl<const FMA: bool>(x: f32) -> f32 {
 /// `e^x` in f32, ≤ 2 ulp, vectorizable; `FMA`: whether `mla` fuses (the
 /// dispatch level has FMA, see `dispatch`).
 #[inline(always)]
-pub(crate) fn exp_f32<const FMA: bool>(x: f32) -> f32 {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn exp_f32<const FMA: bool>(x: f32) -> f32 {
     exp_f32_impl::<FMA>(x)
 }
 
@@ -149,7 +151,8 @@ fn tanh_f32_impl<const FMA: bool>(x: f32) -> f32 {
 
 /// `tanh(x)` in f32, vectorizable (see the module docs for the error bound).
 #[inline(always)]
-pub(crate) fn tanh_f32<const FMA: bool>(x: f32) -> f32 {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn tanh_f32<const FMA: bool>(x: f32) -> f32 {
     tanh_f32_impl::<FMA>(x)
 }
 
@@ -194,7 +197,8 @@ fn ln_f32_impl<const FMA: bool>(x: f32) -> f32 {
 
 /// `ln(x)` in f32, vectorizable (see the module docs for the error bound).
 #[inline(always)]
-pub(crate) fn ln_f32<const FMA: bool>(x: f32) -> f32 {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn ln_f32<const FMA: bool>(x: f32) -> f32 {
     ln_f32_impl::<FMA>(x)
 }
 
@@ -206,7 +210,8 @@ pub(crate) fn ln_f32<const FMA: bool>(x: f32) -> f32 {
 /// `x` itself for a NaN (its bits). Max error
 /// 3 ulp (the tests' sampled bound; the log's own is 1).
 #[inline(always)]
-pub(crate) fn ln_1p_f32<const FMA: bool>(x: f32) -> f32 {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn ln_1p_f32<const FMA: bool>(x: f32) -> f32 {
     let u = 1.0 + x;
     let d = u - 1.0;
     let r = ln_f32_impl::<FMA>(u) * (x / d);
@@ -227,7 +232,8 @@ pub(crate) fn ln_1p_f32<const FMA: bool>(x: f32) -> f32 {
 /// calls). The four-part split of π/2 below keeps every `n·PIO2_*` product
 /// exact (without FMA) while `|n| < 2^15`, i.e. `|x| < 51471`; the bound
 /// leaves a margin and keeps the measured error ≤ 2.5 ulp.
-pub(crate) const TRIG_BOUND: f32 = 32768.0;
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub const TRIG_BOUND: f32 = 32768.0;
 /// f32(2/π).
 const FRAC_2_PI: f32 = 0.636_619_75;
 /// π/2 = PIO2_A + PIO2_B + PIO2_C + PIO2_D (+ 1.2e-18): SLEEF's four-part π
@@ -281,14 +287,16 @@ fn sincos_f32_impl<const FMA: bool, const COS: bool>(x: f32) -> f32 {
 /// negated comparison is true for NaN).
 #[allow(clippy::neg_cmp_op_on_partial_ord)]
 #[inline(always)]
-pub(crate) fn trig_big(x: f32) -> bool {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn trig_big(x: f32) -> bool {
     !(x.abs() <= TRIG_BOUND)
 }
 
 /// `sin(x)` in f32 for one element: the polynomial, or libm beyond
 /// `TRIG_BOUND`. Equal to what `sin_f32_slice` writes.
 #[inline(always)]
-pub(crate) fn sin_f32<const FMA: bool>(x: f32) -> f32 {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn sin_f32<const FMA: bool>(x: f32) -> f32 {
     if trig_big(x) {
         x.sin()
     } else {
@@ -298,7 +306,8 @@ pub(crate) fn sin_f32<const FMA: bool>(x: f32) -> f32 {
 
 /// `cos(x)` in f32 for one element (see `sin_f32`).
 #[inline(always)]
-pub(crate) fn cos_f32<const FMA: bool>(x: f32) -> f32 {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn cos_f32<const FMA: bool>(x: f32) -> f32 {
     if trig_big(x) {
         x.cos()
     } else {
@@ -334,450 +343,14 @@ fn fix_big<const COS: bool>(xs: &[f32], out: &mut [f32]) {
 
 /// `out[i] = sin(xs[i])` (`sin_f32` per element), vectorized.
 #[inline(always)]
-pub(crate) fn sin_f32_slice<const FMA: bool>(xs: &[f32], out: &mut [f32]) {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn sin_f32_slice<const FMA: bool>(xs: &[f32], out: &mut [f32]) {
     sincos_f32_slice::<FMA, false>(xs, out)
 }
 
 /// `out[i] = cos(xs[i])` (`cos_f32` per element), vectorized.
 #[inline(always)]
-pub(crate) fn cos_f32_slice<const FMA: bool>(xs: &[f32], out: &mut [f32]) {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn cos_f32_slice<const FMA: bool>(xs: &[f32], out: &mut [f32]) {
     sincos_f32_slice::<FMA, true>(xs, out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Distance in units in the last place of f32 between `got` and the exact
-    /// value `want` (an f64), with the ulp taken at `want`'s binade (subnormal
-    /// spacing 2^-149 below the normal range).
-    fn ulp_err(got: f32, want: f64) -> f64 {
-        if want.is_infinite() || got.is_infinite() {
-            return if (got as f64) == want {
-                0.0
-            } else {
-                f64::INFINITY
-            };
-        }
-        let a = want.abs();
-        let ulp = if a < f32::MIN_POSITIVE as f64 {
-            2f64.powi(-149)
-        } else {
-            2f64.powi(a.log2().floor() as i32 - 23)
-        };
-        ((got as f64) - want).abs() / ulp
-    }
-
-    /// The exact f32 result: round the f64 value (with its own tiny error,
-    /// far below f32's resolution) and saturate as f32 does.
-    fn want(x: f32) -> f64 {
-        let w = (x as f64).exp();
-        // f32::MAX + half an ulp (a tie, which rounds to even: up) and beyond.
-        if w >= 2f64.powi(128) - 2f64.powi(103) {
-            f64::INFINITY
-        } else {
-            w
-        }
-    }
-
-    fn check_range<const FMA: bool>(lo: f32, hi: f32, n: usize, max_seen: &mut f64) {
-        let step = (hi as f64 - lo as f64) / n as f64;
-        for i in 0..=n {
-            let x = (lo as f64 + step * i as f64) as f32;
-            let got = exp_f32_impl::<FMA>(x);
-            let e = ulp_err(got, want(x));
-            assert!(
-                e <= 2.0,
-                "exp({x:e}) = {got:e}, want {:e} ({e} ulp, fma={FMA})",
-                want(x)
-            );
-            *max_seen = max_seen.max(e);
-        }
-    }
-
-    fn sweep<const FMA: bool>() -> f64 {
-        let mut m = 0.0f64;
-        // Whole finite range of interest, densely: ~1e7 samples.
-        check_range::<FMA>(-110.0, 90.0, 6_000_000, &mut m);
-        // The subnormal-output range, more densely.
-        check_range::<FMA>(-104.5, -87.0, 2_000_000, &mut m);
-        // The overflow boundary and the region around 0.
-        check_range::<FMA>(88.0, 89.5, 500_000, &mut m);
-        check_range::<FMA>(-1.0, 1.0, 1_000_000, &mut m);
-        // Every float in a few small neighbourhoods, bit by bit.
-        for start in [0.0f32, -0.0, 1e-30, -1e-30, 88.72283, -87.33654, -103.27893] {
-            let mut b = start.to_bits();
-            for _ in 0..20_000 {
-                let x = f32::from_bits(b);
-                let e = ulp_err(exp_f32_impl::<FMA>(x), want(x));
-                assert!(e <= 2.0, "exp({x:e}): {e} ulp (fma={FMA})");
-                m = m.max(e);
-                b += 1;
-            }
-        }
-        m
-    }
-
-    #[test]
-    fn exp_is_within_2_ulp_with_fma() {
-        let m = sweep::<true>();
-        eprintln!("exp_f32 (fma): max error {m:.3} ulp");
-        assert!(m < 2.0, "max error {m} ulp");
-    }
-
-    #[test]
-    fn exp_is_within_2_ulp_without_fma() {
-        let m = sweep::<false>();
-        eprintln!("exp_f32 (no fma): max error {m:.3} ulp");
-        assert!(m < 2.0, "max error {m} ulp");
-    }
-
-    #[test]
-    fn exp_special_values() {
-        for f in [exp_f32::<true>, exp_f32::<false>] {
-            assert_eq!(f(0.0), 1.0);
-            assert_eq!(f(-0.0), 1.0);
-            assert_eq!(f(1.0), std::f32::consts::E);
-            assert_eq!(f(f32::INFINITY), f32::INFINITY);
-            assert_eq!(f(f32::NEG_INFINITY), 0.0);
-            assert!(f(f32::NAN).is_nan());
-            assert!(f(-f32::NAN).is_nan());
-            assert_eq!(f(88.73), f32::INFINITY);
-            assert_eq!(f(1000.0), f32::INFINITY);
-            assert_eq!(f(f32::MAX), f32::INFINITY);
-            assert_eq!(f(-104.0), 0.0);
-            assert_eq!(f(-1000.0), 0.0);
-            assert_eq!(f(f32::MIN), 0.0);
-            // Largest finite result, and results in the subnormal range.
-            assert!(f(88.72283).is_finite() && f(88.72283) > 3.4e38);
-            let tiny = f(-100.0);
-            assert!(tiny > 0.0 && tiny < f32::MIN_POSITIVE, "{tiny:e}");
-            assert_eq!(f(-103.279), f32::from_bits(1)); // ≈ 2^-149
-        }
-    }
-
-    /// The largest ulp error of `f` against `reference` (f64) over the f32
-    /// bit patterns `b ≡ 0 (mod step)` (every pattern when `step` is 1), NaN
-    /// inputs skipped; on two threads. Returns (max error, worst input).
-    fn scan(f: fn(f32) -> f32, reference: fn(f64) -> f64, step: u64) -> (f64, f32) {
-        let worker = |lo: u64, hi: u64| {
-            let mut worst = (0.0f64, 0.0f32);
-            let mut b = lo.div_ceil(step) * step;
-            while b < hi {
-                let x = f32::from_bits(b as u32);
-                if !x.is_nan() {
-                    let want = reference(x as f64);
-                    let got = f(x);
-                    let e = if want.is_nan() {
-                        if got.is_nan() {
-                            0.0
-                        } else {
-                            f64::INFINITY
-                        }
-                    } else {
-                        ulp_err(got, want)
-                    };
-                    if e > worst.0 {
-                        worst = (e, x);
-                    }
-                }
-                b += step;
-            }
-            worst
-        };
-        let half = 1u64 << 31;
-        let (a, b) = std::thread::scope(|s| {
-            let h = s.spawn(move || worker(0, half));
-            let b = worker(half, 1 << 32);
-            (h.join().unwrap(), b)
-        });
-        if a.0 >= b.0 {
-            a
-        } else {
-            b
-        }
-    }
-
-    /// f64 reference rounded as f32 saturates (for tanh/ln/sin/cos the exact
-    /// value never overflows f32 except ln(inf) = inf).
-    fn tanh64(x: f64) -> f64 {
-        x.tanh()
-    }
-    fn ln64(x: f64) -> f64 {
-        x.ln()
-    }
-
-    /// Sampled sweep run by default: every 97th bit pattern (44M inputs)
-    /// over the whole f32 range. `exhaustive_*` (ignored: about a minute
-    /// each) check every pattern; the bounds below are their results.
-    #[test]
-    fn tanh_error_sampled() {
-        for f in [tanh_f32_impl::<true>, tanh_f32_impl::<false>] {
-            let (e, x) = scan(f, tanh64, 97);
-            eprintln!("tanh_f32: max error {e:.3} ulp at {x:e}");
-            assert!(e <= TANH_ULP, "tanh({x:e}): {e} ulp");
-        }
-    }
-
-    #[test]
-    fn tanh_ln_special_values() {
-        for f in [tanh_f32::<true>, tanh_f32::<false>] {
-            assert_eq!(f(0.0).to_bits(), 0.0f32.to_bits());
-            assert_eq!(f(-0.0).to_bits(), (-0.0f32).to_bits());
-            assert_eq!(f(1e-30), 1e-30);
-            assert_eq!(f(-f32::from_bits(1)), -f32::from_bits(1));
-            assert_eq!(f(f32::INFINITY), 1.0);
-            assert_eq!(f(f32::NEG_INFINITY), -1.0);
-            assert_eq!(f(9.0), 1.0);
-            assert_eq!(f(f32::MIN), -1.0);
-            assert!(f(f32::NAN).is_nan());
-        }
-        for f in [ln_f32::<true>, ln_f32::<false>] {
-            assert_eq!(f(1.0).to_bits(), 0);
-            assert_eq!(f(0.0), f32::NEG_INFINITY);
-            assert_eq!(f(-0.0), f32::NEG_INFINITY);
-            assert!(f(-1.0).is_nan() && f(f32::NEG_INFINITY).is_nan() && f(-1e-40).is_nan());
-            assert_eq!(f(f32::INFINITY), f32::INFINITY);
-            assert!(f(f32::NAN).is_nan());
-            let b = 0x7fa0_0001u32; // a signaling NaN keeps its bits
-            assert_eq!(f(f32::from_bits(b)).to_bits(), b);
-            assert!((f(f32::from_bits(1)) as f64 - (-149.0 * 2f64.ln())).abs() < 1e-5);
-            assert!((f(f32::MAX) as f64 - 88.72283905206835).abs() < 1e-5);
-        }
-    }
-
-    #[test]
-    fn ln_error_sampled() {
-        for f in [ln_f32_impl::<true>, ln_f32_impl::<false>] {
-            let (e, x) = scan(f, ln64, 97);
-            eprintln!("ln_f32: max error {e:.3} ulp at {x:e}");
-            assert!(e <= LN_ULP, "ln({x:e}): {e} ulp");
-        }
-    }
-
-    fn ln1p64(x: f64) -> f64 {
-        x.ln_1p()
-    }
-
-    #[test]
-    fn ln_1p_error_sampled_and_special_values() {
-        for f in [ln_1p_f32::<true>, ln_1p_f32::<false>] {
-            let (e, x) = scan(f, ln1p64, 97);
-            eprintln!("ln_1p_f32: max error {e:.3} ulp at {x:e}");
-            assert!(e <= LN1P_ULP, "ln_1p({x:e}): {e} ulp");
-            assert_eq!(f(0.0).to_bits(), 0.0f32.to_bits());
-            assert_eq!(f(-0.0).to_bits(), (-0.0f32).to_bits());
-            assert_eq!(f(1e-30), 1e-30);
-            assert_eq!(f(-1.0), f32::NEG_INFINITY);
-            assert!(f(-2.0).is_nan() && f(f32::NEG_INFINITY).is_nan() && f(f32::NAN).is_nan());
-            assert_eq!(f(f32::INFINITY), f32::INFINITY);
-            assert!((f(f32::MAX) as f64 - 88.72283905206835).abs() < 1e-5);
-        }
-    }
-
-    #[test]
-    #[ignore = "exhaustive: run with --ignored --release"]
-    fn exhaustive_ln_1p() {
-        for f in [ln_1p_f32::<true>, ln_1p_f32::<false>] {
-            let (e, x) = scan(f, ln1p64, 1);
-            eprintln!("ln_1p_f32 exhaustive: max error {e:.3} ulp at {x:e}");
-            assert!(e <= LN1P_ULP, "ln_1p({x:e}): {e} ulp");
-        }
-    }
-
-    #[test]
-    #[ignore = "exhaustive: run with --ignored --release"]
-    fn exhaustive_tanh() {
-        for f in [tanh_f32_impl::<true>, tanh_f32_impl::<false>] {
-            let (e, x) = scan(f, tanh64, 1);
-            eprintln!("tanh_f32 exhaustive: max error {e:.3} ulp at {x:e}");
-            assert!(e <= TANH_ULP, "tanh({x:e}): {e} ulp");
-        }
-    }
-
-    #[test]
-    #[ignore = "exhaustive: run with --ignored --release"]
-    fn exhaustive_ln() {
-        for f in [ln_f32_impl::<true>, ln_f32_impl::<false>] {
-            let (e, x) = scan(f, ln64, 1);
-            eprintln!("ln_f32 exhaustive: max error {e:.3} ulp at {x:e}");
-            assert!(e <= LN_ULP, "ln({x:e}): {e} ulp");
-        }
-    }
-
-    fn sin64(x: f64) -> f64 {
-        x.sin()
-    }
-    fn cos64(x: f64) -> f64 {
-        x.cos()
-    }
-    type Trig = (&'static str, fn(f32) -> f32, fn(f64) -> f64);
-    const TRIG: [Trig; 4] = [
-        ("sin (fma)", sin_f32::<true>, sin64),
-        ("sin (no fma)", sin_f32::<false>, sin64),
-        ("cos (fma)", cos_f32::<true>, cos64),
-        ("cos (no fma)", cos_f32::<false>, cos64),
-    ];
-
-    /// Where Cody–Waite loses most: the floats nearest each multiple of π/2
-    /// up to the bound (the results closest to 0), `k` patterns either side.
-    fn near_multiples(f: fn(f32) -> f32, reference: fn(f64) -> f64, k: u32) -> (f64, f32) {
-        let mut worst = (0.0f64, 0.0f32);
-        let mut n = 1u32;
-        loop {
-            let c = (n as f64 * std::f64::consts::FRAC_PI_2) as f32;
-            if c > TRIG_BOUND {
-                break;
-            }
-            for b in c.to_bits() - k..=c.to_bits() + k {
-                for x in [f32::from_bits(b), -f32::from_bits(b)] {
-                    let e = ulp_err(f(x), reference(x as f64));
-                    if e > worst.0 {
-                        worst = (e, x);
-                    }
-                }
-            }
-            n += 1;
-        }
-        worst
-    }
-
-    #[test]
-    fn sin_cos_error_sampled() {
-        for (name, f, reference) in TRIG {
-            let (e, x) = scan(f, reference, 97);
-            eprintln!("{name}: max error {e:.3} ulp at {x:e} (every 97th pattern)");
-            assert!(e <= TRIG_ULP, "{name}({x:e}): {e} ulp");
-            let (e, x) = near_multiples(f, reference, 64);
-            eprintln!("{name}: max error {e:.3} ulp at {x:e} (near multiples of pi/2)");
-            assert!(e <= TRIG_ULP, "{name}({x:e}): {e} ulp");
-        }
-    }
-
-    #[test]
-    fn sin_cos_special_values() {
-        for (name, f, _) in TRIG {
-            let is_sin = name.starts_with("sin");
-            // ±0: sin keeps the zero's sign, cos is exactly 1.
-            for z in [0.0f32, -0.0] {
-                let want = if is_sin { z } else { 1.0 };
-                assert_eq!(f(z).to_bits(), want.to_bits(), "{name}({z})");
-            }
-            assert!(
-                f(f32::INFINITY).is_nan() && f(f32::NEG_INFINITY).is_nan(),
-                "{name}"
-            );
-            assert!(f(f32::NAN).is_nan() && f(-f32::NAN).is_nan(), "{name}");
-            // Tiny inputs: sin x = x (subnormals included), cos x = 1.
-            for x in [
-                1e-30f32,
-                -1e-30,
-                f32::from_bits(1),
-                -f32::from_bits(1),
-                1e-5,
-                -1e-4,
-            ] {
-                let want = if is_sin { x } else { 1.0 };
-                assert_eq!(f(x).to_bits(), want.to_bits(), "{name}({x:e})");
-            }
-            // Odd / even.
-            for x in [
-                0.5f32, 1.0, 2.0, 3.0, 100.0, 1234.5, 32767.0, 32768.0, 40000.0,
-            ] {
-                let (a, b) = (f(x), f(-x));
-                let want = if is_sin { -a } else { a };
-                assert_eq!(b.to_bits(), want.to_bits(), "{name}(±{x})");
-            }
-        }
-        // Beyond the bound: libm's value exactly (and at the bound itself, the
-        // polynomial).
-        for x in [32768.5f32, -32769.0, 1e5, -3.0e6, 1e20, f32::MAX, f32::MIN] {
-            for (name, f, _) in TRIG {
-                let want = if name.starts_with("sin") {
-                    x.sin()
-                } else {
-                    x.cos()
-                };
-                assert_eq!(f(x).to_bits(), want.to_bits(), "{name}({x:e})");
-            }
-        }
-        assert!(!trig_big(TRIG_BOUND) && trig_big(f32::from_bits(TRIG_BOUND.to_bits() + 1)));
-        type F = fn(f32) -> f32;
-        for (sin, cos) in [
-            (sin_f32::<true> as F, cos_f32::<true> as F),
-            (sin_f32::<false>, cos_f32::<false>),
-        ] {
-            assert_eq!(sin(std::f32::consts::FRAC_PI_2), 1.0);
-            assert_eq!(cos(std::f32::consts::PI), -1.0);
-        }
-    }
-
-    /// The slice kernels (polynomial pass, then the libm fix-up of big
-    /// elements) write what the per-element functions return, bit for bit.
-    #[test]
-    fn sin_cos_slices_equal_per_element() {
-        let mut xs: Vec<f32> = (0..4099).map(|i| (i as f32 - 2000.0) * 0.37).collect();
-        let mut st = 0x9e37_79b9u32;
-        for _ in 0..4000 {
-            st ^= st << 13;
-            st ^= st >> 17;
-            st ^= st << 5;
-            xs.push(f32::from_bits(st)); // any pattern: NaNs, infinities, huge
-        }
-        xs.extend([0.0, -0.0, f32::INFINITY, f32::NAN, 32768.0, 32768.004, 1e9]);
-        for only_small in [true, false] {
-            let xs: Vec<f32> = xs
-                .iter()
-                .copied()
-                .filter(|x| !only_small || !trig_big(*x))
-                .collect();
-            let mut out = vec![0.0f32; xs.len()];
-            sin_f32_slice::<true>(&xs, &mut out);
-            for (&x, &o) in xs.iter().zip(&out) {
-                assert_eq!(o.to_bits(), sin_f32::<true>(x).to_bits(), "sin({x:e})");
-            }
-            cos_f32_slice::<false>(&xs, &mut out);
-            for (&x, &o) in xs.iter().zip(&out) {
-                assert_eq!(o.to_bits(), cos_f32::<false>(x).to_bits(), "cos({x:e})");
-            }
-        }
-    }
-
-    /// Every f32 with |x| ≤ TRIG_BOUND (positive ones: the algorithm is
-    /// exactly odd/even, which `sin_cos_special_values` spot-checks and the
-    /// sampled scan covers), for each of sin/cos with and without FMA.
-    #[test]
-    #[ignore = "exhaustive: run with --ignored --release"]
-    fn exhaustive_sin_cos() {
-        for (name, f, reference) in TRIG {
-            let top = TRIG_BOUND.to_bits() as u64 + 1;
-            let worker = |lo: u64, hi: u64| {
-                let mut worst = (0.0f64, 0.0f32);
-                for b in lo..hi {
-                    let x = f32::from_bits(b as u32);
-                    let e = ulp_err(f(x), reference(x as f64));
-                    if e > worst.0 {
-                        worst = (e, x);
-                    }
-                }
-                worst
-            };
-            let (a, b) = std::thread::scope(|s| {
-                let h = s.spawn(move || worker(0, top / 2));
-                let b = worker(top / 2, top);
-                (h.join().unwrap(), b)
-            });
-            let (e, x) = if a.0 >= b.0 { a } else { b };
-            eprintln!("{name} exhaustive to {TRIG_BOUND}: max error {e:.3} ulp at {x:e}");
-            assert!(e <= TRIG_ULP, "{name}({x:e}): {e} ulp");
-        }
-    }
-
-    /// Exhaustive results: tanh 4.896 ulp with FMA (at 5.126039), 6.882
-    /// without (at 5.827876); ln 0.827 with FMA, 0.834 without.
-    const TANH_ULP: f64 = 7.0;
-    const LN_ULP: f64 = 1.0;
-    const LN1P_ULP: f64 = 3.0;
-    /// sin/cos: see `exhaustive_sin_cos` (results in the module docs).
-    const TRIG_ULP: f64 = 3.0;
 }

@@ -10,7 +10,7 @@ mod fft;
 mod fill;
 mod index;
 mod linalg_kernels;
-mod math;
+pub(crate) mod math;
 mod movement;
 pub(crate) mod pool;
 mod reduce;

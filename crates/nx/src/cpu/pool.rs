@@ -128,7 +128,8 @@ struct Pool {
 
 thread_local! {
     /// True on the pool's worker threads (their nested calls run inline).
-    static IN_WORKER: Cell<bool> = const { Cell::new(false) };
+    #[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+    pub static IN_WORKER: Cell<bool> = const { Cell::new(false) };
 }
 
 fn pool() -> &'static Pool {
@@ -283,11 +284,8 @@ impl<U> Shared<U> {
 
 /// Runs `body(i, chunk)` over the chunks of `cs` elements of `out` (the last
 /// may be shorter), `i` counting chunks, in parallel.
-pub(crate) fn chunks_mut<U: Send>(
-    out: &mut [U],
-    cs: usize,
-    body: &(dyn Fn(usize, &mut [U]) + Sync),
-) {
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn chunks_mut<U: Send>(out: &mut [U], cs: usize, body: &(dyn Fn(usize, &mut [U]) + Sync)) {
     let (len, cs) = (out.len(), cs.max(1));
     let shared = Shared(out.as_mut_ptr(), len);
     for_each(len.div_ceil(cs), &|i| {
@@ -300,7 +298,8 @@ pub(crate) fn chunks_mut<U: Send>(
 /// Runs `body(row, j, piece)` over `out` seen as rows of `row_len` elements,
 /// each split into pieces of `cs` elements (`j` counting pieces within the
 /// row), in parallel over all pieces of all rows.
-pub(crate) fn row_pieces_mut<U: Send>(
+#[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
+pub fn row_pieces_mut<U: Send>(
     out: &mut [U],
     row_len: usize,
     cs: usize,
@@ -320,93 +319,4 @@ pub(crate) fn row_pieces_mut<U: Send>(
         // `r < len / row_len`), disjoint from the other pieces; each runs once.
         body(r, j, unsafe { shared.range(start..end) })
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Under `on_this_thread` every part runs on the caller, and the
-    /// caller's own setting comes back afterwards.
-    #[test]
-    fn on_this_thread_keeps_every_part_on_the_caller() {
-        let me = std::thread::current().id();
-        let elsewhere = AtomicUsize::new(0);
-        let _rest = rest();
-        on_this_thread(|| {
-            for_each(256, &|_| {
-                if std::thread::current().id() != me {
-                    elsewhere.fetch_add(1, Ordering::SeqCst);
-                }
-            })
-        });
-        assert_eq!(elsewhere.load(Ordering::SeqCst), 0);
-        assert!(!IN_WORKER.with(|w| w.get()), "restored");
-    }
-
-    #[test]
-    fn every_part_runs_once() {
-        for parts in [0, 1, 2, 7, 1000] {
-            let hits: Vec<AtomicUsize> = (0..parts).map(|_| AtomicUsize::new(0)).collect();
-            for_each(parts, &|i| {
-                hits[i].fetch_add(1, Ordering::Relaxed);
-            });
-            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
-        }
-    }
-
-    #[test]
-    fn chunks_and_pieces_cover_the_slice() {
-        let mut v = vec![0usize; 1003];
-        chunks_mut(&mut v, 10, &|i, c| c.iter_mut().for_each(|x| *x += i + 1));
-        assert!(v.iter().enumerate().all(|(k, &x)| x == k / 10 + 1));
-        let mut v = vec![0usize; 7 * 25];
-        row_pieces_mut(&mut v, 25, 10, &|r, j, c| {
-            c.iter_mut().for_each(|x| *x += 100 * r + j + 1)
-        });
-        assert!(v
-            .iter()
-            .enumerate()
-            .all(|(k, &x)| x == 100 * (k / 25) + (k % 25) / 10 + 1));
-    }
-
-    #[test]
-    fn nested_calls_and_concurrent_callers_run_every_part() {
-        let total = AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
-                    for _ in 0..50 {
-                        for_each(8, &|_| {
-                            for_each(3, &|_| {
-                                total.fetch_add(1, Ordering::Relaxed);
-                            })
-                        });
-                    }
-                });
-            }
-        });
-        assert_eq!(total.load(Ordering::Relaxed), 4 * 50 * 8 * 3);
-    }
-
-    #[test]
-    fn a_panicking_part_panics_the_caller_after_the_others_finish() {
-        let done = AtomicUsize::new(0);
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            for_each(64, &|i| {
-                if i == 5 {
-                    panic!("part five");
-                }
-                done.fetch_add(1, Ordering::Relaxed);
-            })
-        }));
-        assert!(r.is_err());
-        assert_eq!(done.load(Ordering::Relaxed), 63);
-        // The pool is usable afterwards.
-        let n = AtomicUsize::new(0);
-        for_each(10, &|_| {
-            n.fetch_add(1, Ordering::Relaxed);
-        });
-        assert_eq!(n.load(Ordering::Relaxed), 10);
-    }
 }
