@@ -224,13 +224,6 @@ pub(crate) fn run<K: Kernel>(k: K) -> K::Output {
 /// when one of them is a real float (f16/bf16 conversions use F16C, f32/f64
 /// loops widen with AVX2/AVX-512 and the math polynomials fuse with FMA).
 pub(crate) const fn gains_from_levels(dtypes: &[DType]) -> bool {
-    // nx's own unit tests check the kernels' bodies, not the dispatch
-    // (tests/dispatch_levels.rs checks the levels against the library as
-    // shipped), so their build compiles the baseline only: a third of the
-    // LLVM work of the library.
-    if cfg!(test) {
-        return false;
-    }
     let mut i = 0;
     while i < dtypes.len() {
         if dtypes[i].is_float() {
