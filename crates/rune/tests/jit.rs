@@ -1391,6 +1391,107 @@ fn loop_invariant_values_equal_eager() {
     assert_same(&rune::jit(f).call(&s), &f(&s));
 }
 
+// --------------------------------------------------- multi-output maps
+
+/// Maps over one shape where one reads another's output at its own element
+/// run as one loop storing every value the rest of the program reads: a
+/// chain whose intermediate values are also outputs, and an optimizer
+/// update (moments, then the parameter from them), compile to one kernel
+/// each and equal eager bit for bit, at lengths on both sides of a thread's
+/// part and with f32 exp beyond its fast form's range (the exact re-run
+/// rewrites every output).
+#[test]
+fn maps_that_read_each_other_run_as_one_kernel_equal_to_eager() {
+    let chain = |x: &Tensor| {
+        let a = x.sin();
+        let b = &a * 2.0 + 1.0;
+        let c = b.exp();
+        let d = (&c * &a).tanh();
+        (a, c, d)
+    };
+    let adam = |(p, m, v, g): &(Tensor, Tensor, Tensor, Tensor)| {
+        let m = m * 0.9 + g * 0.1;
+        let v = v * 0.999 + g.square() * 0.001;
+        let p = p - &m / (v.sqrt() + 1e-8) * 0.01;
+        (p, m, v)
+    };
+    for n in [1usize, 17, 70_001] {
+        let mut xs = data(n, 5);
+        if n > 17 {
+            xs[n / 3] = 60.0; // exp(2 sin(60) + 1) is in range; sin's guard is not hit
+            xs[n - 1] = 1e30; // beyond sin's fast range: the exact form re-runs
+        }
+        let x = f32s(&xs, &[n]);
+        let compiled = tolk::compile_with(
+            rune::make_graph(chain, &x),
+            &tolk::Options {
+                use_cache: false,
+                stream_min_bytes: None,
+            },
+        )
+        .expect("compiles");
+        assert_eq!(
+            compiled.program.num_kernels(),
+            1,
+            "n = {n}: the chain is one loop"
+        );
+        let got = compiled.program.run(&[x.clone()]);
+        let (a, c, d) = chain(&x);
+        for (g, e) in got.iter().zip([&a, &c, &d]) {
+            assert_same(g, e);
+        }
+        let (ja, jc, jd) = rune::jit(chain).call(&x);
+        assert_same(&ja, &a);
+        assert_same(&jc, &c);
+        assert_same(&jd, &d);
+
+        let q = (
+            f32s(&data(n, 1), &[n]),
+            f32s(&data(n, 2), &[n]),
+            f32s(&data(n, 3), &[n]).abs(),
+            f32s(&data(n, 4), &[n]),
+        );
+        let compiled = tolk::compile_with(
+            rune::make_graph(adam, &q),
+            &tolk::Options {
+                use_cache: false,
+                stream_min_bytes: None,
+            },
+        )
+        .expect("compiles");
+        assert_eq!(
+            compiled.program.num_kernels(),
+            1,
+            "n = {n}: the update is one loop"
+        );
+        let got = compiled.program.run(&q.leaves());
+        for (g, e) in got.iter().zip(adam(&q).leaves()) {
+            assert_same(g, &e);
+        }
+    }
+}
+
+/// A map that reads another's output away from its own element (a roll,
+/// a reversal) does not merge with it: the merged loop would read an
+/// element it has not written yet. Results equal eager.
+#[test]
+fn maps_reading_another_map_elsewhere_stay_correct() {
+    let f = |x: &Tensor| {
+        let a = x.sin() * 3.0;
+        let rolled = a.roll(1, 0);
+        let flipped = a.flip(&[0]);
+        (&a + rolled * &a, (flipped + 1.0).exp(), a)
+    };
+    for n in [2usize, 33, 70_001] {
+        let x = f32s(&data(n, 9), &[n]);
+        let (a, b, c) = rune::jit(f).call(&x);
+        let (ea, eb, ec) = f(&x);
+        assert_same(&a, &ea);
+        assert_same(&b, &eb);
+        assert_same(&c, &ec);
+    }
+}
+
 // ------------------------------------------------------ streamed outputs
 
 /// Maps that write a program output in a pass larger than the last-level

@@ -18,7 +18,7 @@ use nx::DType;
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the entry format or the generated code's conventions change.
-const FORMAT: &str = "tolk-cache-4";
+const FORMAT: &str = "tolk-cache-5";
 
 /// The cache directory: `$XDG_CACHE_HOME/tolk/rune_jit`, XDG's default
 /// `~/.cache` (`~/Library/Caches` on macOS); `None` when `JITCACHE=0` or no
@@ -160,9 +160,11 @@ pub struct KernelMeta {
     pub exact_name: Option<String>,
     /// The extent of its outer loop.
     pub outer: usize,
-    /// The dtype of the buffer it writes.
-    pub out_dtype: DType,
-    /// The shape of the buffer it writes.
+    /// Its work per iteration point ([`Kernel::weight`](crate::fuse::Kernel::weight)).
+    pub weight: usize,
+    /// The dtypes of the buffers it writes.
+    pub out_dtypes: Vec<DType>,
+    /// The shape of the buffers it writes.
     pub shape: Vec<usize>,
 }
 
@@ -193,18 +195,23 @@ fn encode(e: &Entry, so_hash: &str) -> String {
     let mut s = format!("{FORMAT}\nso {so_hash}\n");
     for k in &e.kernels {
         s.push_str(&format!(
-            "kernel {} {} {} {} [{}]\n",
+            "kernel {} {} {} {} {} [{}]\n",
             k.name,
             k.exact_name.as_deref().unwrap_or("-"),
             k.outer,
-            k.out_dtype.name(),
+            k.weight,
+            k.out_dtypes
+                .iter()
+                .map(|d| d.name())
+                .collect::<Vec<_>>()
+                .join(","),
             join(&k.shape)
         ));
     }
     for (step, frees) in e.plan.steps.iter().zip(&e.plan.frees) {
         match step {
-            Step::Kernel { kernel, out, args } => {
-                s.push_str(&format!("k {kernel} {out} [{}]", join(args)))
+            Step::Kernel { kernel, outs, args } => {
+                s.push_str(&format!("k {kernel} [{}] [{}]", join(outs), join(args)))
             }
             Step::Library { eqn } => s.push_str(&format!("l {eqn}")),
         }
@@ -246,17 +253,18 @@ fn decode(text: &str) -> Option<(Entry, String)> {
     for line in lines {
         let w: Vec<&str> = line.split(' ').collect();
         match w.as_slice() {
-            ["kernel", name, exact_name, outer, dt, shape] => kernels.push(KernelMeta {
+            ["kernel", name, exact_name, outer, weight, dt, shape] => kernels.push(KernelMeta {
                 name: name.to_string(),
                 exact_name: (*exact_name != "-").then(|| exact_name.to_string()),
                 outer: outer.parse().ok()?,
-                out_dtype: dtype_from_name(dt)?,
+                weight: weight.parse().ok()?,
+                out_dtypes: dt.split(',').map(dtype_from_name).collect::<Option<_>>()?,
                 shape: bracket(shape)?,
             }),
-            ["k", k, out, args, "free", frees] => {
+            ["k", k, outs, args, "free", frees] => {
                 plan.steps.push(Step::Kernel {
                     kernel: k.parse().ok()?,
-                    out: out.parse().ok()?,
+                    outs: bracket(outs)?,
                     args: bracket(args)?,
                 });
                 plan.frees.push(bracket(frees)?);

@@ -130,19 +130,20 @@ pub struct Mask {
     pub bias: isize,
 }
 
-/// A fused loop nest over `shape`, writing one contiguous buffer.
+/// A fused loop nest over `shape`, writing contiguous buffers: one for a
+/// reduction, one or more for a map (a multi-output map: see [`merge_maps`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
     /// The iteration space (for a reduction: kept dims, then reduced ones).
     pub shape: Vec<usize>,
-    /// The dtype of the buffer it writes.
-    pub out_dtype: DType,
+    /// The dtypes of the buffers it writes, one per root.
+    pub out_dtypes: Vec<DType>,
     /// Argument buffers: dtype of each.
     pub arg_dtypes: Vec<DType>,
     /// The body, in topological order.
     pub nodes: Vec<Node>,
-    /// The node whose value is stored.
-    pub root: usize,
+    /// The nodes whose values are stored, one per output buffer.
+    pub roots: Vec<usize>,
     /// The graph primitives fused into it, for debug output: those of the
     /// first of the identical kernels it stands for (empty until
     /// deduplicated, so that identical kernels compare equal).
@@ -150,15 +151,43 @@ pub struct Kernel {
     /// A reduction kernel: the last `shape.len() - kept` dims of `shape`
     /// are reduced with `op`; the output is contiguous over the first `kept`.
     pub reduce: Option<(ReduceOp, usize)>,
-    /// The output goes to memory past the cache: a map writing a program
-    /// output in a pass that moves at least
+    /// The output goes to memory past the cache: a one-output map writing a
+    /// program output in a pass that moves at least
     /// [`stream_min_bytes`](crate::plan::stream_min_bytes) (decided by the
     /// plan); rendered so when it lowers to one loop. The values are the same.
     pub stream: bool,
 }
 
 impl Kernel {
-    /// Shape of the buffer it writes.
+    /// About how much work one iteration point costs, in elementwise
+    /// additions (at least 1): transcendentals count 16, divisions and
+    /// roots 4. The runtime splits a kernel across threads by its points
+    /// times this, so that a long chain of `sin`/`tanh` over a short vector
+    /// runs on every core while a few additions over the same vector stay
+    /// on one.
+    pub fn weight(&self) -> usize {
+        let cost: usize = self
+            .nodes
+            .iter()
+            .map(|n| match n {
+                Node::Unary { op, .. } => match op {
+                    UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => 1,
+                    UnaryOp::Sqrt | UnaryOp::Rsqrt | UnaryOp::Recip => 4,
+                    _ => 16,
+                },
+                Node::Binary { op, .. } => match op {
+                    BinaryOp::Div | BinaryOp::Rem => 4,
+                    BinaryOp::Pow | BinaryOp::Atan2 => 16,
+                    _ => 1,
+                },
+                Node::Compare { .. } | Node::Where { .. } | Node::Cast { .. } => 1,
+                Node::Load { .. } | Node::Lit { .. } | Node::Iota { .. } | Node::Coord { .. } => 0,
+            })
+            .sum();
+        (cost / 8).max(1)
+    }
+
+    /// Shape of the buffers it writes (a map's all have the kernel's shape).
     pub fn out_shape(&self) -> &[usize] {
         match self.reduce {
             Some((_, kept)) => &self.shape[..kept],
@@ -181,8 +210,11 @@ pub struct Fusion {
 
 /// A kernel and where it sits in the graph.
 pub struct FusedKernel {
-    /// The buffer it writes.
-    pub out: Var,
+    /// The buffers it writes, in the kernel's output order.
+    pub outs: Vec<Var>,
+    /// The equation at whose place in program order it runs: its first
+    /// output's (for a multi-output map, its earliest member's).
+    pub at: usize,
     /// The kernel.
     pub kernel: Kernel,
     /// Its argument buffers, in the kernel's argument order.
@@ -267,8 +299,12 @@ struct Builder<'g> {
     def: &'g [Option<usize>],
     kinds: &'g [PrimClass],
     buffers: &'g VarSet,
-    /// The buffer this kernel computes.
-    root: Var,
+    /// The buffers this kernel computes (several for a merged map).
+    roots: &'g [Var],
+    /// Whether a value may be left to a kernel of its own when this one
+    /// grows too big (not when rebuilding merged maps, which fit by
+    /// construction).
+    may_spill: bool,
     nodes: Vec<Node>,
     args: Vec<Var>,
     /// Nodes already built: (value, movement chain) and its node. A kernel
@@ -283,7 +319,54 @@ struct Builder<'g> {
     fused: Vec<usize>,
 }
 
-impl Builder<'_> {
+impl<'g> Builder<'g> {
+    fn new(
+        g: &'g Graph,
+        def: &'g [Option<usize>],
+        kinds: &'g [PrimClass],
+        buffers: &'g VarSet,
+        roots: &'g [Var],
+        may_spill: bool,
+    ) -> Self {
+        Builder {
+            g,
+            def,
+            kinds,
+            buffers,
+            roots,
+            may_spill,
+            nodes: Vec::new(),
+            args: Vec::new(),
+            memo: Vec::new(),
+            depth: 0,
+            spilled: Vec::new(),
+            fused: Vec::new(),
+        }
+    }
+
+    /// The kernel built, storing each `(value, node)` of `outs` into the
+    /// value's buffer, run at equation `at`'s place.
+    fn finish(self, def: &[Option<usize>], outs: Vec<(Var, usize)>, at: usize) -> FusedKernel {
+        let g = self.g;
+        let root = outs[0].0;
+        FusedKernel {
+            outs: outs.iter().map(|&(v, _)| v).collect(),
+            at,
+            kernel: Kernel {
+                shape: iteration_shape(g, def, root),
+                out_dtypes: outs.iter().map(|&(v, _)| g.aval(v).dtype).collect(),
+                arg_dtypes: self.args.iter().map(|&a| g.aval(a).dtype).collect(),
+                nodes: self.nodes,
+                roots: outs.iter().map(|&(_, n)| n).collect(),
+                fused: Vec::new(),
+                reduce: reduce_of(g, def, root),
+                stream: false,
+            },
+            args: self.args,
+            eqns: self.fused,
+        }
+    }
+
     fn push(&mut self, n: Node) -> usize {
         if let Some(i) = self.nodes.iter().position(|m| *m == n) {
             return i;
@@ -322,6 +405,11 @@ impl Builder<'_> {
         in_shape: &[usize],
     ) -> Result<Option<usize>, NeedBuffer> {
         let out_shape = self.g.aval(var).shape.clone();
+        // Coordinates as i32 where they fit: gcc vectorizes the masked
+        // loads of a loop over f32 only when the masks come from 32-bit
+        // compares (from i64 ones the loop stays scalar).
+        let fits = out_shape.iter().all(|&n| i32::try_from(n).is_ok());
+        let cdt = if fits { DType::I32 } else { DType::I64 };
         let mut cond = None;
         for d in 0..out_shape.len() {
             if lo[d] == 0 && in_shape[d] == out_shape[d] {
@@ -332,26 +420,23 @@ impl Builder<'_> {
                 *s = isize::from(a == d);
             }
             let layout = self.through_from(coord, chain).ok_or(NeedBuffer(var))?;
-            let c = self.push(Node::Coord {
-                layout,
-                dtype: DType::I64,
-            });
+            let c = self.push(Node::Coord { layout, dtype: cdt });
             let bound = |b: &mut Self, v: usize| {
                 b.push(Node::Lit {
-                    dtype: DType::I64,
+                    dtype: cdt,
                     bits: (v as f64).to_bits(),
                 })
             };
             let (low, high) = (bound(self, lo[d]), bound(self, lo[d] + in_shape[d]));
             let above = self.push(Node::Compare {
                 op: CmpOp::Ge,
-                dtype: DType::I64,
+                dtype: cdt,
                 a: c,
                 b: low,
             });
             let below = self.push(Node::Compare {
                 op: CmpOp::Lt,
-                dtype: DType::I64,
+                dtype: cdt,
                 a: c,
                 b: high,
             });
@@ -400,6 +485,9 @@ impl Builder<'_> {
             }
         }
         views.reverse();
+        if self.roots.len() > 1 && self.roots.contains(&base) {
+            return Err(NeedBuffer(base)); // a merged map's own output, shifted
+        }
         let seen = self.through(base, &views)?;
         let bias: isize = lo
             .iter()
@@ -437,13 +525,24 @@ impl Builder<'_> {
             return Ok(n);
         }
         let eqn = self.def[var].map(|e| &self.g.eqns[e]);
-        let is_root_call = var == self.root && chain.is_empty();
+        if !chain.is_empty() && self.roots.len() > 1 && self.roots.contains(&var) {
+            // A merged map reads another of its own outputs only at the
+            // element it is computing (`merge_maps` checks), which the
+            // chain may reach through movement ops that change nothing.
+            let own = Layout::contiguous(&self.g.aval(var).shape);
+            return match self.through(var, chain) {
+                Ok(l) if l == own => self.expr(var, &[]),
+                _ => Err(NeedBuffer(var)),
+            };
+        }
+        let is_root_call = chain.is_empty() && self.roots.contains(&var);
         // A kernel stops growing past a size (a long sum of terms, such as a
         // gradient accumulated over a scan's steps, would otherwise become
         // one kernel reading every term): the value is computed by a kernel
         // of its own, and identical pieces compile once.
         let too_big = self.depth >= MAX_DEPTH || self.nodes.len() >= MAX_NODES;
         if !is_root_call
+            && self.may_spill
             && too_big
             && self.def[var].is_some_and(|i| self.kinds[i] == PrimClass::Elementwise)
             && !self.buffers.contains(&var)
@@ -760,39 +859,14 @@ pub fn fuse_with(g: &Graph, all_reductions: bool) -> Fusion {
                 None | Some(PrimClass::Library) => continue,
                 _ => {}
             }
-            let mut b = Builder {
-                g,
-                def: &def,
-                kinds: &kinds,
-                buffers: &buffers,
-                root,
-                nodes: Vec::new(),
-                args: Vec::new(),
-                memo: Vec::new(),
-                depth: 0,
-                spilled: Vec::new(),
-                fused: Vec::new(),
-            };
+            let roots = [root];
+            let mut b = Builder::new(g, &def, &kinds, &buffers, &roots, true);
             let result = b.expr(root, &[]);
             let spilled = std::mem::take(&mut b.spilled);
             match result {
                 Ok(r) => {
-                    let arg_dtypes = b.args.iter().map(|&a| g.aval(a).dtype).collect();
-                    kernels.push(FusedKernel {
-                        out: root,
-                        kernel: Kernel {
-                            shape: iteration_shape(g, &def, root),
-                            out_dtype: g.aval(root).dtype,
-                            arg_dtypes,
-                            nodes: b.nodes,
-                            root: r,
-                            fused: Vec::new(),
-                            reduce: reduce_of(g, &def, root),
-                            stream: false,
-                        },
-                        args: b.args,
-                        eqns: b.fused,
-                    });
+                    let at = def[root].expect("a kernel computes an equation's output");
+                    kernels.push(b.finish(&def, vec![(root, r)], at));
                     for v in spilled {
                         if buffers.insert(v) {
                             work.push(v);
@@ -809,12 +883,169 @@ pub fn fuse_with(g: &Graph, all_reductions: bool) -> Fusion {
             buffers.insert(v);
             continue;
         }
+        let library: Vec<bool> = kinds.iter().map(|&k| k == PrimClass::Library).collect();
+        let kernels = merge_maps(g, &def, &kinds, kernels, &library, &views);
         return Fusion {
             kernels,
-            library: kinds.iter().map(|&k| k == PrimClass::Library).collect(),
+            library,
             views: views.0,
         };
     }
+}
+
+/// Most nodes of a map merged from several ([`merge_maps`]).
+const MERGED_MAX_NODES: usize = 640;
+
+/// Multi-output fusion (XLA's): maps over the same iteration space where
+/// one reads another's output at the element it computes become one map
+/// that computes both and stores what the rest of the program reads. A
+/// chain of elementwise passes over one vector (a forward pass kept for
+/// the backward one, an optimizer's moments and parameters) then runs as
+/// one loop, not one loop and one buffer per value, and the C compiler
+/// sees each value once.
+///
+/// In program order, a map joins the group of a map whose output it loads
+/// (at its own element, never through a view that moves it) when their
+/// shapes agree, the merged body stays under [`MERGED_MAX_NODES`], and
+/// every other buffer it reads is computed before the group's first member
+/// (the merged kernel runs there). Reductions stay kernels of their own.
+fn merge_maps(
+    g: &Graph,
+    def: &[Option<usize>],
+    kinds: &[PrimClass],
+    kernels: Vec<FusedKernel>,
+    library: &[bool],
+    views: &VarSet,
+) -> Vec<FusedKernel> {
+    struct Group {
+        members: Vec<usize>,
+        /// The earliest member's equation: where the merged kernel runs.
+        at: usize,
+        nodes: usize,
+    }
+    let mut order: Vec<usize> = (0..kernels.len()).collect();
+    order.sort_by_key(|&k| kernels[k].at);
+    let mut producer: Vec<Option<usize>> = vec![None; g.avals.len()];
+    for (k, fk) in kernels.iter().enumerate() {
+        producer[fk.outs[0]] = Some(k);
+    }
+    // Whether map `k` reads its argument `a` only at its own element.
+    let own_element = |k: usize, a: usize| {
+        let own = Layout::contiguous(&kernels[k].kernel.shape);
+        kernels[k].kernel.nodes.iter().all(|n| match n {
+            Node::Load { arg, layout, mask } if *arg == a => mask.is_none() && *layout == own,
+            _ => true,
+        })
+    };
+    let mut groups: Vec<Group> = Vec::new();
+    let mut group_of = vec![usize::MAX; kernels.len()];
+    // Whether `members` can run as part of group `into`: what they read of
+    // `into` or of each other they read at their own element (the merged
+    // loop has it there, and nowhere else yet); every other buffer is
+    // computed before `into` runs.
+    let can_join = |members: &[usize], into: usize, groups: &[Group], group_of: &[usize]| {
+        members.iter().all(|&m| {
+            kernels[m].args.iter().enumerate().all(|(a, &v)| match producer[v] {
+                Some(p) if group_of[p] == into || members.contains(&p) => own_element(m, a),
+                _ => def[v].is_none_or(|e| e < groups[into].at),
+            })
+        })
+    };
+    for &k in &order {
+        let fk = &kernels[k];
+        group_of[k] = groups.len();
+        groups.push(Group {
+            members: vec![k],
+            at: fk.at,
+            nodes: fk.kernel.nodes.len(),
+        });
+        if fk.kernel.reduce.is_some() {
+            continue;
+        }
+        // The groups of the maps it loads, latest first: it joins the
+        // latest, then that group joins each earlier one it can (an
+        // optimizer's update reads two moments computed apart).
+        let mut candidates: Vec<usize> = fk
+            .args
+            .iter()
+            .filter_map(|&v| {
+                let p = producer[v]?;
+                let q = &kernels[p].kernel;
+                (q.reduce.is_none() && q.shape == fk.kernel.shape).then_some(group_of[p])
+            })
+            .collect();
+        candidates.sort_by_key(|&gi| std::cmp::Reverse(groups[gi].at));
+        candidates.dedup();
+        let mut from = group_of[k];
+        for into in candidates {
+            let fits = groups[into].nodes + groups[from].nodes <= MERGED_MAX_NODES;
+            if !(fits && can_join(&groups[from].members, into, &groups, &group_of)) {
+                break;
+            }
+            let moved = std::mem::take(&mut groups[from].members);
+            for &m in &moved {
+                group_of[m] = into;
+            }
+            groups[into].nodes += std::mem::take(&mut groups[from].nodes);
+            groups[into].members.extend(moved);
+            from = into;
+        }
+    }
+    groups.retain(|grp| !grp.members.is_empty());
+    if groups.len() == kernels.len() {
+        return kernels;
+    }
+    // Which values something outside their group reads: those stay stored.
+    let mut read_outside = vec![false; g.avals.len()];
+    for &v in g.outputs.iter().chain(g.writebacks.iter().map(|(_, v)| v)) {
+        read_outside[v] = true;
+    }
+    for (i, e) in g.eqns.iter().enumerate() {
+        if library[i] || e.outs.iter().any(|&o| views.contains(&o)) {
+            for &v in &e.inputs {
+                read_outside[v] = true;
+            }
+        }
+    }
+    for (k, fk) in kernels.iter().enumerate() {
+        for &v in &fk.args {
+            if producer[v].is_some_and(|p| group_of[p] != group_of[k]) {
+                read_outside[v] = true;
+            }
+        }
+    }
+    let mut slots: Vec<Option<FusedKernel>> = kernels.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(groups.len());
+    for grp in &groups {
+        if grp.members.len() == 1 {
+            out.extend(slots[grp.members[0]].take());
+            continue;
+        }
+        let roots: Vec<Var> = grp
+            .members
+            .iter()
+            .map(|&k| slots[k].as_ref().unwrap().outs[0])
+            .collect();
+        // The buffers the members load, and only those: a value spilled by
+        // a kernel built after a member is a buffer now, but the member
+        // computed it (the group's readiness was checked on what they load).
+        let mut loaded = VarSet::new(g.avals.len());
+        for &k in &grp.members {
+            loaded.extend(slots[k].as_ref().unwrap().args.iter().copied());
+        }
+        let mut b = Builder::new(g, def, kinds, &loaded, &roots, false);
+        let built: Result<Vec<(Var, usize)>, NeedBuffer> = roots
+            .iter()
+            .map(|&r| Ok((r, b.expr(r, &[])?)))
+            .filter(|r| !matches!(r, Ok((v, _)) if !read_outside[*v]))
+            .collect();
+        match built {
+            Ok(stored) if !stored.is_empty() => out.push(b.finish(def, stored, grp.at)),
+            // Not expected (the members were checked); keep them apart.
+            _ => out.extend(grp.members.iter().filter_map(|&k| slots[k].take())),
+        }
+    }
+    out
 }
 
 /// The shape a kernel iterates over: its root's, or for a reduction the

@@ -207,7 +207,8 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
             name: name.clone(),
             exact_name: exact_name.clone(),
             outer: n.outer(),
-            out_dtype: k.out_dtype,
+            weight: k.weight(),
+            out_dtypes: k.out_dtypes.clone(),
             shape: k.out_shape().to_vec(),
         })
         .collect();
@@ -301,7 +302,8 @@ fn entries(loaded: &load::Loaded, meta: &[cache::KernelMeta], exact: String) -> 
                 (std::sync::Arc::clone(&lazy), i)
             }),
             outer: k.outer,
-            out_dtype: k.out_dtype,
+            weight: k.weight,
+            out_dtypes: k.out_dtypes.clone(),
             shape: k.shape.clone(),
         })
         .collect()
@@ -316,10 +318,10 @@ fn load_entry(
     entry: cache::Entry,
 ) -> Result<Program, String> {
     let steps_ok = entry.plan.steps.iter().all(|s| match s {
-        plan::Step::Kernel { kernel, out, args } => {
+        plan::Step::Kernel { kernel, outs, args } => {
             *kernel < entry.kernels.len()
-                && *out < g.avals.len()
-                && args.iter().all(|a| *a < g.avals.len())
+                && outs.len() == entry.kernels[*kernel].out_dtypes.len()
+                && outs.iter().chain(args).all(|v| *v < g.avals.len())
         }
         plan::Step::Library { eqn } => *eqn < g.eqns.len(),
     });

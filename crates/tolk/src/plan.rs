@@ -9,12 +9,12 @@ use rustc_hash::FxHashMap as HashMap;
 /// One step of a program's plan.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
-    /// Runs kernel `kernel` writing buffer `out` from `args`.
+    /// Runs kernel `kernel` writing buffers `outs` from `args`.
     Kernel {
         /// Index into the program's distinct kernels.
         kernel: usize,
-        /// The buffer it writes.
-        out: Var,
+        /// The buffers it writes, in the kernel's output order.
+        outs: Vec<Var>,
         /// Its argument buffers, in the kernel's argument order.
         args: Vec<Var>,
     },
@@ -38,7 +38,7 @@ pub struct Plan {
 }
 
 /// Orders the steps (graph order), marks the maps that stream their output
-/// ([`Kernel::stream`]: a map writing a program output in a pass moving at
+/// ([`Kernel::stream`]: a one-output map writing a program output in a pass moving at
 /// least `stream_min_bytes`), deduplicates kernels by structure and
 /// computes when each buffer dies. Returns the distinct kernels, which the
 /// plan's steps index.
@@ -48,9 +48,9 @@ pub fn plan(g: &Graph, fusion: Fusion, stream_min_bytes: Option<usize>) -> (Vec<
     for &v in &g.outputs {
         is_output[v] = true;
     }
-    let mut by_out: HashMap<Var, usize> = HashMap::default();
+    let mut by_eqn: HashMap<usize, usize> = HashMap::default();
     for (i, k) in fusion.kernels.iter().enumerate() {
-        by_out.insert(k.out, i);
+        by_eqn.insert(k.at, i);
     }
     let mut kernels: Vec<Option<_>> = fusion.kernels.into_iter().map(Some).collect();
     let mut distinct: Vec<Kernel> = Vec::new();
@@ -62,16 +62,17 @@ pub fn plan(g: &Graph, fusion: Fusion, stream_min_bytes: Option<usize>) -> (Vec<
             steps.push(Step::Library { eqn: i });
             continue;
         }
-        let Some(fk) = by_out.get(&e.out()).and_then(|&k| kernels[k].take()) else {
+        let Some(fk) = by_eqn.get(&i).and_then(|&k| kernels[k].take()) else {
             if fusion.views[e.out()] {
                 steps.push(Step::Library { eqn: i }); // an eager view
             }
             continue; // otherwise fused into the kernels that read it
         };
         let mut k = fk.kernel;
-        let moved = bytes(fk.out) + fk.args.iter().map(|&a| bytes(a)).sum::<usize>();
+        let moved: usize = fk.outs.iter().chain(&fk.args).map(|&v| bytes(v)).sum();
         k.stream = k.reduce.is_none()
-            && is_output[fk.out]
+            && fk.outs.len() == 1
+            && is_output[fk.outs[0]]
             && stream_min_bytes.is_some_and(|min| moved >= min);
         let kernel = match distinct.iter().position(|d| *d == k) {
             Some(d) => d,
@@ -83,7 +84,7 @@ pub fn plan(g: &Graph, fusion: Fusion, stream_min_bytes: Option<usize>) -> (Vec<
         };
         steps.push(Step::Kernel {
             kernel,
-            out: fk.out,
+            outs: fk.outs,
             args: fk.args,
         });
     }

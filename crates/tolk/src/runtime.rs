@@ -35,7 +35,10 @@ pub(crate) struct KernelEntry {
     pub exact: Option<(Arc<Lazy>, usize)>,
     /// Extent of the kernel's outer loop.
     pub outer: usize,
-    pub out_dtype: nx::DType,
+    /// Its work per iteration point ([`crate::fuse::Kernel::weight`]).
+    pub weight: usize,
+    /// The dtypes of its outputs, all of shape `shape`.
+    pub out_dtypes: Vec<nx::DType>,
     pub shape: Vec<usize>,
 }
 
@@ -111,6 +114,7 @@ impl Program {
     /// Gives a program built without code (`new` with no kernels) its
     /// compiled kernels.
     pub(crate) fn attach_code(&mut self, kernels: Vec<KernelEntry>, loaded: Loaded) {
+        self.work = step_work(&self.graph, &self.plan, &kernels);
         self.kernels = kernels;
         self.loaded = Some(Arc::new(loaded));
     }
@@ -166,7 +170,7 @@ impl Program {
             }
         }
         Program {
-            work: step_work(&graph, &plan),
+            work: step_work(&graph, &plan, &kernels),
             graph,
             plan,
             kernels,
@@ -248,13 +252,17 @@ impl Program {
         }
         for (s, step) in self.plan.steps.iter().enumerate() {
             match step {
-                Step::Kernel { kernel, out, args } => {
+                Step::Kernel { kernel, outs, args } => {
                     let entry = &self.kernels[*kernel];
-                    let o = match &self.arena_views[*out] {
-                        Some(t) => t.clone(),
-                        None => nx::raw::alloc(entry.out_dtype, &entry.shape),
-                    };
-                    if o.numel() > 0 {
+                    let os: Vec<Tensor> = outs
+                        .iter()
+                        .zip(&entry.out_dtypes)
+                        .map(|(&v, &dt)| match &self.arena_views[v] {
+                            Some(t) => t.clone(),
+                            None => nx::raw::alloc(dt, &entry.shape),
+                        })
+                        .collect();
+                    if os[0].numel() > 0 {
                         for a in args {
                             let t = slots[*a].as_ref().unwrap();
                             if dense[*a].is_none() && !t.is_contiguous() {
@@ -264,19 +272,19 @@ impl Program {
                         // Arena values are addressed through their slab;
                         // every other buffer under its storage's lock.
                         let mut guards = Vec::new();
+                        let mut writes = Vec::new();
                         let mut ptrs = self.scratch.borrow_mut();
                         ptrs.clear();
-                        let write = match self.arena_ptrs[*out] {
-                            Some(p) => {
-                                ptrs.push(p);
-                                None
+                        for (&v, o) in outs.iter().zip(&os) {
+                            match self.arena_ptrs[v] {
+                                Some(p) => ptrs.push(p),
+                                None => {
+                                    let w = nx::raw::write(o);
+                                    ptrs.push(w.ptr());
+                                    writes.push(w);
+                                }
                             }
-                            None => {
-                                let w = nx::raw::write(&o);
-                                ptrs.push(w.ptr());
-                                Some(w)
-                            }
-                        };
+                        }
                         for a in args {
                             match self.arena_ptrs[*a] {
                                 Some(p) => ptrs.push(p),
@@ -289,9 +297,11 @@ impl Program {
                             }
                         }
                         call_kernel(entry, &ptrs, self.work[s]);
-                        drop(write);
+                        drop(writes);
                     }
-                    slots[*out] = Some(o);
+                    for (&v, o) in outs.iter().zip(os) {
+                        slots[v] = Some(o);
+                    }
                 }
                 Step::Library { eqn } => {
                     if let Op::Loop(lp) = &g.eqns[*eqn].op {
@@ -524,28 +534,30 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
     let mut homed: Vec<Var> = Vec::new();
     for step in &body.plan.steps {
         match step {
-            Step::Kernel { out, .. } => {
-                let home = g.outputs.iter().position(|&o| o == *out);
-                place[*out] = Some(match (home, &body.arena_views[*out]) {
-                    (Some(o), _) if place[*out].is_none() => {
-                        homed.push(*out);
-                        if o < nc {
-                            Place::CarryOut(o)
-                        } else {
-                            Place::Y(o - nc)
+            Step::Kernel { outs, .. } => {
+                for &out in outs {
+                    let home = g.outputs.iter().position(|&o| o == out);
+                    place[out] = Some(match (home, &body.arena_views[out]) {
+                        (Some(o), _) if place[out].is_none() => {
+                            homed.push(out);
+                            if o < nc {
+                                Place::CarryOut(o)
+                            } else {
+                                Place::Y(o - nc)
+                            }
                         }
-                    }
-                    (_, Some(view)) => {
-                        frame
-                            .fixed
-                            .push((view.clone(), body.arena_ptrs[*out].expect("a slot")));
-                        Place::Fixed(frame.fixed.len() - 1)
-                    }
-                    _ => {
-                        frame.fixed.push(fresh(g.aval(*out)));
-                        Place::Fixed(frame.fixed.len() - 1)
-                    }
-                });
+                        (_, Some(view)) => {
+                            frame
+                                .fixed
+                                .push((view.clone(), body.arena_ptrs[out].expect("a slot")));
+                            Place::Fixed(frame.fixed.len() - 1)
+                        }
+                        _ => {
+                            frame.fixed.push(fresh(g.aval(out)));
+                            Place::Fixed(frame.fixed.len() - 1)
+                        }
+                    });
+                }
             }
             Step::Library { eqn } => {
                 for &o in &g.eqns[*eqn].outs {
@@ -562,13 +574,10 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
         .iter()
         .zip(&body.work)
         .filter_map(|(step, &work)| match step {
-            Step::Kernel { kernel, out, args } => {
-                (g.aval(*out).numel() > 0).then(|| Call::Kernel {
+            Step::Kernel { kernel, outs, args } => {
+                (g.aval(outs[0]).numel() > 0).then(|| Call::Kernel {
                     entry: &body.kernels[*kernel],
-                    places: std::iter::once(*out)
-                        .chain(args.iter().copied())
-                        .map(placed)
-                        .collect(),
+                    places: outs.iter().chain(args).map(|&v| placed(v)).collect(),
                     work,
                 })
             }
@@ -686,18 +695,24 @@ fn row(x: &Tensor, t: usize) -> Tensor {
     )
 }
 
-/// Per step of `plan`, about how many elements a kernel step visits: its
-/// output's size or its largest argument's, whichever is more (a
-/// reduction's work is its input's: a bias gradient sums [128, 512] into
-/// [512]); 0 for other steps.
-fn step_work(g: &Graph, plan: &Plan) -> Vec<usize> {
+/// Per step of `plan`, about how much work a kernel step does: the number
+/// of elements it visits (its outputs' size or its largest argument's,
+/// whichever is more: a reduction's work is its input's, a bias gradient
+/// sums [128, 512] into [512]) times its kernel's work per element
+/// ([`KernelEntry::weight`], 1 before the code is attached); 0 for other
+/// steps.
+fn step_work(g: &Graph, plan: &Plan, kernels: &[KernelEntry]) -> Vec<usize> {
     plan.steps
         .iter()
         .map(|step| match step {
-            Step::Kernel { out, args, .. } => args
-                .iter()
-                .map(|&a| g.aval(a).numel())
-                .fold(g.aval(*out).numel(), usize::max),
+            Step::Kernel { kernel, outs, args } => {
+                let points = outs
+                    .iter()
+                    .chain(args)
+                    .map(|&v| g.aval(v).numel())
+                    .fold(0, usize::max);
+                points * kernels.get(*kernel).map_or(1, |k| k.weight)
+            }
             _ => 0,
         })
         .collect()
@@ -819,8 +834,10 @@ impl ArenaLayout {
         const LONG_MIN_BYTES: usize = 64 << 10;
         let mut start = vec![usize::MAX; n];
         for (s, step) in plan.steps.iter().enumerate() {
-            if let Step::Kernel { out, .. } = step {
-                start[*out] = start[*out].min(s);
+            if let Step::Kernel { outs, .. } = step {
+                for &v in outs {
+                    start[v] = start[v].min(s);
+                }
             }
         }
         for v in 0..n {
@@ -838,8 +855,11 @@ impl ArenaLayout {
         let mut free: std::collections::BTreeSet<(usize, usize)> = Default::default();
         let mut dies: Vec<Vec<usize>> = vec![Vec::new(); plan.steps.len()];
         for (s, step) in plan.steps.iter().enumerate() {
-            if let Step::Kernel { out, .. } = step {
-                let v = *out;
+            let written: &[Var] = match step {
+                Step::Kernel { outs, .. } => outs,
+                Step::Library { .. } => &[],
+            };
+            for &v in written {
                 if !banned[v] {
                     let a = g.aval(v);
                     let bytes = a.numel() * a.dtype.size_in_bytes();
@@ -894,7 +914,7 @@ mod tests {
     fn kernel(out: Var, args: &[Var]) -> Step {
         Step::Kernel {
             kernel: 0,
-            out,
+            outs: vec![out],
             args: args.to_vec(),
         }
     }
@@ -914,8 +934,8 @@ mod tests {
             frees: vec![Vec::new(); steps.len()],
             steps,
         };
-        assert_eq!(step_work(&g, &plan), vec![128 * 512, 4 * 512]);
-        assert!(step_work(&g, &plan)[0] >= PAR_MIN);
+        assert_eq!(step_work(&g, &plan, &[]), vec![128 * 512, 4 * 512]);
+        assert!(step_work(&g, &plan, &[])[0] >= PAR_MIN);
     }
 
     /// Inputs of another dtype or shape than the graph's are refused before

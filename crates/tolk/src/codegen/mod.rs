@@ -48,7 +48,7 @@ pub trait Dialect: Sync {
     /// an `int` (nonzero: a guard failed). `small`: compiled for size
     /// rather than speed (see [`SMALL_WORK`]).
     fn kernel_signature(&self, name: &str, small: bool, buffers: usize) -> String;
-    /// How the body names buffer `k` (0: the output, `1 + a`: argument `a`).
+    /// How the body names buffer `k` (the outputs first, then the arguments).
     fn buffer(&self, k: usize) -> String {
         format!("b[{k}]")
     }
@@ -63,6 +63,12 @@ pub trait Dialect: Sync {
     fn loop_header(&self, var: &str, from: &str, to: &str, outer: bool) -> String {
         let _ = outer;
         format!("for (int64_t {var} = {from}; {var} < {to}; {var}++) {{")
+    }
+    /// A line put before a map's innermost loop saying that its iterations
+    /// are independent (its outputs never alias its inputs), where the
+    /// language has one.
+    fn independent_loop(&self) -> Option<&'static str> {
+        None
     }
     /// Whether the kept dims are one loop over the output's points (`lo..hi`
     /// then ranges over all of them, [`LoopNest::points`]), each point's

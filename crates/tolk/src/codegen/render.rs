@@ -4,8 +4,8 @@
 //! per-element expressions, the function's signature, the outer loop) comes
 //! from the [`Dialect`].
 //!
-//! Every kernel takes its buffers as an array `b` (`b[0]` the output,
-//! `b[1 + k]` argument `k`) and covers outer indices `lo..hi` of its first
+//! Every kernel takes its buffers as an array `b` (`b[0..n]` its `n`
+//! outputs, `b[n + k]` argument `k`) and covers outer indices `lo..hi` of its first
 //! loop, so the runtime can split it across threads.
 
 use super::Dialect;
@@ -45,18 +45,20 @@ fn render_fn(
     fast: bool,
 ) -> String {
     let mut s = String::new();
-    let buffers = 1 + k.arg_dtypes.len();
+    let n_out = k.out_dtypes.len();
+    let buffers = n_out + k.arg_dtypes.len();
     let _ = writeln!(s, "{} {{", d.kernel_signature(name, small, buffers));
-    let _ = writeln!(
-        s,
-        "  {} *restrict out = ({} *){};",
-        d.ty(k.out_dtype),
-        d.ty(k.out_dtype),
-        d.buffer(0)
-    );
+    for (j, &dt) in k.out_dtypes.iter().enumerate() {
+        let t = d.ty(dt);
+        let _ = writeln!(s, "  {t} *restrict out{j} = ({t} *){};", d.buffer(j));
+    }
     for (a, &dt) in k.arg_dtypes.iter().enumerate() {
         let t = d.ty(dt);
-        let _ = writeln!(s, "  const {t} *a{a} = (const {t} *){};", d.buffer(a + 1));
+        let _ = writeln!(
+            s,
+            "  const {t} *a{a} = (const {t} *){};",
+            d.buffer(n_out + a)
+        );
     }
     if fast {
         let _ = writeln!(s, "  uint32_t big = 0;");
@@ -133,16 +135,23 @@ fn render_fn(
         }
     } else {
         for l in 0..nkept {
+            if l + 1 == nkept && k.reduce.is_none() {
+                if let Some(line) = d.independent_loop() {
+                    let _ = writeln!(s, "{indent}{line}");
+                }
+            }
             open(&mut s, &mut indent, l);
         }
     }
     match k.reduce {
         None => {
             s.push_str(&body(d, k, nest, &indent, fast, &looped));
-            let _ = writeln!(s, "{indent}out[{oidx}] = v{};", k.root);
+            for (j, r) in k.roots.iter().enumerate() {
+                let _ = writeln!(s, "{indent}out{j}[{oidx}] = v{r};");
+            }
         }
         Some((op, _)) => {
-            let acc = accumulate(d, op, k.out_dtype, &format!("v{}", k.root));
+            let acc = accumulate(d, op, k.out_dtypes[0], &format!("v{}", k.roots[0]));
             let at = d.ty(acc.dtype);
             let _ = writeln!(s, "{indent}{at} accs[{ACCS}];");
             let _ = writeln!(
@@ -179,7 +188,7 @@ fn render_fn(
             let merged = merge_accs(d, acc.fold_op, acc.dtype, &|u| format!("accs[{u}]"));
             let _ = writeln!(
                 s,
-                "{indent}{{ {at} acc = {merged}; out[{oidx}] = {}; }}",
+                "{indent}{{ {at} acc = {merged}; out0[{oidx}] = {}; }}",
                 acc.finish
             );
         }
@@ -348,7 +357,7 @@ fn render_streamed(
     fast: bool,
     looped: &dyn Fn(usize) -> bool,
 ) {
-    let t = d.ty(k.out_dtype);
+    let t = d.ty(k.out_dtypes[0]);
     s.push_str("  for (int64_t t0 = lo; t0 < hi;) {\n");
     s.push_str("    int64_t t1 = (t0 / TK_STREAM_TILE + 1) * TK_STREAM_TILE;\n");
     s.push_str("    if (t1 > hi) t1 = hi;\n");
@@ -358,11 +367,11 @@ fn render_streamed(
     );
     s.push_str("    for (int64_t i0 = t0; i0 < t1; i0++) {\n");
     s.push_str(&body(d, k, nest, "      ", fast, looped));
-    let _ = writeln!(s, "      tile[i0 - t0] = v{};", k.root);
+    let _ = writeln!(s, "      tile[i0 - t0] = v{};", k.roots[0]);
     s.push_str("    }\n");
     let _ = writeln!(
         s,
-        "    tk_stream(out + t0, tile, (t1 - t0) * (int64_t)sizeof({t}));"
+        "    tk_stream(out0 + t0, tile, (t1 - t0) * (int64_t)sizeof({t}));"
     );
     s.push_str("    t0 = t1;\n  }\n  tk_stream_fence();\n");
 }
@@ -385,7 +394,7 @@ fn render_tiled(
     let nd = nest.dims.len();
     let nkept = nest.kept;
     let kd = nkept - 1;
-    let acc = accumulate(d, op, k.out_dtype, &format!("v{}", k.root));
+    let acc = accumulate(d, op, k.out_dtypes[0], &format!("v{}", k.roots[0]));
     let at = d.ty(acc.dtype);
     let mut indent = String::from("  ");
     let bound = |l: usize| {
@@ -472,7 +481,7 @@ fn render_tiled(
     let _ = writeln!(s, "{indent}for (int64_t t = 0; t < tn; t++) {{");
     let _ = writeln!(
         s,
-        "{indent}  {at} acc = {merged}; out[{oidx}] = {};",
+        "{indent}  {at} acc = {merged}; out0[{oidx}] = {};",
         acc.finish
     );
     let _ = writeln!(s, "{indent}}}");
