@@ -279,10 +279,22 @@ pub fn merge_dims(shape: &[usize], strides: &[&[isize]]) -> MergedDims {
 /// assert_eq!(merge_to_one(&[2, 3], &[1, 2]), None); // transposed
 /// ```
 pub fn merge_to_one(shape: &[usize], strides: &[isize]) -> Option<(usize, isize)> {
-    let m = merge_dims(shape, &[strides]);
-    match m.shape.len() {
-        0 => Some((1, 0)),
-        1 => Some((m.shape[0], m.strides[0][0])),
-        _ => None,
+    merge_pairs_to_one(shape.iter().copied().zip(strides.iter().copied()))
+}
+
+/// [`merge_to_one`] over `(size, stride)` pairs, outermost first, without
+/// allocating (a matrix product plans with it on every call).
+pub fn merge_pairs_to_one(
+    dims: impl IntoIterator<Item = (usize, isize)>,
+) -> Option<(usize, isize)> {
+    let mut merged: Option<(usize, isize)> = None;
+    for (n, s) in dims.into_iter().filter(|&(n, _)| n != 1) {
+        merged = Some(match merged {
+            None => (n, s),
+            // [`merge_dims`]'s rule: the outer stride steps over the inner dim.
+            Some((m, outer)) if outer == s * n as isize => (m * n, s),
+            Some(_) => return None,
+        });
     }
+    Some(merged.unwrap_or((1, 0)))
 }

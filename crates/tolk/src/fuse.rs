@@ -945,10 +945,14 @@ fn merge_maps(
     // computed before `into` runs.
     let can_join = |members: &[usize], into: usize, groups: &[Group], group_of: &[usize]| {
         members.iter().all(|&m| {
-            kernels[m].args.iter().enumerate().all(|(a, &v)| match producer[v] {
-                Some(p) if group_of[p] == into || members.contains(&p) => own_element(m, a),
-                _ => def[v].is_none_or(|e| e < groups[into].at),
-            })
+            kernels[m]
+                .args
+                .iter()
+                .enumerate()
+                .all(|(a, &v)| match producer[v] {
+                    Some(p) if group_of[p] == into || members.contains(&p) => own_element(m, a),
+                    _ => def[v].is_none_or(|e| e < groups[into].at),
+                })
         })
     };
     for &k in &order {

@@ -19,7 +19,7 @@ use super::elementwise::cast;
 use super::pool;
 use super::strided::Walk;
 use crate::dtype::{DType, Element};
-use crate::layout::{merge_to_one, Layout};
+use crate::layout::Layout;
 use crate::shape::numel;
 use crate::storage::Storage;
 use crate::tensor::{Tensor, Value};
@@ -243,8 +243,7 @@ pub struct Ax {
 /// merge into a single row of stride 0 (`crate::layout::merge_to_one`).
 #[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
 pub fn merge(axes: &[Ax]) -> Option<(usize, isize)> {
-    let (sizes, strides): (Vec<usize>, Vec<isize>) = axes.iter().map(|a| (a.n, a.s)).unzip();
-    merge_to_one(&sizes, &strides)
+    crate::layout::merge_pairs_to_one(axes.iter().map(|a| (a.n, a.s)))
 }
 
 /// One operand as a batch of matrices: `axes` lists its batch axes, then
@@ -327,7 +326,14 @@ pub fn plan(
         o.sort_by_key(|&j| std::cmp::Reverse(lay.strides[c[j]].unsigned_abs()));
         o
     };
-    let orders = [identity.clone(), by(lhs_contract, l), by(rhs_contract, r)];
+    let mut orders = vec![identity.clone()];
+    for o in [by(lhs_contract, l), by(rhs_contract, r)] {
+        // Often all the same (always with one contracting pair): each
+        // distinct order is tried once (planning is a step's overhead).
+        if !orders.contains(&o) {
+            orders.push(o);
+        }
+    }
     let side = |b: &[Ax], rows: &[Ax], cols: &[Ax], lay: &Layout| {
         let mut axes = b.to_vec();
         axes.extend_from_slice(rows);
