@@ -894,7 +894,7 @@ pub fn fuse_with(g: &Graph, all_reductions: bool) -> Fusion {
 }
 
 /// Most nodes of a map merged from several ([`merge_maps`]).
-const MERGED_MAX_NODES: usize = 640;
+const MERGED_MAX_NODES: usize = 1024;
 
 /// Multi-output fusion (XLA's): maps over the same iteration space where
 /// one reads another's output at the element it computes become one map
