@@ -241,7 +241,7 @@ pub fn pool_rest() -> PoolRest {
 #[doc(hidden)]
 pub mod internals {
     pub use crate::cpu::dot::{
-        merge, plan, product_block, split_threshold, Ax, GemmElem, Plan, Side, FAER_BLOCKS,
+        merge, plan, product_block, Ax, GemmElem, Plan, Side, FAER_BLOCKS, SPLIT_FLOPS,
     };
     pub use crate::cpu::math::{
         cos_f32, cos_f32_slice, exp_f32, ln_1p_f32, ln_f32, sin_f32, sin_f32_slice, tanh_f32,

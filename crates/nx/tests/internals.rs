@@ -244,7 +244,7 @@ mod dot {
     //! splits across threads, which operands the plan copies, and products
     //! through gemm and faer (and during the libraries' warm-up) against a
     //! triple loop.
-    use nx::raw::internals::{merge, plan, product_block, split_threshold, Ax, FAER_BLOCKS};
+    use nx::raw::internals::{merge, plan, product_block, Ax, FAER_BLOCKS, SPLIT_FLOPS};
     use nx::raw::warm_up_in_background;
     use nx::{DType, Layout, Tensor};
 
@@ -259,17 +259,20 @@ mod dot {
     }
 
     #[test]
-    fn skinny_products_split_later() {
-        // A scan RNN's steps split at 64^3; an MLP's 128x512x10 products
-        // stay on one thread.
-        for (m, n, k) in [(32, 128, 128), (32, 128, 64)] {
-            assert!(m * n * k >= split_threshold(m, n, k));
+    fn small_products_stay_on_one_thread() {
+        // A scan RNN's steps and an MLP's 128x512x10 products stay on one
+        // thread; a 128x128x128 product and larger split.
+        for (m, n, k) in [
+            (32, 128, 128),
+            (32, 128, 64),
+            (128, 10, 512),
+            (128, 512, 10),
+        ] {
+            assert!(m * n * k < SPLIT_FLOPS, "{m}x{n}x{k}");
         }
-        for (m, n, k) in [(128, 10, 512), (128, 512, 10), (512, 10, 128)] {
-            assert!(m * n * k < split_threshold(m, n, k));
+        for (m, n, k) in [(128, 128, 128), (4096, 10, 512), (512, 512, 512)] {
+            assert!(m * n * k >= SPLIT_FLOPS, "{m}x{n}x{k}");
         }
-        // Skinny but large enough: a [4096, 512] x [512, 10] product splits.
-        assert!(4096 * 10 * 512 >= split_threshold(4096, 10, 512));
         // Split or not, products equal a triple loop (small integers: every
         // partial sum is exact in f32).
         for (m, n, k) in [(32, 128, 128), (128, 10, 512), (32, 128, 64)] {

@@ -28,35 +28,17 @@ use half::f16;
 use std::ops::Range;
 
 /// Products with fewer multiply-adds than this run on the calling thread:
-/// below it, splitting across cores costs more than it saves. (A scan
-/// RNN's 32x128x128 and 32x64x128 steps, hidden size 128 and batch 32,
-/// split from here: its jitted value_and_grad
-/// measured min 4.1-5.0 ms against 5.5-6.0 ms at 128^3, six alternating
-/// runs on a 2-core Zen4; an earlier host had measured the opposite, 10.2
-/// against 7.6 ms.)
-const SPLIT_FLOPS: usize = 64 * 64 * 64;
-
-/// A product with a dimension shorter than this splits only from
-/// [`SPLIT_LARGE_FLOPS`]: the 128x512x10 products of an MLP step
-/// (784-512-512-10, batch 128), split from 64^3, were faster alone (21 ->
-/// 13 us each in `examples/bench_gemm_split.rs`) but left the jitted step
-/// no faster (min of eight alternating runs 2.21
-/// ms one-threaded against 2.36 split).
-const SKINNY: usize = 16;
-
-/// The split threshold for skinny products (see [`SKINNY`]).
-const SPLIT_LARGE_FLOPS: usize = 128 * 128 * 128;
-
-/// The multiply-adds from which an `m x k` by `k x n` product (or a batch
-/// of them, counted together) is split across threads.
+/// below it, splitting across cores costs more than it saves. Measured on
+/// this 2-core VM (Xeon, AVX-512; best of two alternating runs each,
+/// jitted): at 128^3 against 64^3, a scan RNN's value_and_grad (32x128x128
+/// steps, hidden size 128, batch 32) 4.51 against 5.07 ms, the flagship MLP
+/// step 72 against 79 us, an MLP 784-512-512-10 step and a transformer
+/// block's step the same; at 256^3 the 200x200 Hessian's products slowed
+/// (0.25 against 0.18 ms). (Earlier hosts had measured 64^3 better for the
+/// RNN, a 2-core Zen4, and the opposite, another host; and that a
+/// dimension under 16 should wait until 128^3, now the threshold for all.)
 #[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
-pub fn split_threshold(m: usize, n: usize, k: usize) -> usize {
-    if m.min(n).min(k) < SKINNY {
-        SPLIT_LARGE_FLOPS
-    } else {
-        SPLIT_FLOPS
-    }
-}
+pub const SPLIT_FLOPS: usize = 128 * 128 * 128;
 
 /// The fewest rows (or columns) one thread's band of a split product gets.
 const SPLIT_MIN: usize = 32;
@@ -611,7 +593,6 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
             let rdata: &[T] = rcopy.as_deref().unwrap_or(&rg);
             let (lv, rv) = (p.lhs.view(), p.rhs.view());
             let flops = m * n * k;
-            let split_flops = split_threshold(m, n, k);
             // One block of one batch's product: rows `r` and columns `c` of
             // `C = A @ B`, written through `dst`, that batch's `m x n`
             // row-major output.
@@ -658,10 +639,10 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
             let block = |b, r, c| gemm_block(b, at(b), r, c, true);
             let threads = pool::threads();
             let parts = threads.min(m.max(n) / SPLIT_MIN);
-            if nbatch >= threads && nbatch * flops >= split_flops {
+            if nbatch >= threads && nbatch * flops >= SPLIT_FLOPS {
                 // Enough products for every thread: one per task.
                 pool::for_each(nbatch, &|b| block(b, 0..m, 0..n));
-            } else if flops >= split_flops && parts > 1 {
+            } else if flops >= SPLIT_FLOPS && parts > 1 {
                 // A large product: each thread computes a band of the larger
                 // of rows and columns with a one-threaded `gemm`. On few
                 // cores this beats `gemm`'s own splitting (measured with
