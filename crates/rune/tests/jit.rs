@@ -1342,9 +1342,19 @@ fn exp_on_both_sides_of_its_fast_range_matches_eager() {
 /// `f` staged and compiled without the disk cache, every map writing an
 /// output streamed whatever its size (`stream_min_bytes: Some(0)`).
 fn compiled_streaming<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> tolk::Compiled {
+    compiled_uncached(f, p, Some(0))
+}
+
+/// `f` compiled for `p` without the disk cache, maps streaming their output
+/// from `stream_min_bytes`.
+fn compiled_uncached<P: Ptree, Q: Ptree>(
+    f: impl Fn(&P) -> Q,
+    p: &P,
+    stream_min_bytes: Option<usize>,
+) -> tolk::Compiled {
     let opts = tolk::Options {
         use_cache: false,
-        stream_min_bytes: Some(0),
+        stream_min_bytes,
     };
     tolk::compile_with(rune::make_graph(f, p), &opts).expect("compiles")
 }
@@ -1422,14 +1432,7 @@ fn maps_that_read_each_other_run_as_one_kernel_equal_to_eager() {
             xs[n - 1] = 1e30; // beyond sin's fast range: the exact form re-runs
         }
         let x = f32s(&xs, &[n]);
-        let compiled = tolk::compile_with(
-            rune::make_graph(chain, &x),
-            &tolk::Options {
-                use_cache: false,
-                stream_min_bytes: None,
-            },
-        )
-        .expect("compiles");
+        let compiled = compiled_uncached(chain, &x, None);
         assert_eq!(
             compiled.program.num_kernels(),
             1,
@@ -1451,14 +1454,7 @@ fn maps_that_read_each_other_run_as_one_kernel_equal_to_eager() {
             f32s(&data(n, 3), &[n]).abs(),
             f32s(&data(n, 4), &[n]),
         );
-        let compiled = tolk::compile_with(
-            rune::make_graph(adam, &q),
-            &tolk::Options {
-                use_cache: false,
-                stream_min_bytes: None,
-            },
-        )
-        .expect("compiles");
+        let compiled = compiled_uncached(adam, &q, None);
         assert_eq!(
             compiled.program.num_kernels(),
             1,

@@ -308,8 +308,9 @@ struct Builder<'g> {
     nodes: Vec<Node>,
     args: Vec<Var>,
     /// Nodes already built: (value, movement chain) and its node. A kernel
-    /// has at most [`MAX_NODES`] nodes, so a list is quicker than a map
-    /// (whose lookups would allocate the key).
+    /// has at most [`MAX_NODES`] nodes (a merged map [`MERGED_MAX_NODES`]),
+    /// so a list is quick enough, and quicker than a map whose lookups
+    /// would allocate the key.
     memo: Vec<(Var, Vec<usize>, usize)>,
     /// Nesting of elementwise nodes above the current one.
     depth: usize,
