@@ -726,9 +726,9 @@ fn fast_exp_equals_exact_exp_for_every_f32_its_guard_passes() {
          /* Over every f32: [0] how many pass the guard, [1] how many of those\n\
           * differ, [2] how many x <= 68 fail it; [3] whether the guards'\n\
           * threshold is not the limit's bits. */\n\
-         void tk_check(uint64_t *counts) {{\n\
+         void tk_check(uint64_t lo, uint64_t hi, uint64_t *counts) {{\n\
              uint64_t pass = 0, differ = 0, refused = 0;\n\
-             for (uint64_t u = 0; u < (1ull << 32); u++) {{\n\
+             for (uint64_t u = lo; u < hi; u++) {{\n\
                  float x = tk_f32_from_bits((uint32_t)u);\n\
                  uint64_t in = !TK_GUARD_FAILED({key});\n\
                  pass += in;\n\
@@ -745,10 +745,31 @@ fn fast_exp_equals_exact_exp_for_every_f32_its_guard_passes() {
     std::fs::write(&c, src).unwrap();
     compile(&compiler(), &c, &so, &[]);
     let lib = unsafe { libloading::Library::new(&so) }.unwrap();
-    let check: libloading::Symbol<unsafe extern "C" fn(*mut u64)> =
+    let check: libloading::Symbol<unsafe extern "C" fn(u64, u64, *mut u64)> =
         unsafe { lib.get(b"tk_check\0") }.unwrap();
+    // The 2^32 patterns in one part per core.
+    let parts = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+    let per_part: Vec<[u64; 4]> = std::thread::scope(|sc| {
+        let check = &check;
+        let handles: Vec<_> = (0..parts)
+            .map(|p| {
+                sc.spawn(move || {
+                    let (lo, hi) = ((p << 32) / parts, ((p + 1) << 32) / parts);
+                    let mut c = [0u64; 4];
+                    unsafe { check(lo, hi, c.as_mut_ptr()) };
+                    c
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
     let mut counts = [0u64; 4];
-    unsafe { check(counts.as_mut_ptr()) };
+    for c in &per_part {
+        for i in 0..3 {
+            counts[i] += c[i];
+        }
+        counts[3] |= c[3];
+    }
     // All negative non-NaN patterns, and the positive ones up to 68.
     let at_least = (0x8000_0000u64 - 0x7f_ffff) + u64::from(68f32.to_bits()) + 1;
     assert!(
