@@ -284,6 +284,13 @@ pub fn merge_to_one(shape: &[usize], strides: &[isize]) -> Option<(usize, isize)
 
 /// [`merge_to_one`] over `(size, stride)` pairs, outermost first, without
 /// allocating (a matrix product plans with it on every call).
+///
+/// ```
+/// use nx::layout::merge_pairs_to_one;
+/// assert_eq!(merge_pairs_to_one([(2, 3), (1, 99), (3, 1)]), Some((6, 1)));
+/// assert_eq!(merge_pairs_to_one([(2, 1), (3, 2)]), None); // transposed
+/// assert_eq!(merge_pairs_to_one([]), Some((1, 0)));
+/// ```
 pub fn merge_pairs_to_one(
     dims: impl IntoIterator<Item = (usize, isize)>,
 ) -> Option<(usize, isize)> {

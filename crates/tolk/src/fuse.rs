@@ -1177,3 +1177,56 @@ fn light(prim: &Prim) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(nodes: Vec<Node>) -> Kernel {
+        Kernel {
+            shape: vec![256],
+            out_dtypes: vec![DType::F32],
+            arg_dtypes: vec![DType::F32],
+            roots: vec![nodes.len() - 1],
+            nodes,
+            fused: Vec::new(),
+            reduce: None,
+            stream: false,
+        }
+    }
+
+    /// A few additions weigh 1 per point; transcendentals 16, divisions 4,
+    /// over 8; loads and literals nothing.
+    #[test]
+    fn a_kernels_weight_counts_its_transcendentals() {
+        let load = Node::Load {
+            arg: 0,
+            layout: Layout::contiguous(&[256]),
+            mask: None,
+        };
+        let add = |a, b| Node::Binary {
+            op: BinaryOp::Add,
+            dtype: DType::F32,
+            a,
+            b,
+        };
+        let unary = |op, x| Node::Unary {
+            op,
+            dtype: DType::F32,
+            x,
+        };
+        assert_eq!(map(vec![load.clone(), add(0, 0), add(1, 0)]).weight(), 1);
+        let mut chain = vec![load];
+        for i in 0..10 {
+            chain.push(unary(UnaryOp::Sin, i));
+        }
+        assert_eq!(map(chain.clone()).weight(), 10 * 16 / 8);
+        chain.push(Node::Binary {
+            op: BinaryOp::Div,
+            dtype: DType::F32,
+            a: 10,
+            b: 0,
+        });
+        assert_eq!(map(chain).weight(), (10 * 16 + 4) / 8);
+    }
+}

@@ -254,15 +254,15 @@ impl Program {
             match step {
                 Step::Kernel { kernel, outs, args } => {
                     let entry = &self.kernels[*kernel];
-                    let os: Vec<Tensor> = outs
-                        .iter()
-                        .zip(&entry.out_dtypes)
-                        .map(|(&v, &dt)| match &self.arena_views[v] {
+                    // The outputs go straight to their slots (no list of
+                    // them per call: this is every kernel step of every call).
+                    for (&v, &dt) in outs.iter().zip(&entry.out_dtypes) {
+                        slots[v] = Some(match &self.arena_views[v] {
                             Some(t) => t.clone(),
                             None => nx::raw::alloc(dt, &entry.shape),
-                        })
-                        .collect();
-                    if os[0].numel() > 0 {
+                        });
+                    }
+                    if nx::shape::numel(&entry.shape) > 0 {
                         for a in args {
                             let t = slots[*a].as_ref().unwrap();
                             if dense[*a].is_none() && !t.is_contiguous() {
@@ -275,11 +275,11 @@ impl Program {
                         let mut writes = Vec::new();
                         let mut ptrs = self.scratch.borrow_mut();
                         ptrs.clear();
-                        for (&v, o) in outs.iter().zip(&os) {
+                        for &v in outs {
                             match self.arena_ptrs[v] {
                                 Some(p) => ptrs.push(p),
                                 None => {
-                                    let w = nx::raw::write(o);
+                                    let w = nx::raw::write(slots[v].as_ref().unwrap());
                                     ptrs.push(w.ptr());
                                     writes.push(w);
                                 }
@@ -297,10 +297,6 @@ impl Program {
                             }
                         }
                         call_kernel(entry, &ptrs, self.work[s]);
-                        drop(writes);
-                    }
-                    for (&v, o) in outs.iter().zip(os) {
-                        slots[v] = Some(o);
                     }
                 }
                 Step::Library { eqn } => {
@@ -936,6 +932,37 @@ mod tests {
         };
         assert_eq!(step_work(&g, &plan, &[]), vec![128 * 512, 4 * 512]);
         assert!(step_work(&g, &plan, &[])[0] >= PAR_MIN);
+    }
+
+    /// With its kernel's code attached, a step's work is its points times
+    /// the kernel's weight: a short vector under a long transcendental chain
+    /// reaches the split threshold that its length alone would not.
+    #[test]
+    fn a_kernel_steps_work_is_its_points_times_its_weight() {
+        unsafe extern "C" fn never_called(_: *const *mut u8, _: i64, _: i64) -> i32 {
+            0
+        }
+        let mut g = Graph::default();
+        let x = g.new_var(Aval::new(&[256], DType::F32));
+        let y = g.new_var(Aval::new(&[256], DType::F32));
+        g.inputs = vec![x];
+        g.outputs = vec![y];
+        let steps = vec![kernel(y, &[x])];
+        let plan = Plan {
+            frees: vec![Vec::new(); steps.len()],
+            steps,
+        };
+        let entry = KernelEntry {
+            f: never_called,
+            exact: None,
+            outer: 256,
+            weight: 300,
+            out_dtypes: vec![DType::F32],
+            shape: vec![256],
+        };
+        assert_eq!(step_work(&g, &plan, &[]), vec![256]);
+        assert_eq!(step_work(&g, &plan, &[entry]), vec![256 * 300]);
+        assert!(256 < PAR_MIN && 256 * 300 >= PAR_MIN);
     }
 
     /// Inputs of another dtype or shape than the graph's are refused before
