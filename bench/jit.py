@@ -271,6 +271,8 @@ def child_jax(only, nrep):
             return jnp.sum(hT ** 2)
         f9 = jax.jit(jax.value_and_grad(rnn_loss))
         emit("W9", "jit(value_and_grad(scan RNN)), T=100", "ms", lambda: bur(f9((W, U, b), xs, h0)), 5, 200)
+        fwd9 = jax.jit(rnn_loss)
+        emit("W9", "jit(forward only (scan RNN)), T=100", "ms", lambda: bur(fwd9((W, U, b), xs, h0)), 5, 200)
 
     if want("W8"):
         jax_w8(nrep)
@@ -427,10 +429,11 @@ def main():
         "jit(value_and_grad", 0.8)
     row("W5 per-example grads, vmap(grad), MLP 64-128-10, batch 256", "ms", "W5", "vmap(grad)", "jit(vmap", 0.5)
     row("W6 hessian of sum(tanh(A x)²), A 200×200", "ms", "W6", "hessian = jacfwd of grad", "jit(hessian", 0.8)
-    row("W6 hvp of the same", "ms", "W6", "hvp = jvp of grad", "jit(hvp", 1.0)
+    row("W6 hvp of the same", "ms", "W6", "hvp = jvp of grad", "jit(hvp", 0.8)
     row("W7 x·2+1 on arange(4) f32 (per call)", "us", "W7", "x * 2 + 1 on [4]", "jit x*2+1", 0.2)
     row("W9 scan RNN value_and_grad, H 128, I 64, T 100, B 32", "ms", "W9",
-        "value_and_grad(scan RNN), T=100", "jit(value_and_grad", 1.0)
+        "value_and_grad(scan RNN), T=100", "jit(value_and_grad", 0.8)
+    row("W9 forward only of the same", "ms", "W9", "forward only (scan RNN), T=100", "jit(forward only", 0.8)
     row("W10 jacfwd of sin(x)·sum(x), x f32[500]", "ms", "W10", "jacfwd", "jit(jacfwd", 0.6)
     row("W10 jacrev of the same", "ms", "W10", "jacrev", "jit(jacrev", 0.6)
     row("C1 grad of the 100-op chain on [64]", "us", "C1", "grad of the 100-op chain on [64]", "jit(grad", 0.5)

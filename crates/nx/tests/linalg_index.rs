@@ -368,7 +368,7 @@ fn matmul_larger_products_use_every_path() {
             &format!("large transposed {dt}"),
         );
     }
-    // Products above the splitting threshold (128^3 multiply-adds), split
+    // Products above the splitting threshold (64^3 multiply-adds), split
     // into bands of rows (more rows than columns) or of columns, with every
     // operand orientation, and batched.
     for (m, k, n) in [(150, 130, 140), (70, 200, 300)] {

@@ -573,16 +573,22 @@ fn w9_inputs(t: usize) -> W9In {
     ((w, u, bias), xs, h0)
 }
 
+/// sum(h_T^2) of the RNN over `xs` from `h0`.
+fn w9_loss((w, u, b): &(Tensor, Tensor, Tensor), xs: &Tensor, h0: &Tensor) -> Tensor {
+    let (ht, ()) = rune::scan(
+        |h: &Tensor, x: &Tensor| ((h.matmul(w) + x.matmul(u) + b).tanh(), ()),
+        h0,
+        xs,
+    );
+    ht.square().sum_all()
+}
+
 fn w9_step((p, xs, h0): &W9In) -> (Tensor, (Tensor, Tensor, Tensor)) {
-    let loss = |(w, u, b): &(Tensor, Tensor, Tensor)| {
-        let (ht, ()) = rune::scan(
-            |h: &Tensor, x: &Tensor| ((h.matmul(w) + x.matmul(u) + b).tanh(), ()),
-            h0,
-            xs,
-        );
-        ht.square().sum_all()
-    };
-    rune::value_and_grad(loss, p)
+    rune::value_and_grad(|p| w9_loss(p, xs, h0), p)
+}
+
+fn w9_forward((p, xs, h0): &W9In) -> Tensor {
+    w9_loss(p, xs, h0)
 }
 
 fn w9() {
@@ -606,6 +612,26 @@ fn w9() {
         "value_and_grad(scan RNN), T=100 (jit)",
         "ms",
         bench(|| jf.call(&inp), 5, 200),
+    );
+    let jfwd = rune::jit(w9_forward);
+    check(
+        "W9",
+        "jit vs eager (forward loss)",
+        &jfwd.call(&inp),
+        &w9_forward(&inp),
+        1e-4,
+    );
+    emit(
+        "W9",
+        "forward only (scan RNN), T=100 (eager)",
+        "ms",
+        bench(|| w9_forward(&inp), 3, 50),
+    );
+    emit(
+        "W9",
+        "forward only (scan RNN), T=100 (jit)",
+        "ms",
+        bench(|| jfwd.call(&inp), 5, 200),
     );
 }
 

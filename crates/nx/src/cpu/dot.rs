@@ -28,17 +28,19 @@ use half::f16;
 use std::ops::Range;
 
 /// Products with fewer multiply-adds than this run on the calling thread:
-/// below it, splitting across cores costs more than it saves. Measured on
-/// this 2-core VM (Xeon, AVX-512; best of two alternating runs each,
-/// jitted): at 128^3 against 64^3, a scan RNN's value_and_grad (32x128x128
-/// steps, hidden size 128, batch 32) 4.51 against 5.07 ms, the flagship MLP
-/// step 72 against 79 us, an MLP 784-512-512-10 step and a transformer
-/// block's step the same; at 256^3 the 200x200 Hessian's products slowed
-/// (0.25 against 0.18 ms). (Earlier hosts had measured 64^3 better for the
-/// RNN, a 2-core Zen4, and the opposite, another host; and that a
-/// dimension under 16 should wait until 128^3, now the threshold for all.)
+/// below it, splitting across cores costs more than it saves. The best
+/// value moves with the host (the pool's wake-up cost against one core's
+/// product rate); 64^3 measured best or equal everywhere on the current
+/// 2-core VM (AMD EPYC, AVX-512; `bench_jit`/`bench_generality`, two
+/// alternating runs each, jitted), against 128^3: a scan RNN's forward
+/// (32x128x128 steps) 0.87 -> 0.66 ms and its value_and_grad 2.52 -> 2.01
+/// ms, a vmap of Hessian-vector products 79 -> 65 us, the flagship MLP step
+/// 40 -> 37 us, an MLP 784-512-512-10 step 0.97 -> 0.94 ms, a transformer
+/// block's step the same; 32^3 and 2^17 no better. (A Xeon VM before it
+/// measured 128^3 better for the RNN and the flagship, 4.51 against 5.07
+/// ms; a Zen 4 one before that, 64^3.)
 #[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
-pub const SPLIT_FLOPS: usize = 128 * 128 * 128;
+pub const SPLIT_FLOPS: usize = 64 * 64 * 64;
 
 /// The fewest rows (or columns) one thread's band of a split product gets.
 const SPLIT_MIN: usize = 32;
