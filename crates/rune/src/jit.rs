@@ -44,6 +44,8 @@ struct HostProgram<Q> {
     template: Q,
     /// Seconds spent compiling (or loading) it, logged on its first call.
     compile_seconds: f64,
+    /// Its first call ran eagerly while its kernels compiled (logged).
+    eager_first: bool,
 }
 
 /// A compiled function (see [`jit`]). Not thread-safe: call it from the
@@ -187,6 +189,7 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
                     program: compiled.program,
                     template,
                     compile_seconds: compiled.seconds,
+                    eager_first: compiled.eager_first,
                 };
                 Ok((entry, compiled.origin))
             },
@@ -199,10 +202,15 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
             // first run took.
             let timing = match (how, t_run) {
                 (Lookup::Miss { trace_seconds, .. }, Some(t_run)) => format!(
-                    ", trace {:.1} ms, compile {:.1} ms, run {:.1} ms",
+                    ", trace {:.1} ms, compile {:.1} ms, run {:.1} ms{}",
                     trace_seconds * 1e3,
                     entry.compile_seconds * 1e3,
-                    t_run.elapsed().as_secs_f64() * 1e3
+                    t_run.elapsed().as_secs_f64() * 1e3,
+                    if entry.eager_first {
+                        " (eager, while the kernels compile)"
+                    } else {
+                        ""
+                    }
                 ),
                 _ => String::new(),
             };

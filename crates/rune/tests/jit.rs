@@ -931,6 +931,9 @@ fn rng_samplers_inside_jit_equal_eager() {
     };
     let f = rune::jit(draw);
     let key = rng::key(2024);
+    // The first call may run eagerly while the C compiles
+    // (`tolk::Options::quick_first`); the second runs the kernels.
+    let _ = f.call(&key);
     let got = f.call(&key);
     let want = draw(&key);
     for (i, (a, b)) in got.iter().zip(&want).enumerate() {
@@ -1355,6 +1358,7 @@ fn compiled_uncached<P: Ptree, Q: Ptree>(
     let opts = tolk::Options {
         use_cache: false,
         stream_min_bytes,
+        quick_first: false,
     };
     tolk::compile_with(rune::make_graph(f, p), &opts).expect("compiles")
 }
@@ -1488,6 +1492,61 @@ fn maps_reading_another_map_elsewhere_stay_correct() {
     }
 }
 
+// ------------------------------------------------ eager first calls
+
+/// A long chain of transcendentals over a short vector and its gradient:
+/// C that takes long to compile, kernels that take little to run, every
+/// kernel a map. Such a program is returned while its C compiles, its first
+/// call runs eagerly and every later one the compiled kernels (waiting for
+/// them): all equal eager bit for bit. With a reduction among its kernels,
+/// over a long vector, or short, a program compiles before its first call.
+#[test]
+fn a_long_cheap_program_runs_its_first_call_eagerly_with_eagers_bits() {
+    fn chain(x: &Tensor, n: usize) -> Tensor {
+        (0..n).fold(x.clone(), |h, i| match i % 6 {
+            0 => h.sin(),
+            1 => &h * 0.9 + 0.05,
+            2 => h.tanh(),
+            3 => (-&h * &h).exp(),
+            4 => (&h * &h).log1p(),
+            _ => h.sigmoid(),
+        })
+    }
+    let grad_of_chain = |x: &Tensor| grad(|x: &Tensor| chain(x, 120).sum_all(), x);
+    let compile = |g| {
+        let opts = tolk::Options {
+            use_cache: false,
+            stream_min_bytes: None,
+            quick_first: true,
+        };
+        tolk::compile_with(g, &opts).expect("compiles")
+    };
+    let x = f32s(&data(256, 13), &[256]);
+    let want = grad_of_chain(&x);
+    let c = compile(rune::make_graph(grad_of_chain, &x));
+    assert!(c.eager_first);
+    let first = c.program.run(std::slice::from_ref(&x));
+    let second = c.program.run(std::slice::from_ref(&x));
+    assert_eq!(bits(&first[0]), bits(&want));
+    assert_eq!(bits(&second[0]), bits(&want));
+    // Through jit: the same, call after call.
+    let jg = jit(grad_of_chain);
+    for _ in 0..3 {
+        assert_eq!(bits(&jg.call(&x)), bits(&want));
+    }
+    // A reduction among the kernels (the chain's sum is an output), too
+    // much work (a long vector) or a short chain: compiled first.
+    let with_sum = |x: &Tensor| {
+        let y = chain(x, 120);
+        (y.sum_all(), y)
+    };
+    assert!(!compile(rune::make_graph(with_sum, &x)).eager_first);
+    let long = f32s(&data(1 << 16, 14), &[1 << 16]);
+    assert!(!compile(rune::make_graph(grad_of_chain, &long)).eager_first);
+    let short = |x: &Tensor| grad(|x: &Tensor| chain(x, 6).sum_all(), x);
+    assert!(!compile(rune::make_graph(short, &x)).eager_first);
+}
+
 // ------------------------------------------------------ streamed outputs
 
 /// Maps that write a program output in a pass larger than the last-level
@@ -1550,6 +1609,7 @@ fn compiled_with_sources<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, p: &P) -> tolk
     let opts = tolk::Options {
         use_cache: false,
         stream_min_bytes: None,
+        quick_first: false,
     };
     tolk::compile_with(g, &opts).expect("compiles")
 }

@@ -310,9 +310,17 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
             .collect()
     };
     let jf = rune::jit(f);
-    let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| jf.try_call(&all_args)))
-        .map_err(|p| format!("panicked: {}", panic_text(p)))?
-        .map_err(|e| format!("JitError: {}", e.message()))?;
+    // The batch's first call may run eagerly while its C compiles
+    // (`tolk::Options::quick_first`): it runs on copies of the arguments
+    // (their writebacks land there), and the checked call is the second,
+    // the compiled kernels'.
+    let copies: Vec<Tensor> = all_args.iter().map(|t| t.copy()).collect();
+    let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        jf.try_call(&copies)?;
+        jf.try_call(&all_args)
+    }))
+    .map_err(|p| format!("panicked: {}", panic_text(p)))?
+    .map_err(|e| format!("JitError: {}", e.message()))?;
     Ok(cases
         .iter()
         .zip(&spans)

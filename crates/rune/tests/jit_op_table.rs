@@ -122,9 +122,17 @@ fn run_jit(items: &[&Item]) -> Result<Vec<Vec<Tensor>>, String> {
         outs
     };
     let jf = rune::jit(f);
-    let flat = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| jf.try_call(&args)))
-        .map_err(|p| format!("panicked: {}", panic_text(p)))?
-        .map_err(|e| format!("JitError: {}", e.message()))?;
+    // The first call may run eagerly while the C compiles
+    // (`tolk::Options::quick_first`): it runs on copies of the arguments
+    // (any writebacks land there), and the checked call is the second, the
+    // compiled kernels'.
+    let copies: Vec<Tensor> = args.iter().map(|t| t.copy()).collect();
+    let flat = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        jf.try_call(&copies)?;
+        jf.try_call(&args)
+    }))
+    .map_err(|p| format!("panicked: {}", panic_text(p)))?
+    .map_err(|e| format!("JitError: {}", e.message()))?;
     let mut per = vec![];
     let mut k = 0;
     for it in items {

@@ -102,6 +102,9 @@ pub struct Compiled {
     /// Per kernel, the primitives it fused and its C source (filled when
     /// compiled in this call; empty on a disk hit).
     pub kernel_sources: Vec<(Vec<String>, String)>,
+    /// The program was returned while its C compiles: its first call runs
+    /// eagerly unless the build has finished ([`Options::quick_first`]).
+    pub eager_first: bool,
 }
 
 /// Compiles `graph` for the host CPU, through the persistent cache unless
@@ -113,6 +116,7 @@ pub fn compile(graph: Graph, use_cache: bool) -> Result<Compiled, String> {
         &Options {
             use_cache,
             stream_min_bytes: plan::stream_min_bytes(),
+            quick_first: true,
         },
     )
 }
@@ -127,7 +131,30 @@ pub struct Options {
     /// `None`: none do. [`compile()`] uses the last-level cache's size
     /// ([`plan::stream_min_bytes`]). The results are the same bit for bit.
     pub stream_min_bytes: Option<usize>,
+    /// A program whose C takes long to compile (at least
+    /// [`EAGER_FIRST_MIN_SOURCE`] bytes of kernels) but little to run (at
+    /// most [`EAGER_FIRST_MAX_WORK`] of kernel work, and every kernel a
+    /// map) returns from compiling at once, its C compiling on a thread of
+    /// its own: its first call evaluates the graph with nx's eager kernels
+    /// (unless the build has finished), every later call runs the compiled
+    /// kernels, waiting for them if need be ([`Program::finish_compiling`]).
+    /// The values are the same bit for bit: a map's C computes each element
+    /// as the eager kernel does, and library steps are eager kernels either
+    /// way. Programs with loops, and loop bodies, never start eager.
+    pub quick_first: bool,
 }
+
+/// The least kernel source, in bytes of C (the prelude aside), of a
+/// program whose first call runs eagerly: about 100 ms of `-O2` here (a
+/// 120-op transcendental chain's gradient, 33 KB, compiles in 0.24 s).
+pub const EAGER_FIRST_MIN_SOURCE: usize = 16 << 10;
+
+/// The most kernel work (elements visited times [`fuse::Kernel::weight`],
+/// summed over the plan's kernel steps) of a program whose first call runs
+/// eagerly: eager kernels pay about a microsecond per equation and a few
+/// nanoseconds per unit of work, a millisecond or two here, against the
+/// compile time it saves.
+pub const EAGER_FIRST_MAX_WORK: usize = 1 << 18;
 
 /// [`compile()`] with explicit [`Options`].
 pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
@@ -148,7 +175,13 @@ pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
     let (bodies, compiled) = std::thread::scope(|s| {
         let threads: Vec<_> = loops
             .into_iter()
-            .map(|(i, body)| s.spawn(move || compile_with(body, opts).map(|c| (i, c.program))))
+            .map(|(i, body)| {
+                let body_opts = Options {
+                    quick_first: false,
+                    ..opts.clone()
+                };
+                s.spawn(move || compile_with(body, &body_opts).map(|c| (i, c.program)))
+            })
             .collect();
         let compiled = compile_simplified(g, opts, start);
         let bodies: Result<Vec<(usize, Program)>, String> = threads
@@ -186,6 +219,7 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
                     origin: Origin::Disk,
                     seconds: start.elapsed().as_secs_f64(),
                     kernel_sources: Vec::new(),
+                    eager_first: false,
                 });
             }
         }
@@ -218,6 +252,7 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
             origin: Origin::Compiled,
             seconds: start.elapsed().as_secs_f64(),
             kernel_sources: Vec::new(),
+            eager_first: false,
         });
     }
     cc?;
@@ -239,41 +274,55 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
         kernels: meta.clone(),
         exact: code.exact.clone(),
     });
+    let eager_first = opts.quick_first && starts_eager(&g, &kernels, &plan, &code.sources);
+    // The build: compile, load, write the cache entry.
+    let build = {
+        let (units, names, exact) = (code.units.clone(), code.names.clone(), code.exact.clone());
+        let meta = meta.clone();
+        move || -> Result<(Vec<KernelEntry>, load::Loaded), String> {
+            build::build_units(&units, &so, &[])?;
+            let loaded = load::load(&so, &names)?;
+            match cache_entry {
+                // A cache that cannot be written costs the next process a
+                // compile, nothing else.
+                Some(entry) => {
+                    let _ = cache::write_meta(&dir, &key, &entry);
+                    cache::evict_old(&dir);
+                }
+                // The mapping outlives the file.
+                None => {
+                    let _ = std::fs::remove_file(&so);
+                }
+            }
+            Ok((entries(&loaded, &meta, exact), loaded))
+        }
+    };
     // The program (its arena: first-touched memory, 16 MiB for a
-    // 1000-step RNN's gradient) is built while the compiler runs; its code
-    // comes after.
+    // 1000-step RNN's gradient) is built while the compiler runs; its
+    // code comes after.
     let t = Instant::now();
-    let (built, mut program) = std::thread::scope(|s| {
-        let cc = s.spawn(|| build::build_units(&code.units, &so, &[]));
-        let program = Program::new(g, plan, Vec::new(), None);
-        (
-            cc.join().expect("tolk: the compiler thread panicked"),
-            program,
-        )
-    });
-    built?;
-    let t_build = ms(t);
-    let t = Instant::now();
-    let loaded = load::load(&so, &code.names)?;
-    match cache_entry {
-        // A cache that cannot be written costs the next process a
-        // compile, nothing else.
-        Some(entry) => {
-            let _ = cache::write_meta(&dir, &key, &entry);
-            cache::evict_old(&dir);
-        }
-        // The mapping outlives the file.
-        None => {
-            let _ = std::fs::remove_file(&so);
-        }
+    let mut program;
+    if eager_first {
+        let compiling = std::thread::spawn(build);
+        program = Program::new(g, plan, Vec::new(), None);
+        program.attach_compiling(compiling);
+    } else {
+        let built;
+        (built, program) = std::thread::scope(|s| {
+            let cc = s.spawn(build);
+            let program = Program::new(g, plan, Vec::new(), None);
+            (cc.join().expect("tolk: the compiler thread panicked"), program)
+        });
+        let (entries, loaded) = built?;
+        program.attach_code(entries, loaded);
     }
-    program.attach_code(entries(&loaded, &meta, code.exact), loaded);
+    let t_build = ms(t);
     if std::env::var("TOLK_TIMING").is_ok() {
         eprintln!(
             "tolk: {n_eqns} equations; simplify and cache lookup {t_simplify:.1} ms, \
-             fuse and plan {t_plan:.1} ms, lower and render {t_render:.1} ms, build (and \
-             meanwhile the arena) {t_build:.1} ms ({source_len} bytes of C), load {:.1} ms",
-            ms(t)
+             fuse and plan {t_plan:.1} ms, lower and render {t_render:.1} ms, build, load \
+             (and meanwhile the arena) {t_build:.1} ms ({source_len} bytes of C{})",
+            if eager_first { "; compiling on, the first call eager" } else { "" },
         );
     }
     Ok(Compiled {
@@ -281,7 +330,34 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
         origin: Origin::Compiled,
         seconds: start.elapsed().as_secs_f64(),
         kernel_sources: code.sources,
+        eager_first,
     })
+}
+
+/// Whether a program's first call runs eagerly while its C compiles
+/// ([`Options::quick_first`]): long to compile, quick to run, every kernel
+/// a map (so that eager values are the compiled ones bit for bit), no loop.
+fn starts_eager(
+    g: &Graph,
+    kernels: &[fuse::Kernel],
+    plan: &plan::Plan,
+    sources: &[(Vec<String>, String)],
+) -> bool {
+    let work: usize = plan
+        .steps
+        .iter()
+        .map(|s| match s {
+            plan::Step::Kernel { kernel, outs, args } => {
+                runtime::step_points(g, outs, args) * kernels[*kernel].weight()
+            }
+            plan::Step::Library { .. } => 0,
+        })
+        .sum();
+    let source: usize = sources.iter().map(|(_, c)| c.len()).sum();
+    work <= EAGER_FIRST_MAX_WORK
+        && source >= EAGER_FIRST_MIN_SOURCE
+        && kernels.iter().all(|k| k.reduce.is_none())
+        && g.eqns.iter().all(|e| matches!(e.op, Op::Prim(_)))
 }
 
 /// The runtime's view of each kernel: its function, its exact form (built

@@ -23,7 +23,7 @@ use crate::load::{KernelFn, Lazy, Loaded};
 use crate::plan::{Plan, Step};
 use nx::raw::{COMPILED_PAR_CHUNK as PAR_CHUNK, PAR_MIN};
 use nx::{Prim, Tensor};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 /// A compiled kernel as the runtime calls it.
@@ -46,9 +46,15 @@ pub(crate) struct KernelEntry {
 pub struct Program {
     pub(crate) graph: Graph,
     pub(crate) plan: Plan,
-    pub(crate) kernels: Vec<KernelEntry>,
+    /// The kernels' entry points (none while `compiling`).
+    pub(crate) kernels: RefCell<Vec<KernelEntry>>,
     /// Keeps the kernels' code mapped (shared by [`Program::instance`]s).
-    loaded: Option<Arc<Loaded>>,
+    loaded: RefCell<Option<Arc<Loaded>>>,
+    /// The build of a program whose first call may run eagerly
+    /// ([`crate::Options::quick_first`]), until its code is attached.
+    compiling: RefCell<Option<Build>>,
+    /// Whether the program has run (only its first call may run eagerly).
+    ran: Cell<bool>,
     /// Constants as captured (library steps read them as they are, like
     /// eager) and, for the non-contiguous ones, a contiguous copy made once
     /// at compile time (what kernels read).
@@ -70,6 +76,9 @@ pub struct Program {
     /// Per loop equation (by index): its compiled body.
     pub(crate) bodies: Vec<(usize, Program)>,
 }
+
+/// The thread compiling a program's kernels: their entries and code.
+pub(crate) type Build = std::thread::JoinHandle<Result<(Vec<KernelEntry>, Loaded), String>>;
 
 // SAFETY: the raw pointers a program holds (`arena_ptrs`, and `scratch`
 // between calls) address its own arena, which moves with it; nothing else
@@ -115,19 +124,52 @@ impl Program {
     /// compiled kernels.
     pub(crate) fn attach_code(&mut self, kernels: Vec<KernelEntry>, loaded: Loaded) {
         self.work = step_work(&self.graph, &self.plan, &kernels);
-        self.kernels = kernels;
-        self.loaded = Some(Arc::new(loaded));
+        *self.kernels.get_mut() = kernels;
+        *self.loaded.get_mut() = Some(Arc::new(loaded));
+    }
+
+    /// Gives a program built without code the thread compiling it: its
+    /// first call runs eagerly unless the build has finished by then.
+    pub(crate) fn attach_compiling(&mut self, build: Build) {
+        *self.compiling.get_mut() = Some(build);
+    }
+
+    /// Attaches the compiled code when its build has finished, or, with
+    /// `wait`, once it has; true when the program has its code. Panics
+    /// with the compiler's message if the build failed (the C of a graph
+    /// that staged is tolk's to get right: an internal error).
+    fn attach_built(&self, wait: bool) -> bool {
+        let mut compiling = self.compiling.borrow_mut();
+        let Some(build) = compiling.take_if(|b| wait || b.is_finished()) else {
+            return compiling.is_none();
+        };
+        match build.join().expect("tolk: the compiler thread panicked") {
+            Ok((kernels, loaded)) => {
+                *self.kernels.borrow_mut() = kernels;
+                *self.loaded.borrow_mut() = Some(Arc::new(loaded));
+                true
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Blocks until the program's kernels are compiled: a no-op unless it
+    /// was returned while still compiling ([`crate::Options::quick_first`]).
+    /// Every call after the first does this itself.
+    pub fn finish_compiling(&self) {
+        self.attach_built(true);
     }
 
     /// Another instance of this program: the same compiled code, with its
     /// own arena and call state, so that two threads can run the same
     /// program at once (pmap's devices), one instance each.
     pub fn instance(&self) -> Program {
+        self.finish_compiling();
         let mut p = Program::with_code(
             self.graph.clone(),
             self.plan.clone(),
-            self.kernels.clone(),
-            self.loaded.clone(),
+            self.kernels.borrow().clone(),
+            self.loaded.borrow().clone(),
         );
         p.bodies = self
             .bodies
@@ -173,8 +215,10 @@ impl Program {
             work: step_work(&graph, &plan, &kernels),
             graph,
             plan,
-            kernels,
-            loaded,
+            kernels: RefCell::new(kernels),
+            loaded: RefCell::new(loaded),
+            compiling: RefCell::new(None),
+            ran: Cell::new(false),
             consts,
             _arena: arena,
             arena_views,
@@ -188,7 +232,15 @@ impl Program {
 
     /// Number of distinct compiled kernels.
     pub fn num_kernels(&self) -> usize {
-        self.kernels.len()
+        self.plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Kernel { kernel, .. } => Some(kernel + 1),
+                Step::Library { .. } => None,
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Number of steps in the plan.
@@ -237,6 +289,13 @@ impl Program {
                 );
             }
         }
+        // The first call after compiling may run the quick build; later
+        // ones the optimized build, waiting for it if need be.
+        // A program still compiling runs its first call eagerly.
+        if !self.attach_built(self.ran.replace(true)) {
+            return self.run_eagerly(inputs);
+        }
+        let kernels = self.kernels.borrow();
         let mut slots = self.slots.borrow_mut();
         let mut dense = self.dense.borrow_mut();
         // Inputs and constants stay as they are for library steps (so a
@@ -253,7 +312,7 @@ impl Program {
         for (s, step) in self.plan.steps.iter().enumerate() {
             match step {
                 Step::Kernel { kernel, outs, args } => {
-                    let entry = &self.kernels[*kernel];
+                    let entry = &kernels[*kernel];
                     // The outputs go straight to their slots (no list of
                     // them per call: this is every kernel step of every call).
                     for (&v, &dt) in outs.iter().zip(&entry.out_dtypes) {
@@ -359,6 +418,41 @@ impl Program {
             *s = None;
         }
         outs
+    }
+}
+
+impl Program {
+    /// Runs the graph's equations one by one through nx's eager kernels
+    /// (every step a library step), with the writebacks and outputs of
+    /// [`Program::run`].
+    fn run_eagerly(&self, inputs: &[Tensor]) -> Vec<Tensor> {
+        let g = &self.graph;
+        let mut env: Vec<Option<Tensor>> = vec![None; g.avals.len()];
+        for (&v, t) in g.inputs.iter().zip(inputs) {
+            env[v] = Some(t.clone());
+        }
+        for (v, t, _) in &self.consts {
+            env[*v] = Some(t.clone());
+        }
+        for e in &g.eqns {
+            let ins: Vec<&Tensor> = e.inputs.iter().map(|&a| env[a].as_ref().unwrap()).collect();
+            let outs = match &e.op {
+                Op::Prim(prim) => vec![nx::raw::eval(prim.clone(), &ins)],
+                Op::Loop(lp) => lp.eval(&ins),
+            };
+            for (&v, t) in e.outs.iter().zip(outs) {
+                env[v] = Some(t);
+            }
+        }
+        for &(i, v) in &g.writebacks {
+            if g.inputs[i] != v {
+                nx::raw::eval(Prim::Assign, &[&inputs[i], env[v].as_ref().unwrap()]);
+            }
+        }
+        g.outputs
+            .iter()
+            .map(|&v| env[v].clone().expect("tolk: output not computed"))
+            .collect()
     }
 }
 
@@ -564,6 +658,7 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
         }
     }
     let placed = |v: Var| place[v].expect("tolk: a loop body's value without a place");
+    let body_kernels = body.kernels.borrow();
     let calls: Vec<Call<'_>> = body
         .plan
         .steps
@@ -572,7 +667,7 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
         .filter_map(|(step, &work)| match step {
             Step::Kernel { kernel, outs, args } => {
                 (g.aval(outs[0]).numel() > 0).then(|| Call::Kernel {
-                    entry: &body.kernels[*kernel],
+                    entry: &body_kernels[*kernel],
                     places: outs.iter().chain(args).map(|&v| placed(v)).collect(),
                     work,
                 })
@@ -697,17 +792,21 @@ fn row(x: &Tensor, t: usize) -> Tensor {
 /// sums [128, 512] into [512]) times its kernel's work per element
 /// ([`KernelEntry::weight`], 1 before the code is attached); 0 for other
 /// steps.
+/// The elements a kernel step with these outputs and arguments visits:
+/// the most of any of them (a reduction visits its input's).
+pub(crate) fn step_points(g: &Graph, outs: &[Var], args: &[Var]) -> usize {
+    outs.iter()
+        .chain(args)
+        .map(|&v| g.aval(v).numel())
+        .fold(0, usize::max)
+}
+
 fn step_work(g: &Graph, plan: &Plan, kernels: &[KernelEntry]) -> Vec<usize> {
     plan.steps
         .iter()
         .map(|step| match step {
             Step::Kernel { kernel, outs, args } => {
-                let points = outs
-                    .iter()
-                    .chain(args)
-                    .map(|&v| g.aval(v).numel())
-                    .fold(0, usize::max);
-                points * kernels.get(*kernel).map_or(1, |k| k.weight)
+                step_points(g, outs, args) * kernels.get(*kernel).map_or(1, |k| k.weight)
             }
             _ => 0,
         })
