@@ -421,6 +421,17 @@ impl Program {
     }
 }
 
+impl Drop for Program {
+    /// A program dropped while its C compiles waits for the build, so that
+    /// it lands in the disk cache (a process that called it once and exits
+    /// finds it there next time) and no compiler outlives the process.
+    fn drop(&mut self) {
+        if let Some(build) = self.compiling.get_mut().take() {
+            let _ = build.join();
+        }
+    }
+}
+
 impl Program {
     /// Runs the graph's equations one by one through nx's eager kernels
     /// (every step a library step), with the writebacks and outputs of
