@@ -65,7 +65,11 @@ pub struct Jit<F, P, Q> {
 /// calls with that signature replay the compiled program on the new leaf
 /// values. Tensors `f` captures are compile-time constants (read in place
 /// when contiguous); whole-tensor `assign` on an input leaf is replayed into
-/// the caller's tensor on every call.
+/// the caller's tensor on every call. A program whose C takes long to
+/// compile but little to run (a long elementwise chain over a short vector)
+/// runs its first call through the eager kernels while its C compiles, with
+/// the same bits; later calls wait for the compiled kernels
+/// (`tolk::Options::quick_first`).
 ///
 /// ```
 /// use rune::prelude::*;
