@@ -394,6 +394,19 @@ fn matmul_larger_products_use_every_path() {
     let a = rand_tensor(&mut rng, &[6, 20, 30], DType::F32);
     let b = rand_tensor(&mut rng, &[30, 40], DType::F32);
     check_matmul(&a, &b, "folded batch");
+    // Operands whose rows or contracted axes do not merge into one stride
+    // (a [B, T, D] stored as [B, D, T], as attention's backward makes
+    // them) are gathered first, split across threads when large; both
+    // sides, f32 and i32 (whose gather converts to i64).
+    for dt in [DType::F32, DType::I32] {
+        let x = rand_tensor(&mut rng, &[8, 64, 130], dt).permute(&[0, 2, 1]); // [8, 130, 64]
+        let w = rand_tensor(&mut rng, &[64, 20], dt);
+        // x @ w: rows (8, 130) with strides (8320, 1).
+        check_dot_general(&x, &w, &[], &[], &[2], &[0]);
+        // Contracting (8, 130) against g [8, 130, 30]: x^T g.
+        let g = rand_tensor(&mut rng, &[8, 130, 30], dt);
+        check_dot_general(&x, &g, &[], &[], &[0, 1], &[0, 1]);
+    }
 }
 
 #[test]

@@ -350,24 +350,44 @@ pub fn plan(
     }
 }
 
-/// The elements at `axes` (row-major over them) from `offset`, converted by `f`.
-fn gather_axes<T: Element, U>(
+/// The elements at `axes` (row-major over them) from `offset`, converted by
+/// `f`; split over the pool by rows when there are `PAR_MIN` or more (a
+/// transformer block's backward gathers two [8, 128, 256] operands per step
+/// whose rows do not merge: run on one thread they left the other idle for
+/// a tenth of the step).
+fn gather_axes<T: Element, U: Copy + Default + Send + Sync>(
     data: &[T],
     offset: usize,
     axes: &[Ax],
-    f: impl Fn(T) -> U,
+    f: impl Fn(T) -> U + Sync,
 ) -> Vec<U> {
     let shape: Vec<usize> = axes.iter().map(|a| a.n).collect();
     let strides: Vec<isize> = axes.iter().map(|a| a.s).collect();
-    let mut out = Vec::with_capacity(numel(&shape));
+    let total = numel(&shape);
+    if total == 0 {
+        return Vec::new();
+    }
     let walk = Walk::new(&shape, [&strides], [offset]);
-    let len = walk.row_len() as isize;
+    let len = walk.row_len();
     let [s] = walk.row_strides();
-    walk.for_rows(0, walk.rows(), |_, [o]| {
-        for i in 0..len {
-            out.push(f(data[(o + i * s) as usize]));
-        }
-    });
+    let fill = |r0: usize, out: &mut [U]| {
+        let mut w = 0;
+        walk.for_rows(r0, r0 + out.len() / len, |_, [o]| {
+            for i in 0..len {
+                out[w] = f(data[(o + i as isize * s) as usize]);
+                w += 1;
+            }
+        });
+    };
+    let mut out = vec![U::default(); total];
+    if total < pool::PAR_MIN {
+        fill(0, &mut out);
+    } else {
+        let rows_per_part = (pool::PAR_CHUNK / len).max(1);
+        pool::chunks_mut(&mut out, rows_per_part * len, &|i, part| {
+            fill(i * rows_per_part, part)
+        });
+    }
     out
 }
 
