@@ -49,6 +49,11 @@
 //! 9. [`runtime`]: [`Program::run`] executes the plan of steps over buffers
 //!    (intermediates in an arena kept with the program).
 //!
+//! A program whose C takes long to compile but little to run is returned
+//! while stages 7 and 8 run on a thread of their own; its first call runs
+//! through nx's eager kernels, later calls wait for the build
+//! ([`Options::quick_first`]).
+//!
 //! A loop equation's body is a program of its own, compiled the same way
 //! on a thread of its own. [`shard`] turns one graph into per-device
 //! programs and the collectives between them, for rune's `pmap`.
