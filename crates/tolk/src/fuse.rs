@@ -131,7 +131,7 @@ pub struct Mask {
 }
 
 /// A fused loop nest over `shape`, writing contiguous buffers: one for a
-/// reduction, one or more for a map (a multi-output map: see [`merge_maps`]).
+/// reduction, one or more for a map (a multi-output map: see `merge_maps`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
     /// The iteration space (for a reduction: kept dims, then reduced ones).

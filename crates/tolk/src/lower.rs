@@ -25,10 +25,10 @@ pub struct LoopNest {
     /// reads.
     pub loads: Vec<Option<Index>>,
     /// For each node: whether its value is the same at every point of the
-    /// loops ([`invariant`]).
+    /// loops (`invariant`).
     pub invariant: Vec<bool>,
     /// A reduction whose innermost kept dim is accumulated in tiles of this
-    /// many outputs ([`column_tile`]).
+    /// many outputs (`column_tile`).
     pub tile: Option<usize>,
 }
 

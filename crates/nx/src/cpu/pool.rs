@@ -48,7 +48,7 @@ pub(crate) const PAR_CHUNK: usize = 1 << 14;
 
 /// Elements per part of a kernel compiled by tolk, about, for kernels large
 /// enough to give every thread several parts (smaller ones get one part per
-/// thread). Longer than [`PAR_CHUNK`]: a compiled kernel streams, and
+/// thread). Longer than `PAR_CHUNK`: a compiled kernel streams, and
 /// `exp(x) * y + 1` over 4M elements ran at 0.85-1.2 ms in 2^14-element
 /// parts against 0.58-1.1 ms in 2^18 (six alternating runs each; a part per
 /// thread measured the same as 2^18).

@@ -149,7 +149,7 @@ const GCC_ONLY: &[&str] = &[
     "-fno-thread-jumps",
 ];
 
-/// [`CFLAGS`] for the compiler at hand: without [`GCC_ONLY`]'s for clang.
+/// [`CFLAGS`] for the compiler at hand: without `GCC_ONLY`'s for clang.
 pub fn cflags(clang: bool) -> Vec<&'static str> {
     CFLAGS
         .iter()

@@ -11,7 +11,7 @@
 //! The frame differs from C's:
 //! - a kernel is `extern "C" __global__ void name(void *b0, ..., int64_t lo,
 //!   int64_t hi)`: the buffers as parameters (no pointer table to upload),
-//!   no return value (no guarded fast forms: [`Cuda::unary_vectorized`] has
+//!   no return value (no guarded fast forms: [`Dialect::unary_vectorized`](super::Dialect::unary_vectorized) has
 //!   none);
 //! - the kept dims are flattened into one grid-stride loop over the output
 //!   points `lo..hi` (`lo + blockIdx.x * blockDim.x + threadIdx.x`, stepping

@@ -93,7 +93,7 @@ const UNIT_MIN_KERNELS: usize = 16;
 
 /// A kernel is compiled without vectorization (gcc's `-O1`, through the
 /// `optimize` attribute) when its work (iteration points times nodes) is at
-/// most this and, over all its calls, at most 1/[`SMALL_SHARE`] of the
+/// most this and, over all its calls, at most 1/`SMALL_SHARE` of the
 /// program's (kernels plus library steps, a product counted as its
 /// multiply-adds). Vectorizing is most of gcc's time for a small loop
 /// (about 20 ms of a function's 25 on this machine), while such a kernel's
@@ -105,7 +105,7 @@ const UNIT_MIN_KERNELS: usize = 16;
 /// other optimization options). Results are the same bit for bit at either
 /// level (no fast-math, so no reassociation).
 ///
-/// A product's multiply-adds count at 1/[`PRODUCT_SPEED`] of a kernel's
+/// A product's multiply-adds count at 1/`PRODUCT_SPEED` of a kernel's
 /// work point: the GEMM runs them about that much faster than a kernel
 /// built at `-O1` runs its points (45 G multiply-adds/s on one core here,
 /// against 1.2 G points/s for a bias-gradient reduction). Counted at par, a
