@@ -137,9 +137,9 @@ pub struct Options {
     /// ([`plan::stream_min_bytes`]). The results are the same bit for bit.
     pub stream_min_bytes: Option<usize>,
     /// A program whose C takes long to compile (at least
-    /// [`EAGER_FIRST_MIN_SOURCE`] bytes of kernels) but little to run (at
-    /// most [`EAGER_FIRST_MAX_WORK`] of kernel work, and every kernel a
-    /// map) returns from compiling at once, its C compiling on a thread of
+    /// [`EAGER_FIRST_MIN_SOURCE`] bytes of kernels) and much less to run
+    /// eagerly (at most [`EAGER_FIRST_WORK_PER_BYTE`] of kernel work per
+    /// byte of that C, and every kernel a map) returns from compiling at once, its C compiling on a thread of
     /// its own: its first call evaluates the graph with nx's eager kernels
     /// (unless the build has finished), every later call runs the compiled
     /// kernels, waiting for them if need be ([`Program::finish_compiling`]).
@@ -155,11 +155,15 @@ pub struct Options {
 pub const EAGER_FIRST_MIN_SOURCE: usize = 16 << 10;
 
 /// The most kernel work (elements visited times [`fuse::Kernel::weight`],
-/// summed over the plan's kernel steps) of a program whose first call runs
-/// eagerly: eager kernels pay about a microsecond per equation and a few
-/// nanoseconds per unit of work, a millisecond or two here, against the
-/// compile time it saves.
-pub const EAGER_FIRST_MAX_WORK: usize = 1 << 18;
+/// summed over the plan's kernel steps) per byte of kernel C of a program
+/// whose first call runs eagerly. Measured here: evaluating a 120-op
+/// transcendental chain's gradient equation by equation takes about 0.6 ns
+/// per unit of work (16.8 ms over 65,536 elements, 29 M units; 1.2 ms over
+/// 4,096), and gcc -O2 about 7 us per byte of its C (0.24 s for 33 KB):
+/// at this ratio the eager call costs at most a fifth of the compile it
+/// stands in for, a third beside the compiler on 2 cores (the chain over
+/// 65,536 elements: first call 72 ms, compiled first 240 ms).
+pub const EAGER_FIRST_WORK_PER_BYTE: usize = 2048;
 
 /// [`compile()`] with explicit [`Options`].
 pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
@@ -359,8 +363,8 @@ fn starts_eager(
         })
         .sum();
     let source: usize = sources.iter().map(|(_, c)| c.len()).sum();
-    work <= EAGER_FIRST_MAX_WORK
-        && source >= EAGER_FIRST_MIN_SOURCE
+    source >= EAGER_FIRST_MIN_SOURCE
+        && work <= source.saturating_mul(EAGER_FIRST_WORK_PER_BYTE)
         && kernels.iter().all(|k| k.reduce.is_none())
         && g.eqns.iter().all(|e| matches!(e.op, Op::Prim(_)))
 }
