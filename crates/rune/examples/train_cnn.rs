@@ -1,7 +1,7 @@
 //! Train a small convolutional network on generated images of digits:
 //!
 //! ```sh
-//! cargo run --release --example train_cnn [-- [--eager] [OUT_DIR]]
+//! cargo run --release --example train_cnn [-- [--eager] [--device DEVICE] [OUT_DIR]]
 //! ```
 //!
 //! - the data set: 16x16 grey images of the ten digits, rendered from a
@@ -12,12 +12,13 @@
 //!   relu layer and a linear head; the parameters are a `#[derive(Ptree)]`
 //!   struct;
 //! - the training step (forward, backward through the convolutions and
-//!   pools, Adam) runs under `rune::jit` (`--eager` runs it op by op); a
+//!   pools, Adam) runs under `rune::jit` (`--eager` runs it op by op;
+//!   `--device` names jit's device: `CPU` by default, `CPU:1`, `CUDA`); a
 //!   progress bar shows the running loss; the step time of both modes is
 //!   printed at the end;
 //! - the trained parameters are saved as a safetensors checkpoint
 //!   (`nx::save`), loaded back (`nx::load`) and checked to give identical
-//!   predictions; a PNG shows held-out samples with their predicted labels
+//!   predictions; an SVG shows held-out samples with their predicted labels
 //!   (green when right, red when wrong), both written to `target/` (or the
 //!   directory given as the argument);
 //! - it exits with an error if the held-out accuracy is under 95%.
@@ -31,6 +32,8 @@ use rune::prelude::*;
 #[path = "common/adam.rs"]
 mod adam;
 use adam::Adam;
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/progress.rs"]
 mod progress;
 #[path = "common/splitmix.rs"]
@@ -197,11 +200,11 @@ fn train_step((s, xb, yb): &(Adam<Cnn>, Tensor, Tensor)) -> (Tensor, Adam<Cnn>) 
     (l, s.step(&grads, LEARNING_RATE))
 }
 
-/// Where the checkpoint and the PNG go: the first argument, else `target/`
+/// Where the checkpoint and the SVG go: the first argument, else `target/`
 /// (found from this executable's path), else the temporary directory.
 fn out_dir() -> PathBuf {
-    if let Some(arg) = std::env::args_os().skip(1).find(|a| a != "--eager") {
-        return PathBuf::from(arg);
+    if let Some(path) = args::parse().path {
+        return path;
     }
     std::env::current_exe()
         .ok()
@@ -229,8 +232,15 @@ fn main() {
         params.leaves().iter().map(|t| t.numel()).sum::<usize>()
     );
     let mut state = Adam::new(params);
-    let eager = std::env::args().any(|a| a == "--eager");
-    let step_fn = rune::jit(train_step);
+    let cli = args::parse();
+    let eager = cli.eager;
+    let step_fn = rune::jit_with(
+        train_step,
+        JitOpts {
+            device: cli.device.clone(),
+            ..JitOpts::default()
+        },
+    );
     let run_step = |args: &(Adam<Cnn>, Tensor, Tensor), jitted: bool| {
         if jitted {
             step_fn.call(args)
@@ -241,9 +251,9 @@ fn main() {
     println!(
         "training step: {}",
         if eager {
-            "eager (--eager)"
+            "eager (--eager)".to_string()
         } else {
-            "jit (compiled on the first step)"
+            format!("jit on {} (compiled on the first step)", cli.device)
         }
     );
 

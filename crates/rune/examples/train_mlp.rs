@@ -1,7 +1,7 @@
 //! Train a small MLP on three interleaved spirals, end to end:
 //!
 //! ```sh
-//! cargo run --release --example train_mlp [-- [--eager] [LOSS_PNG_PATH]]
+//! cargo run --release --example train_mlp [-- [--eager] [--device DEVICE] [LOSS_SVG_PATH]]
 //! ```
 //!
 //! - the data set (2-D points, 3 classes) is generated from a fixed seed with
@@ -11,11 +11,12 @@
 //!   it on each minibatch;
 //! - the whole training step (forward, backward, Adam written with
 //!   `Ptree::map2_leaves`) runs under `rune::jit`: compiled on the first
-//!   step, replayed after (`--eager` runs it op by op instead); the step
+//!   step, replayed after (`--eager` runs it op by op instead; `--device`
+//!   names jit's device: `CPU` by default, `CPU:1`, `CUDA`); the step
 //!   time of both modes and the speed-up are printed at the end;
 //! - a progress bar shows the running loss; at the end the held-out accuracy is
 //!   printed (the example fails if it is under 95%) and the loss curve is
-//!   written as a PNG (by default next to the build, in `target/`).
+//!   written as SVG (by default next to the build, in `target/`).
 
 use std::f64::consts::PI;
 use std::path::PathBuf;
@@ -23,6 +24,8 @@ use std::time::Instant;
 
 use rune::prelude::*;
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/progress.rs"]
 mod progress;
 #[path = "common/splitmix.rs"]
@@ -75,8 +78,8 @@ fn adam_lr(lr: f64, t: i32) -> f64 {
 /// from this executable's path, `target/<profile>/examples/train_mlp`), else
 /// the system's temporary directory.
 fn plot_path() -> PathBuf {
-    if let Some(arg) = std::env::args_os().skip(1).find(|a| a != "--eager") {
-        return PathBuf::from(arg);
+    if let Some(path) = args::parse().path {
+        return path;
     }
     let target = std::env::current_exe().ok().and_then(|exe| {
         let examples = exe.parent()?;
@@ -111,14 +114,21 @@ fn main() {
         params.leaves().iter().map(|t| t.numel()).sum::<usize>(),
         params.num_leaves()
     );
-    let eager = std::env::args().any(|a| a == "--eager");
+    let cli = args::parse();
+    let eager = cli.eager;
     let zeros = params.map_leaves(&mut |t| t.zeros_like());
     let mut state = State {
         params,
         m: zeros.clone(),
         v: zeros,
     };
-    let step_fn = rune::jit(train_step);
+    let step_fn = rune::jit_with(
+        train_step,
+        JitOpts {
+            device: cli.device.clone(),
+            ..JitOpts::default()
+        },
+    );
     let run_step = |args: &(State, Tensor, Tensor, Tensor), jitted: bool| {
         if jitted {
             step_fn.call(args)
@@ -129,9 +139,9 @@ fn main() {
     println!(
         "training step: {}",
         if eager {
-            "eager (--eager)"
+            "eager (--eager)".to_string()
         } else {
-            "jit (compiled on the first step)"
+            format!("jit on {} (compiled on the first step)", cli.device)
         }
     );
 
