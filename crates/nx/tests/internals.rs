@@ -265,7 +265,12 @@ mod dot {
         for (m, n, k) in [(16, 64, 64), (32, 32, 128), (2, 64, 64), (128, 10, 64)] {
             assert!(m * n * k < SPLIT_FLOPS, "{m}x{n}x{k}");
         }
-        for (m, n, k) in [(32, 128, 128), (32, 128, 64), (128, 10, 512), (512, 512, 512)] {
+        for (m, n, k) in [
+            (32, 128, 128),
+            (32, 128, 64),
+            (128, 10, 512),
+            (512, 512, 512),
+        ] {
             assert!(m * n * k >= SPLIT_FLOPS, "{m}x{n}x{k}");
         }
         // Split or not, products equal a triple loop (small integers: every

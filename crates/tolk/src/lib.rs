@@ -320,7 +320,10 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
         (built, program) = std::thread::scope(|s| {
             let cc = s.spawn(build);
             let program = Program::new(g, plan, Vec::new(), None);
-            (cc.join().expect("tolk: the compiler thread panicked"), program)
+            (
+                cc.join().expect("tolk: the compiler thread panicked"),
+                program,
+            )
         });
         let (entries, loaded) = built?;
         program.attach_code(entries, loaded);
@@ -331,7 +334,11 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
             "tolk: {n_eqns} equations; simplify and cache lookup {t_simplify:.1} ms, \
              fuse and plan {t_plan:.1} ms, lower and render {t_render:.1} ms, build, load \
              (and meanwhile the arena) {t_build:.1} ms ({source_len} bytes of C{})",
-            if eager_first { "; compiling on, the first call eager" } else { "" },
+            if eager_first {
+                "; compiling on, the first call eager"
+            } else {
+                ""
+            },
         );
     }
     Ok(Compiled {

@@ -26,7 +26,9 @@ pub fn parse() -> Args {
         match a.to_str() {
             Some("--eager") => args.eager = true,
             Some("--device") => {
-                let d = it.next().unwrap_or_else(|| panic!("--device needs a name; {usage}"));
+                let d = it
+                    .next()
+                    .unwrap_or_else(|| panic!("--device needs a name; {usage}"));
                 args.device = d.into_string().unwrap_or_else(|_| panic!("{usage}"));
             }
             Some(s) if s.starts_with("--") => panic!("unknown option {s}; {usage}"),
