@@ -84,6 +84,9 @@
 
 #[path = "common/bits.rs"]
 mod bits;
+#[path = "common/compiled_call.rs"]
+mod compiled_call;
+use compiled_call::compiled_call;
 #[path = "../../nx/tests/common/mod.rs"]
 mod common;
 
@@ -281,13 +284,6 @@ fn eager(p: &Prog) -> (Vec<Tensor>, Vec<Tensor>) {
     (outs, args)
 }
 
-fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "(non-string panic)".into())
-}
-
 /// Runs `cases` as one jitted function (each on its own leaves) and checks
 /// each against eager; per case what differs, or `Ok(scale)`: the largest
 /// magnitude scale its outputs were compared with (0 when bit for bit).
@@ -309,18 +305,7 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
             .map(|((c, &(lo, n)), caps)| run(&c.prog, &xs[lo..lo + n], caps))
             .collect()
     };
-    let jf = rune::jit(f);
-    // The batch's first call may run eagerly while its C compiles
-    // (`tolk::Options::quick_first`): it runs on copies of the arguments
-    // (their writebacks land there), and the checked call is the second,
-    // the compiled kernels'.
-    let copies: Vec<Tensor> = all_args.iter().map(|t| t.copy()).collect();
-    let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        jf.try_call(&copies)?;
-        jf.try_call(&all_args)
-    }))
-    .map_err(|p| format!("panicked: {}", panic_text(p)))?
-    .map_err(|e| format!("JitError: {}", e.message()))?;
+    let got = compiled_call(&rune::jit(f), &all_args)?;
     Ok(cases
         .iter()
         .zip(&spans)

@@ -41,6 +41,9 @@
 
 #[path = "common/bits.rs"]
 mod bits;
+#[path = "common/compiled_call.rs"]
+mod compiled_call;
+use compiled_call::compiled_call;
 #[path = "../../nx/tests/common/mod.rs"]
 mod common;
 use bits::same_bits;
@@ -85,13 +88,6 @@ struct Item<'a> {
     want: Vec<Tensor>,
 }
 
-fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "(non-string panic)".into())
-}
-
 /// Runs `items` as one jitted function; per item its outputs.
 fn run_jit(items: &[&Item]) -> Result<Vec<Vec<Tensor>>, String> {
     let args: Vec<Tensor> = items
@@ -121,18 +117,7 @@ fn run_jit(items: &[&Item]) -> Result<Vec<Vec<Tensor>>, String> {
         }
         outs
     };
-    let jf = rune::jit(f);
-    // The first call may run eagerly while the C compiles
-    // (`tolk::Options::quick_first`): it runs on copies of the arguments
-    // (any writebacks land there), and the checked call is the second, the
-    // compiled kernels'.
-    let copies: Vec<Tensor> = args.iter().map(|t| t.copy()).collect();
-    let flat = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        jf.try_call(&copies)?;
-        jf.try_call(&args)
-    }))
-    .map_err(|p| format!("panicked: {}", panic_text(p)))?
-    .map_err(|e| format!("JitError: {}", e.message()))?;
+    let flat = compiled_call(&rune::jit(f), &args)?;
     let mut per = vec![];
     let mut k = 0;
     for it in items {

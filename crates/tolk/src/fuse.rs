@@ -347,8 +347,8 @@ impl<'g> Builder<'g> {
 
     /// The kernel built, storing each `(value, node)` of `outs` into the
     /// value's buffer, run at equation `at`'s place.
-    fn finish(self, def: &[Option<usize>], outs: Vec<(Var, usize)>, at: usize) -> FusedKernel {
-        let g = self.g;
+    fn finish(self, outs: Vec<(Var, usize)>, at: usize) -> FusedKernel {
+        let (g, def) = (self.g, self.def);
         let root = outs[0].0;
         FusedKernel {
             outs: outs.iter().map(|&(v, _)| v).collect(),
@@ -867,7 +867,7 @@ pub fn fuse_with(g: &Graph, all_reductions: bool) -> Fusion {
             match result {
                 Ok(r) => {
                     let at = def[root].expect("a kernel computes an equation's output");
-                    kernels.push(b.finish(&def, vec![(root, r)], at));
+                    kernels.push(b.finish(vec![(root, r)], at));
                     for v in spilled {
                         if buffers.insert(v) {
                             work.push(v);
@@ -884,11 +884,10 @@ pub fn fuse_with(g: &Graph, all_reductions: bool) -> Fusion {
             buffers.insert(v);
             continue;
         }
-        let library: Vec<bool> = kinds.iter().map(|&k| k == PrimClass::Library).collect();
-        let kernels = merge_maps(g, &def, &kinds, kernels, &library, &views);
+        let kernels = merge_maps(g, &def, &kinds, kernels, &views);
         return Fusion {
             kernels,
-            library,
+            library: kinds.iter().map(|&k| k == PrimClass::Library).collect(),
             views: views.0,
         };
     }
@@ -915,7 +914,6 @@ fn merge_maps(
     def: &[Option<usize>],
     kinds: &[PrimClass],
     kernels: Vec<FusedKernel>,
-    library: &[bool],
     views: &VarSet,
 ) -> Vec<FusedKernel> {
     struct Group {
@@ -1006,7 +1004,7 @@ fn merge_maps(
         read_outside[v] = true;
     }
     for (i, e) in g.eqns.iter().enumerate() {
-        if library[i] || e.outs.iter().any(|&o| views.contains(&o)) {
+        if kinds[i] == PrimClass::Library || e.outs.iter().any(|&o| views.contains(&o)) {
             for &v in &e.inputs {
                 read_outside[v] = true;
             }
@@ -1045,7 +1043,7 @@ fn merge_maps(
             .filter(|r| !matches!(r, Ok((v, _)) if !read_outside[*v]))
             .collect();
         match built {
-            Ok(stored) if !stored.is_empty() => out.push(b.finish(def, stored, grp.at)),
+            Ok(stored) if !stored.is_empty() => out.push(b.finish(stored, grp.at)),
             // Not expected (the members were checked); keep them apart.
             _ => out.extend(grp.members.iter().filter_map(|&k| slots[k].take())),
         }

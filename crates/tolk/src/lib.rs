@@ -139,8 +139,9 @@ pub struct Options {
     /// A program whose C takes long to compile (at least
     /// [`EAGER_FIRST_MIN_SOURCE`] bytes of kernels) and much less to run
     /// eagerly (at most [`EAGER_FIRST_WORK_PER_BYTE`] of kernel work per
-    /// byte of that C, and every kernel a map) returns from compiling at once, its C compiling on a thread of
-    /// its own: its first call evaluates the graph with nx's eager kernels
+    /// byte of that C, and every kernel a map) returns from compiling at
+    /// once, its C compiling on a thread of its own: its first call
+    /// evaluates the graph with nx's eager kernels
     /// (unless the build has finished), every later call runs the compiled
     /// kernels, waiting for them if need be ([`Program::finish_compiling`]).
     /// The values are the same bit for bit: a map's C computes each element
@@ -255,9 +256,10 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
             shape: k.out_shape().to_vec(),
         })
         .collect();
+    let weights: Vec<usize> = meta.iter().map(|k| k.weight).collect();
     if kernels.is_empty() {
         return Ok(Compiled {
-            program: Program::new(g, plan, Vec::new(), None),
+            program: Program::new(g, plan, &weights, Vec::new(), None),
             origin: Origin::Compiled,
             seconds: start.elapsed().as_secs_f64(),
             kernel_sources: Vec::new(),
@@ -283,28 +285,26 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
         kernels: meta.clone(),
         exact: code.exact.clone(),
     });
-    let eager_first = opts.quick_first && starts_eager(&g, &kernels, &plan, &code.sources);
+    let eager_first =
+        opts.quick_first && starts_eager(&g, &kernels, &plan, &weights, &code.sources);
     // The build: compile, load, write the cache entry.
-    let build = {
-        let (units, names, exact) = (code.units.clone(), code.names.clone(), code.exact.clone());
-        let meta = meta.clone();
-        move || -> Result<(Vec<KernelEntry>, load::Loaded), String> {
-            build::build_units(&units, &so, &[])?;
-            let loaded = load::load(&so, &names)?;
-            match cache_entry {
-                // A cache that cannot be written costs the next process a
-                // compile, nothing else.
-                Some(entry) => {
-                    let _ = cache::write_meta(&dir, &key, &entry);
-                    cache::evict_old(&dir);
-                }
-                // The mapping outlives the file.
-                None => {
-                    let _ = std::fs::remove_file(&so);
-                }
+    let (units, names, exact) = (code.units, code.names, code.exact);
+    let build = move || -> Result<(Vec<KernelEntry>, load::Loaded), String> {
+        build::build_units(&units, &so, &[])?;
+        let loaded = load::load(&so, &names)?;
+        match cache_entry {
+            // A cache that cannot be written costs the next process a
+            // compile, nothing else.
+            Some(entry) => {
+                let _ = cache::write_meta(&dir, &key, &entry);
+                cache::evict_old(&dir);
             }
-            Ok((entries(&loaded, &meta, exact), loaded))
+            // The mapping outlives the file.
+            None => {
+                let _ = std::fs::remove_file(&so);
+            }
         }
+        Ok((entries(&loaded, &meta, exact), loaded))
     };
     // The program (its arena: first-touched memory, 16 MiB for a
     // 1000-step RNN's gradient) is built while the compiler runs; its
@@ -313,13 +313,13 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
     let mut program;
     if eager_first {
         let compiling = std::thread::spawn(build);
-        program = Program::new(g, plan, Vec::new(), None);
+        program = Program::new(g, plan, &weights, Vec::new(), None);
         program.attach_compiling(compiling);
     } else {
         let built;
         (built, program) = std::thread::scope(|s| {
             let cc = s.spawn(build);
-            let program = Program::new(g, plan, Vec::new(), None);
+            let program = Program::new(g, plan, &weights, Vec::new(), None);
             (
                 cc.join().expect("tolk: the compiler thread panicked"),
                 program,
@@ -357,18 +357,10 @@ fn starts_eager(
     g: &Graph,
     kernels: &[fuse::Kernel],
     plan: &plan::Plan,
+    weights: &[usize],
     sources: &[(Vec<String>, String)],
 ) -> bool {
-    let work: usize = plan
-        .steps
-        .iter()
-        .map(|s| match s {
-            plan::Step::Kernel { kernel, outs, args } => {
-                runtime::step_points(g, outs, args) * kernels[*kernel].weight()
-            }
-            plan::Step::Library { .. } => 0,
-        })
-        .sum();
+    let work: usize = runtime::step_work(g, plan, weights).iter().sum();
     let source: usize = sources.iter().map(|(_, c)| c.len()).sum();
     source >= EAGER_FIRST_MIN_SOURCE
         && work <= source.saturating_mul(EAGER_FIRST_WORK_PER_BYTE)
@@ -394,7 +386,6 @@ fn entries(loaded: &load::Loaded, meta: &[cache::KernelMeta], exact: String) -> 
                 (std::sync::Arc::clone(&lazy), i)
             }),
             outer: k.outer,
-            weight: k.weight,
             out_dtypes: k.out_dtypes.clone(),
             shape: k.shape.clone(),
         })
@@ -420,12 +411,25 @@ fn load_entry(
     if !steps_ok {
         return Err("jit cache: entry does not match the program".into());
     }
+    let weights: Vec<usize> = entry.kernels.iter().map(|k| k.weight).collect();
     if entry.kernels.is_empty() {
-        return Ok(Program::new(g.clone(), entry.plan, Vec::new(), None));
+        return Ok(Program::new(
+            g.clone(),
+            entry.plan,
+            &weights,
+            Vec::new(),
+            None,
+        ));
     }
     let (so, _) = cache::paths(dir, key);
     let names: Vec<String> = entry.kernels.iter().map(|k| k.name.clone()).collect();
     let loaded = load::load(&so, &names)?;
     let entries = entries(&loaded, &entry.kernels, entry.exact);
-    Ok(Program::new(g.clone(), entry.plan, entries, Some(loaded)))
+    Ok(Program::new(
+        g.clone(),
+        entry.plan,
+        &weights,
+        entries,
+        Some(loaded),
+    ))
 }

@@ -35,8 +35,6 @@ pub(crate) struct KernelEntry {
     pub exact: Option<(Arc<Lazy>, usize)>,
     /// Extent of the kernel's outer loop.
     pub outer: usize,
-    /// Its work per iteration point ([`crate::fuse::Kernel::weight`]).
-    pub weight: usize,
     /// The dtypes of its outputs, all of shape `shape`.
     pub out_dtypes: Vec<nx::DType>,
     pub shape: Vec<usize>,
@@ -111,19 +109,23 @@ fn contiguous(t: &Tensor) -> Tensor {
 }
 
 impl Program {
+    /// A program of `plan`'s steps, its kernels doing `weights[k]` work per
+    /// point ([`crate::fuse::Kernel::weight`]), with their code or without
+    /// (attached later).
     pub(crate) fn new(
         graph: Graph,
         plan: Plan,
+        weights: &[usize],
         kernels: Vec<KernelEntry>,
         loaded: Option<Loaded>,
     ) -> Program {
-        Program::with_code(graph, plan, kernels, loaded.map(Arc::new))
+        let work = step_work(&graph, &plan, weights);
+        Program::with_code(graph, plan, work, kernels, loaded.map(Arc::new))
     }
 
     /// Gives a program built without code (`new` with no kernels) its
     /// compiled kernels.
     pub(crate) fn attach_code(&mut self, kernels: Vec<KernelEntry>, loaded: Loaded) {
-        self.work = step_work(&self.graph, &self.plan, &kernels);
         *self.kernels.get_mut() = kernels;
         *self.loaded.get_mut() = Some(Arc::new(loaded));
     }
@@ -168,6 +170,7 @@ impl Program {
         let mut p = Program::with_code(
             self.graph.clone(),
             self.plan.clone(),
+            self.work.clone(),
             self.kernels.borrow().clone(),
             self.loaded.borrow().clone(),
         );
@@ -182,6 +185,7 @@ impl Program {
     fn with_code(
         graph: Graph,
         plan: Plan,
+        work: Vec<usize>,
         kernels: Vec<KernelEntry>,
         loaded: Option<Arc<Loaded>>,
     ) -> Program {
@@ -212,7 +216,7 @@ impl Program {
             }
         }
         Program {
-            work: step_work(&graph, &plan, &kernels),
+            work,
             graph,
             plan,
             kernels: RefCell::new(kernels),
@@ -289,9 +293,8 @@ impl Program {
                 );
             }
         }
-        // The first call after compiling may run the quick build; later
-        // ones the optimized build, waiting for it if need be.
-        // A program still compiling runs its first call eagerly.
+        // A program still compiling runs its first call eagerly; later
+        // calls wait for its code.
         if !self.attach_built(self.ran.replace(true)) {
             return self.run_eagerly(inputs);
         }
@@ -801,23 +804,19 @@ fn row(x: &Tensor, t: usize) -> Tensor {
 /// of elements it visits (its outputs' size or its largest argument's,
 /// whichever is more: a reduction's work is its input's, a bias gradient
 /// sums [128, 512] into [512]) times its kernel's work per element
-/// ([`KernelEntry::weight`], 1 before the code is attached); 0 for other
+/// (`weights`, [`crate::fuse::Kernel::weight`] by kernel); 0 for other
 /// steps.
-/// The elements a kernel step with these outputs and arguments visits:
-/// the most of any of them (a reduction visits its input's).
-pub(crate) fn step_points(g: &Graph, outs: &[Var], args: &[Var]) -> usize {
-    outs.iter()
-        .chain(args)
-        .map(|&v| g.aval(v).numel())
-        .fold(0, usize::max)
-}
-
-fn step_work(g: &Graph, plan: &Plan, kernels: &[KernelEntry]) -> Vec<usize> {
+pub(crate) fn step_work(g: &Graph, plan: &Plan, weights: &[usize]) -> Vec<usize> {
     plan.steps
         .iter()
         .map(|step| match step {
             Step::Kernel { kernel, outs, args } => {
-                step_points(g, outs, args) * kernels.get(*kernel).map_or(1, |k| k.weight)
+                let points = outs
+                    .iter()
+                    .chain(args)
+                    .map(|&v| g.aval(v).numel())
+                    .fold(0, usize::max);
+                points * weights[*kernel]
             }
             _ => 0,
         })
@@ -1040,18 +1039,15 @@ mod tests {
             frees: vec![Vec::new(); steps.len()],
             steps,
         };
-        assert_eq!(step_work(&g, &plan, &[]), vec![128 * 512, 4 * 512]);
-        assert!(step_work(&g, &plan, &[])[0] >= PAR_MIN);
+        assert_eq!(step_work(&g, &plan, &[1]), vec![128 * 512, 4 * 512]);
+        assert!(step_work(&g, &plan, &[1])[0] >= PAR_MIN);
     }
 
-    /// With its kernel's code attached, a step's work is its points times
-    /// the kernel's weight: a short vector under a long transcendental chain
-    /// reaches the split threshold that its length alone would not.
+    /// A step's work is its points times its kernel's weight: a short
+    /// vector under a long transcendental chain reaches the split threshold
+    /// that its length alone would not.
     #[test]
     fn a_kernel_steps_work_is_its_points_times_its_weight() {
-        unsafe extern "C" fn never_called(_: *const *mut u8, _: i64, _: i64) -> i32 {
-            0
-        }
         let mut g = Graph::default();
         let x = g.new_var(Aval::new(&[256], DType::F32));
         let y = g.new_var(Aval::new(&[256], DType::F32));
@@ -1062,17 +1058,47 @@ mod tests {
             frees: vec![Vec::new(); steps.len()],
             steps,
         };
-        let entry = KernelEntry {
-            f: never_called,
-            exact: None,
-            outer: 256,
-            weight: 300,
-            out_dtypes: vec![DType::F32],
-            shape: vec![256],
-        };
-        assert_eq!(step_work(&g, &plan, &[]), vec![256]);
-        assert_eq!(step_work(&g, &plan, &[entry]), vec![256 * 300]);
+        assert_eq!(step_work(&g, &plan, &[1]), vec![256]);
+        assert_eq!(step_work(&g, &plan, &[300]), vec![256 * 300]);
         assert!(256 < PAR_MIN && 256 * 300 >= PAR_MIN);
+    }
+
+    /// A long chain of transcendentals over a short vector starts eager
+    /// (`Options::quick_first`) and still splits its kernel by its weight:
+    /// its step work is the same as when compiled before its first call,
+    /// and every call gives the compiled program's bits.
+    #[test]
+    fn a_program_that_starts_eager_has_its_kernels_weights() {
+        use nx::UnaryOp::{Exp, Sin, Tanh};
+        let mut g = Graph::default();
+        let x = g.new_var(Aval::new(&[256], DType::F32));
+        g.inputs = vec![x];
+        let mut h = x;
+        for i in 0..240 {
+            let y = g.new_var(Aval::new(&[256], DType::F32));
+            let op = [Sin, Tanh, Exp][i % 3];
+            g.eqns.push(Eqn::prim(nx::Prim::Unary(op), vec![h], y));
+            h = y;
+        }
+        g.outputs = vec![h];
+        let compile = |quick_first| {
+            let opts = crate::Options {
+                use_cache: false,
+                stream_min_bytes: None,
+                quick_first,
+            };
+            crate::compile_with(g.clone(), &opts).expect("a C compiler")
+        };
+        let (first, eager) = (compile(false), compile(true));
+        assert!(!first.eager_first && eager.eager_first);
+        assert_eq!(eager.program.work, first.program.work);
+        assert!(first.program.work[0] >= PAR_MIN && 256 < PAR_MIN);
+        let xs = Tensor::from_slice(&[0.5f32; 256], &[256]);
+        let want = first.program.run(std::slice::from_ref(&xs))[0].to_vec::<f32>();
+        for _ in 0..2 {
+            let got = eager.program.run(std::slice::from_ref(&xs));
+            assert_eq!(got[0].to_vec::<f32>(), want);
+        }
     }
 
     /// Inputs of another dtype or shape than the graph's are refused before
