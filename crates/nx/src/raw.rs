@@ -244,8 +244,8 @@ pub mod internals {
         merge, plan, product_block, Ax, GemmElem, Plan, Side, FAER_BLOCKS, SPLIT_FLOPS,
     };
     pub use crate::cpu::math::{
-        cos_f32, cos_f32_slice, exp_f32, ln_1p_f32, ln_f32, sin_f32, sin_f32_slice, tanh_f32,
-        trig_big, TRIG_BOUND,
+        atan_f32, cos_f32, cos_f32_slice, erf_f32, exp_f32, ln_1p_f32, ln_f32, sin_f32,
+        sin_f32_slice, tanh_f32, trig_big, TRIG_BOUND,
     };
     pub use crate::cpu::pool::{chunks_mut, row_pieces_mut, IN_WORKER};
     pub use crate::storage::{bucket_layout, bucket_size, ALIGN, HUGE_PAGE};

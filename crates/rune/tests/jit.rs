@@ -1879,3 +1879,92 @@ fn a_reduction_run_every_step_beside_large_products_is_not_built_at_o1() {
         assert_close(a, &b);
     }
 }
+
+/// Kernels whose values are long chains of transcendentals compute two
+/// elements at a time (`render.rs`'s lanes: a map's innermost loop in two
+/// halves, a reduction's blocks of 64 in two halves of 32) and reductions
+/// compute their values in blocks before folding them: every shape that
+/// reaches those paths — odd extents (the lone last element), a 2-D map
+/// (lanes on the inner dim), several outputs, a padded (masked) load, a
+/// long row reduction (blocks, then groups of eight, then the tail), a full
+/// sum — equals eager bit for bit, and the lanes are really used.
+#[test]
+fn two_lane_kernels_and_blocked_reductions_equal_eager_bit_for_bit() {
+    fn chain(x: &Tensor) -> Tensor {
+        let h = x.sin().tanh();
+        let h = (&h * 1.5).exp().log1p();
+        (&h * 0.7).erf().atan().sigmoid()
+    }
+    // A compiled f32 sum's order: element r into accumulator r % 8 (f64)
+    // while a group of eight remains, the rest into accumulator 0, then
+    // pairwise; per row of `len` elements.
+    fn ordered_sums(vals: &Tensor, len: usize) -> Tensor {
+        let v = vals.to_vec::<f32>();
+        let sums: Vec<f32> = v
+            .chunks(len)
+            .map(|row| {
+                let mut a = [0f64; 8];
+                let full = row.len() / 8 * 8;
+                for (r, &x) in row.iter().enumerate() {
+                    a[if r < full { r % 8 } else { 0 }] += x as f64;
+                }
+                (((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))) as f32
+            })
+            .collect();
+        let n = sums.len();
+        Tensor::from_vec(sums, &[n])
+    }
+    type F<'a> = &'a dyn Fn(&Tensor) -> Vec<Tensor>;
+    // `f` compiled, against `want` (eager's values, or a sum in the
+    // compiled order); `lanes`: whether a kernel computes two at a time.
+    let check = |what: &str, f: F, want: F, x: &Tensor, lanes: bool| {
+        let opts = tolk::Options {
+            use_cache: false,
+            stream_min_bytes: None,
+            quick_first: false,
+        };
+        let c =
+            tolk::compile_with(rune::make_graph(|x: &Tensor| f(x), x), &opts).expect("compiles");
+        let uses_lanes = c
+            .kernel_sources
+            .iter()
+            .any(|(_, src)| src.contains("a = from + j") || src.contains("a = r + j"));
+        assert_eq!(uses_lanes, lanes, "{what}: two lanes expected: {lanes}");
+        let got = c.program.run(std::slice::from_ref(x));
+        let want = want(x);
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.shape(), w.shape(), "{what}");
+            let flat = |t: &Tensor| t.reshape(&[t.numel()]);
+            assert_eq!(bits(&flat(g)), bits(&flat(w)), "{what}");
+        }
+    };
+    let sums = |len: usize| move |x: &Tensor| vec![ordered_sums(&chain(x), len)];
+    for n in [65, 257, 4099] {
+        let x = f32s(&data(n, 3), &[n]);
+        let map = |x: &Tensor| vec![chain(x)];
+        check(&format!("map [{n}]"), &map, &map, &x, true);
+        let three = |x: &Tensor| {
+            let y = chain(x);
+            vec![y.exp(), y.clone(), (&y * 2.0).tanh()]
+        };
+        check(&format!("three outputs [{n}]"), &three, &three, &x, true);
+        let sum = |x: &Tensor| vec![chain(x).sum_all().reshape(&[1])];
+        check(&format!("full sum [{n}]"), &sum, &sums(n), &x, true);
+    }
+    let x = f32s(&data(3 * 129, 5), &[3, 129]);
+    let map = |x: &Tensor| vec![chain(x)];
+    check("map [3, 129]", &map, &map, &x, true);
+    let rows = |x: &Tensor| vec![chain(x).sum(&[-1], false)];
+    check("row sums [3, 129]", &rows, &sums(129), &x, true);
+    let padded = |x: &Tensor| vec![chain(&x.pad(&[(0, 0), (1, 2)], 0.5))];
+    check("padded [3, 129]", &padded, &padded, &x, true);
+    let x = f32s(&data(5 * 300, 7), &[5, 300]);
+    check("row sums [5, 300]", &rows, &sums(300), &x, true);
+    let maxima = |x: &Tensor| vec![chain(x).max(&[-1], false)];
+    check("row maxima [5, 300]", &maxima, &maxima, &x, true);
+    // A short chain: one lane.
+    let x = f32s(&data(4099, 9), &[4099]);
+    let short = |x: &Tensor| vec![x.sin() * 2.0];
+    check("short chain", &short, &short, &x, false);
+}

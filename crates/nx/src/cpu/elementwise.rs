@@ -456,6 +456,12 @@ pub(crate) fn map3<A: Element, B: Element, C: Element, U: Element>(
 /// The `_fast` functions take the dispatch level's `FMA` (see `ElemFn`).
 pub(crate) trait FloatElem: Element + Float {
     fn erf(self) -> Self;
+    fn erf_fast<const FMA: bool>(self) -> Self {
+        self.erf()
+    }
+    fn atan_fast<const FMA: bool>(self) -> Self {
+        self.atan()
+    }
     fn exp_fast<const FMA: bool>(self) -> Self {
         self.exp()
     }
@@ -490,6 +496,16 @@ impl FloatElem for f32 {
     #[inline(always)]
     fn tanh_fast<const FMA: bool>(self) -> Self {
         super::math::tanh_f32::<FMA>(self)
+    }
+    /// XLA's rational erf, vectorizable.
+    #[inline(always)]
+    fn erf_fast<const FMA: bool>(self) -> Self {
+        super::math::erf_f32::<FMA>(self)
+    }
+    /// Cephes' atanf, branch-free, vectorizable.
+    #[inline(always)]
+    fn atan_fast<const FMA: bool>(self) -> Self {
+        super::math::atan_f32::<FMA>(self)
     }
     /// Cephes' logf polynomial (≤ 1 ulp), vectorizable.
     #[inline(always)]
@@ -568,6 +584,22 @@ impl<T: FloatElem> ElemFn<T, T> for Tanh {
     }
 }
 
+struct Erf;
+impl<T: FloatElem> ElemFn<T, T> for Erf {
+    #[inline(always)]
+    fn call<const FMA: bool>(&self, v: T) -> T {
+        v.erf_fast::<FMA>()
+    }
+}
+
+struct Atan;
+impl<T: FloatElem> ElemFn<T, T> for Atan {
+    #[inline(always)]
+    fn call<const FMA: bool>(&self, v: T) -> T {
+        v.atan_fast::<FMA>()
+    }
+}
+
 /// 1 / (1 + e^-x), written with e = e^-|x| (which never overflows) so that
 /// the negative tail keeps its tiny and subnormal results: x >= 0:
 /// 1 / (1 + e); x < 0: e / (1 + e). NaN stays NaN.
@@ -628,14 +660,14 @@ fn unary_float<T: FloatElem>(op: UnaryOp, x: &Value) -> Tensor {
         UnaryOp::Tan => map1(x, move |v: T| v.tan()),
         UnaryOp::Asin => map1(x, move |v: T| v.asin()),
         UnaryOp::Acos => map1(x, move |v: T| v.acos()),
-        UnaryOp::Atan => map1(x, move |v: T| v.atan()),
+        UnaryOp::Atan => map1::<T, T>(x, Atan),
         UnaryOp::Sinh => map1(x, move |v: T| v.sinh()),
         UnaryOp::Cosh => map1(x, move |v: T| v.cosh()),
         UnaryOp::Tanh => map1::<T, T>(x, Tanh),
         UnaryOp::Asinh => map1(x, move |v: T| v.asinh()),
         UnaryOp::Acosh => map1(x, move |v: T| v.acosh()),
         UnaryOp::Atanh => map1(x, move |v: T| v.atanh()),
-        UnaryOp::Erf => map1(x, move |v: T| v.erf()),
+        UnaryOp::Erf => map1::<T, T>(x, Erf),
         UnaryOp::Sigmoid => map1::<T, T>(x, Sigmoid),
         UnaryOp::Floor => map1(x, move |v: T| v.floor()),
         UnaryOp::Ceil => map1(x, move |v: T| v.ceil()),

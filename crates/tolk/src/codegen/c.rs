@@ -10,14 +10,15 @@
 //! - f32/f64: the same IEEE operations in the same order; the libm calls Rust
 //!   makes (tan, exp2, f64 log1p, powf, `%` = fmod, f64 sin, ...) are the same
 //!   glibc functions. What Rust writes itself is ported: nx's `exp_f32` (Exp
-//!   and Sigmoid on f32), `tanh_f32`, `ln_f32`, `ln_1p_f32`, `sin_f32` and
-//!   `cos_f32` (Tanh, Log, Log1p, Sin and Cos on f32; f16/bf16 keep libm's
-//!   tanhf/logf/sinf/cosf, as half does; sin/cos call glibc's sinf/cosf
+//!   and Sigmoid on f32), `tanh_f32`, `ln_f32`, `ln_1p_f32`, `sin_f32`,
+//!   `cos_f32`, `atan_f32` and `erf_f32` (Tanh, Log, Log1p, Sin, Cos, Atan
+//!   and Erf on f32; f16/bf16 keep libm's tanhf/logf/sinf/cosf/atanf and the
+//!   `libm` crate's erff, as half does; sin/cos call glibc's sinf/cosf
 //!   beyond |x| = 32768, which kernels do in a second run, see
 //!   [`unary_vectorized`], which also has exp's faster form), with FMA when the target has it, as
 //!   `cfg!(target_feature)` decides in Rust; std's asinh/acosh/atanh
-//!   formulas, and the `libm` crate's erff/erf (FreeBSD msun, with its own
-//!   expf/exp/scalbn; nx's Erf does not use glibc's erf). `-ffp-contract=off`
+//!   formulas, and the `libm` crate's erff/erf for f16/bf16 and f64 (FreeBSD
+//!   msun, with its own expf/exp/scalbn; nx's Erf does not use glibc's erf). `-ffp-contract=off`
 //!   keeps gcc from fusing `a*b+c`.
 //! - f16/bf16 are raw `uint16_t` bits: every operation converts to f32,
 //!   computes, and rounds back, exactly where the `half` crate does (so Rsqrt
@@ -59,6 +60,10 @@ pub struct C;
 /// so its kernels all build at the flags' level).
 const SMALL_ATTR: &str = "#if defined(__GNUC__) && !defined(__clang__)\n#define TK_SMALL __attribute__((optimize(\"O1\")))\n#else\n#define TK_SMALL\n#endif\n";
 
+/// Elements per block of a reduction's innermost loop
+/// ([`super::Dialect::reduction_block`]).
+const REDUCTION_BLOCK: usize = 64;
+
 /// Marks a map's innermost loop as free of dependences between iterations
 /// (each writes its own elements of outputs that never alias the inputs):
 /// without it gcc vectorizes a loop only after checking at run time that
@@ -72,6 +77,9 @@ impl super::Dialect for C {
     }
     fn independent_loop(&self) -> Option<&'static str> {
         Some("TK_INDEPENDENT")
+    }
+    fn reduction_block(&self) -> usize {
+        REDUCTION_BLOCK
     }
     fn ty(&self, dtype: DType) -> &'static str {
         c_type(dtype)
@@ -205,7 +213,7 @@ fn float_fn(op: UnaryOp, f64: bool) -> Option<&'static str> {
         Tan => ("tanf", "tan"),
         Asin => ("asinf", "asin"),
         Acos => ("acosf", "acos"),
-        Atan => ("atanf", "atan"),
+        Atan => ("tk_atan_f32", "atan"),
         Sinh => ("sinhf", "sinh"),
         Cosh => ("coshf", "cosh"),
         Tanh => ("tk_tanh_f32", "tanh"),
@@ -278,6 +286,8 @@ pub fn unary(op: UnaryOp, dtype: DType, x: &str) -> String {
                         Log1p => "log1pf",
                         Sin => "sinf",
                         Cos => "cosf",
+                        Atan => "atanf",
+                        Erf => "tk_libm_erff",
                         _ => float_fn(op, false).unwrap(),
                     }
                 ),

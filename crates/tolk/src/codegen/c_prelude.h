@@ -428,6 +428,48 @@ TK_VFN float tk_log1p_f32(float x) {
     return tk_sel_f32(tk_mask_f32(x != x), x, r);
 }
 
+/* ---- nx cpu/math.rs atan_f32 (Atan on f32): Cephes' atanf, branch-free --- */
+TK_VFN float tk_atan_f32(float x) {
+    float a = fabsf(x), num, den, hi, lo, t, z, p;
+    uint32_t big = tk_mask_f32(a > 2.4142136f), mid = tk_mask_f32(a > 0.41421357f);
+    num = tk_sel_f32(big, -1.0f, tk_sel_f32(mid, a - 1.0f, a));
+    den = tk_sel_f32(big, a, tk_sel_f32(mid, a + 1.0f, 1.0f));
+    hi = tk_sel_f32(big, 1.5707964f, tk_sel_f32(mid, 0.7853982f, 0.0f));
+    lo = tk_sel_f32(big, -4.371139e-8f, tk_sel_f32(mid, -2.1855695e-8f, 0.0f));
+    t = num / den;
+    z = t * t;
+    p = 8.05374449538e-2f;
+    p = tk_mla_f32(p, z, -1.38776856032e-1f);
+    p = tk_mla_f32(p, z, 1.99777106478e-1f);
+    p = tk_mla_f32(p, z, -3.33329491539e-1f);
+    p = tk_mla_f32(p * z, t, t);
+    return copysignf(hi + (p + lo), x);
+}
+
+/* ---- nx cpu/math.rs erf_f32 (Erf on f32): XLA/Eigen's rational ------------ */
+TK_VFN float tk_erf_f32(float x) {
+    float xc = tk_sel_f32(tk_mask_f32(x > 4.0f), 4.0f, x), x2, p, q, r;
+    xc = tk_sel_f32(tk_mask_f32(x < -4.0f), -4.0f, xc);
+    x2 = xc * xc;
+    p = -2.72614225801306e-10f;
+    p = tk_mla_f32(x2, p, 2.77068142495902e-08f);
+    p = tk_mla_f32(x2, p, -2.10102402082508e-06f);
+    p = tk_mla_f32(x2, p, -5.69250639462346e-05f);
+    p = tk_mla_f32(x2, p, -7.34990630326855e-04f);
+    p = tk_mla_f32(x2, p, -2.95459980854025e-03f);
+    p = tk_mla_f32(x2, p, -1.60960333262415e-02f);
+    p = xc * p;
+    q = -1.45660718464996e-05f;
+    q = tk_mla_f32(x2, q, -2.13374055278905e-04f);
+    q = tk_mla_f32(x2, q, -1.68282697438203e-03f);
+    q = tk_mla_f32(x2, q, -7.37332916720468e-03f);
+    q = tk_mla_f32(x2, q, -1.42647390514189e-02f);
+    r = p / q;
+    r = tk_sel_f32(tk_mask_f32(r > 1.0f), 1.0f, r);
+    r = tk_sel_f32(tk_mask_f32(r < -1.0f), -1.0f, r);
+    return tk_sel_f32(tk_mask_f32(fabsf(x) < 2.4414063e-4f), tk_mla_f32(x, 0.12837917f, x), r);
+}
+
 /* ---- nx cpu/math.rs sin_f32 / cos_f32 (Sin and Cos on f32) --------------- */
 /* sincos_f32_impl: Cody-Waite reduction by pi/2 in four parts, musl's sin and
  * Cephes' cos polynomials, the quadrant from the bits of the rounded
@@ -548,8 +590,8 @@ static inline double tk_libm_exp(double x) {
     y = 1.0 + (x * c / (2.0 - c) - lo + hi);
     return k == 0 ? y : tk_libm_scalbn(y, k);
 }
-static inline float tk_erf_f32(float x) {
-    /* libm erff.rs (FreeBSD s_erff.c) */
+static inline float tk_libm_erff(float x) {
+    /* libm erff.rs (FreeBSD s_erff.c): f16's and bf16's Erf, through f32 */
     uint32_t ix = tk_f32_bits(x);
     int32_t sign = (int32_t)(ix >> 31);
     float r, s, z, y;

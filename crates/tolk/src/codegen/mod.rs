@@ -82,6 +82,12 @@ pub trait Dialect: Sync {
     fn column_tiles(&self) -> bool {
         true
     }
+    /// A reduction's innermost reduced loop runs in blocks of this many
+    /// elements (a multiple of [`crate::lower::ACCS`]), each block's values
+    /// computed in one loop before they are folded; 0: no blocks.
+    fn reduction_block(&self) -> usize {
+        0
+    }
     /// Whether maps may store their output past the cache
     /// ([`Kernel::stream`]).
     fn streams(&self) -> bool;
