@@ -997,8 +997,8 @@ mod math {
     const LN_ULP: f64 = 1.0;
     const LN1P_ULP: f64 = 3.0;
     /// Exhaustive results (`exhaustive_atan_erf`): atan 2.296 ulp with FMA
-    /// (at 0.4148908), 2.338 without; erf 7.420 with FMA (at 3.9008439),
-    /// 7.851 without (at 3.2696676: near ±1, as XLA's).
+    /// (at 0.4148908), 2.338 without; erf 6.710 with FMA (at 3.8001585),
+    /// 7.203 without (at 3.8091116: just below the cut to ±1, as XLA's).
     const ATAN_ULP: f64 = 2.5;
     const ERF_ULP: f64 = 8.0;
     /// sin/cos: see `exhaustive_sin_cos` (results in the module docs).

@@ -446,28 +446,26 @@ TK_VFN float tk_atan_f32(float x) {
     return copysignf(hi + (p + lo), x);
 }
 
-/* ---- nx cpu/math.rs erf_f32 (Erf on f32): XLA/Eigen's rational ------------ */
+/* ---- nx cpu/math.rs erf_f32 (Erf on f32): XLA/Eigen's 9/12 rational ----- */
 TK_VFN float tk_erf_f32(float x) {
-    float xc = tk_sel_f32(tk_mask_f32(x > 4.0f), 4.0f, x), x2, p, q, r;
-    xc = tk_sel_f32(tk_mask_f32(x < -4.0f), -4.0f, xc);
-    x2 = xc * xc;
-    p = -2.72614225801306e-10f;
-    p = tk_mla_f32(x2, p, 2.77068142495902e-08f);
-    p = tk_mla_f32(x2, p, -2.10102402082508e-06f);
-    p = tk_mla_f32(x2, p, -5.69250639462346e-05f);
-    p = tk_mla_f32(x2, p, -7.34990630326855e-04f);
-    p = tk_mla_f32(x2, p, -2.95459980854025e-03f);
-    p = tk_mla_f32(x2, p, -1.60960333262415e-02f);
-    p = xc * p;
-    q = -1.45660718464996e-05f;
-    q = tk_mla_f32(x2, q, -2.13374055278905e-04f);
-    q = tk_mla_f32(x2, q, -1.68282697438203e-03f);
-    q = tk_mla_f32(x2, q, -7.37332916720468e-03f);
-    q = tk_mla_f32(x2, q, -1.42647390514189e-02f);
+    float x2 = x * x, p, q, r;
+    p = 0.00022905065861350646f;
+    p = tk_mla_f32(x2, p, 0.0034082910107109506f);
+    p = tk_mla_f32(x2, p, 0.050955695062380861f);
+    p = tk_mla_f32(x2, p, 0.18520832239976145f);
+    p = tk_mla_f32(x2, p, 1.128379143519084f);
+    p = x * p;
+    q = -1.1791602954361697e-7f;
+    q = tk_mla_f32(x2, q, 0.000023547966471313185f);
+    q = tk_mla_f32(x2, q, 0.0010179625278914885f);
+    q = tk_mla_f32(x2, q, 0.014070470171167667f);
+    q = tk_mla_f32(x2, q, 0.11098505178285362f);
+    q = tk_mla_f32(x2, q, 0.49746925110067538f);
+    q = tk_mla_f32(x2, q, 1.0f);
     r = p / q;
     r = tk_sel_f32(tk_mask_f32(r > 1.0f), 1.0f, r);
     r = tk_sel_f32(tk_mask_f32(r < -1.0f), -1.0f, r);
-    return tk_sel_f32(tk_mask_f32(fabsf(x) < 2.4414063e-4f), tk_mla_f32(x, 0.12837917f, x), r);
+    return tk_sel_f32(tk_mask_f32(fabsf(x) >= 3.832506856900711f), copysignf(1.0f, x), r);
 }
 
 /* ---- nx cpu/math.rs sin_f32 / cos_f32 (Sin and Cos on f32) --------------- */
