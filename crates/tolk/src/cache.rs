@@ -328,7 +328,7 @@ pub fn write_meta(dir: &Path, key: &str, entry: &Entry) -> Result<(), String> {
     std::fs::rename(&tmp, &meta).map_err(|e| format!("jit cache: {e}"))
 }
 
-/// Entries older than this are removed when a new one is written (each
+/// Entries older than this are removed when a process first writes one (each
 /// rebuild of an executable keys new entries, so old ones would pile up).
 const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(14 * 24 * 3600);
 /// Temporary files a crashed writer left behind, after this long.
