@@ -54,9 +54,10 @@ def p3():
 def transformer(B, T, D, H, F):
     w = lambda i, o, s: inp((i, o), s, 1 / np.sqrt(i))
     p = dict(wq=w(D, D, 1.0), wk=w(D, D, 2.0), wv=w(D, D, 3.0), wo=w(D, D, 4.0),
-             w1=w(D, F, 5.0), w2=w(F, D, 6.0), b1=inp((F,), 7.0, 0.1), g1=inp((D,), 8.0, 0.1) + 1.0)
-    x = inp((B, T, D), 9.0, 1.0)
-    tgt = inp((B, T, D), 10.0, 1.0)
+             w1=w(D, F, 5.0), w2=w(F, D, 6.0), b1=inp((F,), 7.0, 0.1), b2=inp((D,), 8.0, 0.1),
+             g1=inp((D,), 9.0, 0.1) + 1.0, g2=inp((D,), 10.0, 0.1) + 1.0)
+    x = inp((B, T, D), 11.0, 1.0)
+    tgt = inp((B, T, D), 12.0, 1.0)
     hd = D // H
     def ln(z, g):
         m = z.mean(-1, keepdims=True); v = ((z - m) ** 2).mean(-1, keepdims=True)
@@ -69,8 +70,8 @@ def transformer(B, T, D, H, F):
         s = jnp.where(jnp.tril(jnp.ones((T, T), bool)), s, -1e9)
         a = jax.nn.softmax(s, axis=-1) @ v
         x = x + a.transpose(0, 2, 1, 3).reshape(B, T, D) @ p["wo"]
-        h = ln(x, p["g1"])
-        return x + jax.nn.gelu(h @ p["w1"] + p["b1"], approximate=True) @ p["w2"]
+        h = ln(x, p["g2"])
+        return x + jax.nn.gelu(h @ p["w1"] + p["b1"], approximate=True) @ p["w2"] + p["b2"]
     def loss(p):
         return jnp.mean((block(p, x) - tgt) ** 2)
     @jax.jit

@@ -756,19 +756,18 @@ mod math {
         libm::erf(x)
     }
 
+    /// (name, function, f64 reference, bound) of the atan/erf sweeps.
+    type Case = (&'static str, fn(f32) -> f32, fn(f64) -> f64, f64);
+    const ATAN_ERF: [Case; 4] = [
+        ("atan (fma)", atan_f32::<true>, atan64, ATAN_ULP),
+        ("atan", atan_f32::<false>, atan64, ATAN_ULP),
+        ("erf (fma)", erf_f32::<true>, erf64, ERF_ULP),
+        ("erf", erf_f32::<false>, erf64, ERF_ULP),
+    ];
+
     #[test]
     fn atan_erf_error_sampled() {
-        for (name, f, reference, bound) in [
-            (
-                "atan (fma)",
-                atan_f32::<true> as fn(f32) -> f32,
-                atan64 as fn(f64) -> f64,
-                ATAN_ULP,
-            ),
-            ("atan", atan_f32::<false>, atan64, ATAN_ULP),
-            ("erf (fma)", erf_f32::<true>, erf64, ERF_ULP),
-            ("erf", erf_f32::<false>, erf64, ERF_ULP),
-        ] {
+        for (name, f, reference, bound) in ATAN_ERF {
             let (e, x) = scan(f, reference, 97);
             eprintln!("{name}: max error {e:.3} ulp at {x:e}");
             assert!(e <= bound, "{name}({x:e}): {e} ulp");
@@ -806,17 +805,7 @@ mod math {
     #[test]
     #[ignore = "exhaustive: run with --ignored --release"]
     fn exhaustive_atan_erf() {
-        for (name, f, reference, bound) in [
-            (
-                "atan (fma)",
-                atan_f32::<true> as fn(f32) -> f32,
-                atan64 as fn(f64) -> f64,
-                ATAN_ULP,
-            ),
-            ("atan", atan_f32::<false>, atan64, ATAN_ULP),
-            ("erf (fma)", erf_f32::<true>, erf64, ERF_ULP),
-            ("erf", erf_f32::<false>, erf64, ERF_ULP),
-        ] {
+        for (name, f, reference, bound) in ATAN_ERF {
             let (e, x) = scan(f, reference, 1);
             eprintln!("{name} exhaustive: max error {e:.3} ulp at {x:e}");
             assert!(e <= bound, "{name}({x:e}): {e} ulp");

@@ -56,6 +56,10 @@ use rune::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+#[path = "common/transformer.rs"]
+mod transformer;
+use transformer::{sgd_step, Block, Dims};
+
 #[path = "common/splitmix.rs"]
 mod splitmix;
 use splitmix::SplitMix;
@@ -286,31 +290,20 @@ fn w14() {
 
 // ---------------------------------------------------------------- W15
 
-const B: usize = 8;
-const T: usize = 128;
-const D: usize = 256;
-const H: usize = 8;
-const F: usize = 1024;
-
-/// The block's ten parameters.
-#[derive(Ptree, Clone)]
-struct Block {
-    wq: Tensor,
-    wk: Tensor,
-    wv: Tensor,
-    wo: Tensor,
-    w1: Tensor,
-    w2: Tensor,
-    b1: Tensor,
-    b2: Tensor,
-    g1: Tensor,
-    g2: Tensor,
-}
+/// W15's sizes.
+const W15: Dims = Dims {
+    b: 8,
+    t: 128,
+    d: 256,
+    h: 8,
+    f: 1024,
+};
 
 fn w15_inputs() -> (Block, Tensor, Tensor) {
+    let Dims { b, t, d, f, .. } = W15;
     let mut rng = SplitMix(15);
     let mut w = |i: usize, o: usize| rng.normal_tensor(&[i, o], 1.0 / (i as f32).sqrt());
-    let (wq, wk, wv, wo, w1, w2) = (w(D, D), w(D, D), w(D, D), w(D, D), w(D, F), w(F, D));
+    let (wq, wk, wv, wo, w1, w2) = (w(d, d), w(d, d), w(d, d), w(d, d), w(d, f), w(f, d));
     let p = Block {
         wq,
         wk,
@@ -318,48 +311,19 @@ fn w15_inputs() -> (Block, Tensor, Tensor) {
         wo,
         w1,
         w2,
-        b1: Tensor::zeros(&[F], DType::F32),
-        b2: Tensor::zeros(&[D], DType::F32),
-        g1: Tensor::ones(&[D], DType::F32),
-        g2: Tensor::ones(&[D], DType::F32),
+        b1: Tensor::zeros(&[f], DType::F32),
+        b2: Tensor::zeros(&[d], DType::F32),
+        g1: Tensor::ones(&[d], DType::F32),
+        g2: Tensor::ones(&[d], DType::F32),
     };
-    let x = rng.normal_tensor(&[B, T, D], 1.0);
-    let tgt = rng.normal_tensor(&[B, T, D], 1.0);
+    let x = rng.normal_tensor(&[b, t, d], 1.0);
+    let tgt = rng.normal_tensor(&[b, t, d], 1.0);
     (p, x, tgt)
-}
-
-/// LayerNorm over the last axis, no bias: `(z - mean)/√(var + 1e-5)·g`.
-fn ln(z: &Tensor, g: &Tensor) -> Tensor {
-    let m = z.mean(&[-1], true);
-    let v = (z - &m).square().mean(&[-1], true);
-    (z - &m) / (v + 1e-5).sqrt() * g
-}
-
-fn block(p: &Block, x: &Tensor) -> Tensor {
-    let h = ln(x, &p.g1);
-    let heads = |t: Tensor| t.reshape(&[B, T, H, D / H]).permute(&[0, 2, 1, 3]);
-    let (q, k, v) = (
-        heads(h.matmul(&p.wq)),
-        heads(h.matmul(&p.wk)),
-        heads(h.matmul(&p.wv)),
-    );
-    let s = q.matmul(&k.permute(&[0, 1, 3, 2])) / ((D / H) as f64).sqrt();
-    // Causal: position i sees positions j <= i.
-    let causal =
-        Tensor::iota(&[T, T], 1, DType::I64).less_equal(&Tensor::iota(&[T, T], 0, DType::I64));
-    let s = Tensor::where_(&causal, &s, &s.scalar_like(-1e9));
-    let a = s.softmax(-1).matmul(&v);
-    let x = x + a.permute(&[0, 2, 1, 3]).reshape(&[B, T, D]).matmul(&p.wo);
-    let h = ln(&x, &p.g2);
-    &x + (h.matmul(&p.w1) + &p.b1).gelu().matmul(&p.w2) + &p.b2
 }
 
 fn w15_fn(x: &Tensor, tgt: &Tensor) -> impl Fn(&Block) -> (Tensor, Block) {
     let (x, tgt) = (x.clone(), tgt.clone());
-    move |p: &Block| {
-        let (l, g) = rune::value_and_grad(|p: &Block| (block(p, &x) - &tgt).square().mean_all(), p);
-        (l, p.map2_leaves(&g, &mut |a, b| a - 0.01 * b))
-    }
+    move |p: &Block| sgd_step(p, &x, &tgt, W15)
 }
 
 fn w15() {

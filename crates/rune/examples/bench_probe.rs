@@ -21,8 +21,8 @@
 //!   `jit(grad(sum))`.
 //! - P3: per-example Hessians of `sum(softplus(A x))`, A [32, 16], over 128
 //!   examples: `jit(vmap(hessian))`.
-//! - P4: one SGD step of a pre-LN causal transformer block, B 4, T 64,
-//!   D 128, 4 heads of 32, MLP 512 (gelu).
+//! - P4: one SGD step of W15's pre-LN causal transformer block
+//!   (`common/transformer.rs`) at B 4, T 64, D 128, 4 heads of 32, MLP 512.
 //! - P5: the same block at B 2, T 256, D 384, 6 heads of 64, MLP 1536.
 //! - P6: 32 Lorenz systems, explicit Euler (dt 0.002) for 500 steps under
 //!   `scan`; `jit(grad)` of the mean final squared state w.r.t.
@@ -33,6 +33,10 @@ mod timing;
 use timing::{bench, emit, wanted};
 
 use rune::prelude::*;
+
+#[path = "common/transformer.rs"]
+mod transformer;
+use transformer::{sgd_step, Block, Dims};
 
 /// `scale · sin(0.7·i + seed)` over the flat index `i`: the same inputs as
 /// `probe_jax.py`'s `inp`.
@@ -172,61 +176,28 @@ fn p3() {
 
 // ---------------------------------------------------------------- P4, P5
 
-#[derive(Ptree, Clone)]
-struct Block {
-    wq: Tensor,
-    wk: Tensor,
-    wv: Tensor,
-    wo: Tensor,
-    w1: Tensor,
-    w2: Tensor,
-    b1: Tensor,
-    g1: Tensor,
-}
-
-fn ln(z: &Tensor, g: &Tensor) -> Tensor {
-    let m = z.mean(&[-1], true);
-    let v = (z - &m).square().mean(&[-1], true);
-    (z - &m) / (v + 1e-5).sqrt() * g
-}
-
-fn transformer(id: &str, b: usize, t: usize, d: usize, heads: usize, ff: usize) {
+fn transformer(id: &str, dims: Dims) {
+    let Dims { b, t, d, h, f } = dims;
     let w = |i: usize, o: usize, s: f64| input(&[i, o], s, 1.0 / (i as f64).sqrt());
     let p = Block {
         wq: w(d, d, 1.0),
         wk: w(d, d, 2.0),
         wv: w(d, d, 3.0),
         wo: w(d, d, 4.0),
-        w1: w(d, ff, 5.0),
-        w2: w(ff, d, 6.0),
-        b1: input(&[ff], 7.0, 0.1),
-        g1: input(&[d], 8.0, 0.1) + 1.0,
+        w1: w(d, f, 5.0),
+        w2: w(f, d, 6.0),
+        b1: input(&[f], 7.0, 0.1),
+        b2: input(&[d], 8.0, 0.1),
+        g1: input(&[d], 9.0, 0.1) + 1.0,
+        g2: input(&[d], 10.0, 0.1) + 1.0,
     };
-    let x = input(&[b, t, d], 9.0, 1.0);
-    let tgt = input(&[b, t, d], 10.0, 1.0);
-    let hd = d / heads;
-    let block = move |p: &Block, x: &Tensor| {
-        let h = ln(x, &p.g1);
-        let split = |z: Tensor| z.reshape(&[b, t, heads, hd]).permute(&[0, 2, 1, 3]);
-        let (q, k, v) = (
-            split(h.matmul(&p.wq)),
-            split(h.matmul(&p.wk)),
-            split(h.matmul(&p.wv)),
-        );
-        let s = q.matmul(&k.permute(&[0, 1, 3, 2])) / (hd as f64).sqrt();
-        let causal =
-            Tensor::iota(&[t, t], 1, DType::I64).less_equal(&Tensor::iota(&[t, t], 0, DType::I64));
-        let s = Tensor::where_(&causal, &s, &s.scalar_like(-1e9));
-        let a = s.softmax(-1).matmul(&v);
-        let x = x + a.permute(&[0, 2, 1, 3]).reshape(&[b, t, d]).matmul(&p.wo);
-        let h = ln(&x, &p.g1);
-        &x + (h.matmul(&p.w1) + &p.b1).gelu().matmul(&p.w2)
-    };
-    let f = move |p: &Block| {
-        let (l, g) = rune::value_and_grad(|p: &Block| (block(p, &x) - &tgt).square().mean_all(), p);
-        (l, p.map2_leaves(&g, &mut |a, b| a - 0.01 * b))
-    };
-    let what = format!("jit(value_and_grad + SGD) transformer B{b} T{t} D{d} H{heads} F{ff}");
+    let x = input(&[b, t, d], 11.0, 1.0);
+    let tgt = input(&[b, t, d], 12.0, 1.0);
+    let f = move |p: &Block| sgd_step(p, &x, &tgt, dims);
+    let what = format!(
+        "jit(value_and_grad + SGD) transformer B{b} T{t} D{d} H{h} F{}",
+        dims.f
+    );
     row(id, &what, "ms", f, &p, (5, 50));
 }
 
@@ -280,8 +251,30 @@ fn main() {
         ("P1", &p1),
         ("P2", &p2),
         ("P3", &p3),
-        ("P4", &|| transformer("P4", 4, 64, 128, 4, 512)),
-        ("P5", &|| transformer("P5", 2, 256, 384, 6, 1536)),
+        ("P4", &|| {
+            transformer(
+                "P4",
+                Dims {
+                    b: 4,
+                    t: 64,
+                    d: 128,
+                    h: 4,
+                    f: 512,
+                },
+            )
+        }),
+        ("P5", &|| {
+            transformer(
+                "P5",
+                Dims {
+                    b: 2,
+                    t: 256,
+                    d: 384,
+                    h: 6,
+                    f: 1536,
+                },
+            )
+        }),
         ("P6", &p6),
     ];
     for (id, probe) in probes {
