@@ -1963,6 +1963,13 @@ fn two_lane_kernels_and_blocked_reductions_equal_eager_bit_for_bit() {
     check("row sums [5, 300]", &rows, &sums(300), &x, true);
     let maxima = |x: &Tensor| vec![chain(x).max(&[-1], false)];
     check("row maxima [5, 300]", &maxima, &maxima, &x, true);
+    // Other float dtypes (libm's calls, f16/bf16 through f32): the same
+    // lanes, eager's bits.
+    for dtype in [DType::F64, DType::F16, DType::BF16] {
+        let x = f32s(&data(257, 11), &[257]).cast(dtype);
+        let map = |x: &Tensor| vec![chain(x)];
+        check(&format!("map [257] {dtype}"), &map, &map, &x, true);
+    }
     // A short chain: one lane.
     let x = f32s(&data(4099, 9), &[4099]);
     let short = |x: &Tensor| vec![x.sin() * 2.0];
