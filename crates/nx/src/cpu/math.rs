@@ -231,9 +231,9 @@ pub fn ln_1p_f32<const FMA: bool>(x: f32) -> f32 {
 const ATAN_BIG: f32 = 2.414_213_6;
 const ATAN_MID: f32 = 0.414_213_57;
 /// π/2 and π/4 as f32 plus the rest (musl's `atanhi`/`atanlo`).
-const ATAN_PIO2_HI: f32 = 1.570_796_4;
+const ATAN_PIO2_HI: f32 = std::f32::consts::FRAC_PI_2;
 const ATAN_PIO2_LO: f32 = -4.371_139e-8;
-const ATAN_PIO4_HI: f32 = 0.785_398_2;
+const ATAN_PIO4_HI: f32 = std::f32::consts::FRAC_PI_4;
 const ATAN_PIO4_LO: f32 = -2.185_569_5e-8;
 
 /// `atan(x)` in f32, vectorizable (libm's `atanf` is a call, which keeps a
