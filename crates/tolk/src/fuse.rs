@@ -158,6 +158,29 @@ pub struct Kernel {
     pub stream: bool,
 }
 
+impl Node {
+    /// About what computing this node costs per point, in elementwise
+    /// additions: transcendentals 16, divisions and roots 4, loads and
+    /// constants nothing ([`Kernel::weight`]; the renderer's choice of two
+    /// lanes counts the nodes of cost 4 and more).
+    pub fn cost(&self) -> usize {
+        match self {
+            Node::Unary { op, .. } => match op {
+                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => 1,
+                UnaryOp::Sqrt | UnaryOp::Rsqrt | UnaryOp::Recip => 4,
+                _ => 16,
+            },
+            Node::Binary { op, .. } => match op {
+                BinaryOp::Div | BinaryOp::Rem => 4,
+                BinaryOp::Pow | BinaryOp::Atan2 => 16,
+                _ => 1,
+            },
+            Node::Compare { .. } | Node::Where { .. } | Node::Cast { .. } => 1,
+            Node::Load { .. } | Node::Lit { .. } | Node::Iota { .. } | Node::Coord { .. } => 0,
+        }
+    }
+}
+
 impl Kernel {
     /// About how much work one iteration point costs, in elementwise
     /// additions (at least 1): transcendentals count 16, divisions and
@@ -166,24 +189,7 @@ impl Kernel {
     /// runs on every core while a few additions over the same vector stay
     /// on one.
     pub fn weight(&self) -> usize {
-        let cost: usize = self
-            .nodes
-            .iter()
-            .map(|n| match n {
-                Node::Unary { op, .. } => match op {
-                    UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => 1,
-                    UnaryOp::Sqrt | UnaryOp::Rsqrt | UnaryOp::Recip => 4,
-                    _ => 16,
-                },
-                Node::Binary { op, .. } => match op {
-                    BinaryOp::Div | BinaryOp::Rem => 4,
-                    BinaryOp::Pow | BinaryOp::Atan2 => 16,
-                    _ => 1,
-                },
-                Node::Compare { .. } | Node::Where { .. } | Node::Cast { .. } => 1,
-                Node::Load { .. } | Node::Lit { .. } | Node::Iota { .. } | Node::Coord { .. } => 0,
-            })
-            .sum();
+        let cost: usize = self.nodes.iter().map(Node::cost).sum();
         (cost / 8).max(1)
     }
 

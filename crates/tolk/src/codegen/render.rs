@@ -211,38 +211,37 @@ fn render_fn(
                 let t = d.ty(lower::node_dtype(k, k.roots[0]));
                 let _ = writeln!(s, "{indent}for (; r + {block} <= {n}; r += {block}) {{");
                 let _ = writeln!(s, "{indent}  {t} vals[{block}];");
-                if let Some(line) = d.independent_loop() {
-                    let _ = writeln!(s, "{indent}  {line}");
-                }
-                let inner = format!("{indent}    ");
                 let root = k.roots[0];
-                if latency_bound(k, &looped) {
-                    // Two lanes (`body_lanes`): the block's halves.
-                    let half = block / 2;
-                    let _ = writeln!(s, "{indent}  for (int64_t j = 0; j < {half}; j++) {{");
-                    let _ = writeln!(
-                        s,
-                        "{inner}const int64_t i{last}a = r + j, i{last}b = r + {half} + j;"
-                    );
+                let store = |s: &mut String, indent: &str, lanes: &[&str]| {
                     s.push_str(&body_lanes(
                         d,
                         k,
                         nest,
-                        &inner,
+                        indent,
                         fast,
                         &looped,
-                        &["a", "b"],
+                        lanes,
                         &|_, _| String::new(),
                     ));
-                    let _ = writeln!(s, "{inner}vals[j] = v{root}a;");
-                    let _ = writeln!(s, "{inner}vals[j + {half}] = v{root}b;");
+                    for lane in lanes {
+                        let _ = writeln!(s, "{indent}vals[i{last}{lane} - r] = v{root}{lane};");
+                    }
+                };
+                let end = format!("r + {block}");
+                if latency_bound(k, &looped) {
+                    lanes_loop(d, &mut s, &format!("{indent}  "), last, ("r", &end), &store);
                 } else {
-                    let _ = writeln!(s, "{indent}  for (int64_t j = 0; j < {block}; j++) {{");
-                    let _ = writeln!(s, "{inner}int64_t i{last} = r + j;");
-                    s.push_str(&body(d, k, nest, &inner, fast, &looped));
-                    let _ = writeln!(s, "{inner}vals[j] = v{root};");
+                    if let Some(line) = d.independent_loop() {
+                        let _ = writeln!(s, "{indent}  {line}");
+                    }
+                    let _ = writeln!(
+                        s,
+                        "{indent}  {}",
+                        d.loop_header(&format!("i{last}"), "r", &end, false)
+                    );
+                    store(&mut s, &format!("{indent}    "), &[""]);
+                    let _ = writeln!(s, "{indent}  }}");
                 }
-                let _ = writeln!(s, "{indent}  }}");
                 let fold = accumulate(d, op, k.out_dtypes[0], "vals[j + u]").fold;
                 let _ = writeln!(
                     s,
@@ -427,25 +426,12 @@ fn body_lanes(
 }
 
 /// Whether a kernel's values are worth computing two elements at a time
-/// ([`body_lanes`]): at least [`LANES_MIN_CALLS`] transcendental or
-/// dividing nodes in its loop, whose chains are then long enough to be
-/// bound by their latency rather than by the loads and stores.
+/// ([`body_lanes`]): at least [`LANES_MIN_CALLS`] transcendental, root or
+/// dividing nodes in its loop ([`Node::cost`] 4 and up), whose chains are
+/// then long enough to be bound by their latency rather than by the loads
+/// and stores.
 fn latency_bound(k: &Kernel, looped: &dyn Fn(usize) -> bool) -> bool {
-    use nx::UnaryOp::*;
-    let heavy = k.nodes.iter().enumerate().filter(|&(i, n)| {
-        looped(i)
-            && match n {
-                Node::Unary { op, .. } => !matches!(
-                    op,
-                    Neg | Abs | Not | Sign | Floor | Ceil | Round | Trunc | Real | Imag | Conj
-                ),
-                Node::Binary { op, .. } => matches!(
-                    op,
-                    BinaryOp::Div | BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::Rem
-                ),
-                _ => false,
-            }
-    });
+    let heavy = (k.nodes.iter().enumerate()).filter(|&(i, n)| looped(i) && n.cost() >= 4);
     heavy.count() >= LANES_MIN_CALLS
 }
 
