@@ -455,10 +455,8 @@ pub(crate) fn map3<A: Element, B: Element, C: Element, U: Element>(
 /// Float math shared by f16, bf16, f32 and f64 (`num_traits::Float` plus erf).
 /// The `_fast` functions take the dispatch level's `FMA` (see `ElemFn`).
 pub(crate) trait FloatElem: Element + Float {
-    fn erf(self) -> Self;
-    fn erf_fast<const FMA: bool>(self) -> Self {
-        self.erf()
-    }
+    /// f32: the vectorizable rational; the others the `libm` crate's.
+    fn erf_fast<const FMA: bool>(self) -> Self;
     fn atan_fast<const FMA: bool>(self) -> Self {
         self.atan()
     }
@@ -484,9 +482,6 @@ pub(crate) trait FloatElem: Element + Float {
     }
 }
 impl FloatElem for f32 {
-    fn erf(self) -> Self {
-        libm::erff(self)
-    }
     /// Branch-free polynomial exp (≤ 2 ulp) that vectorizes, unlike libm's.
     #[inline(always)]
     fn exp_fast<const FMA: bool>(self) -> Self {
@@ -551,53 +546,27 @@ impl RowFn<f32, f32> for CosF32 {
     }
 }
 
-/// The unary ops whose f32 bits depend on the level's `FMA`.
-struct Exp;
-impl<T: FloatElem> ElemFn<T, T> for Exp {
-    #[inline(always)]
-    fn call<const FMA: bool>(&self, v: T) -> T {
-        v.exp_fast::<FMA>()
-    }
+/// The unary ops whose f32 bits depend on the level's `FMA`: one `ElemFn`
+/// per `FloatElem` method that takes it.
+macro_rules! level_fns {
+    ($($name:ident => $method:ident),* $(,)?) => {$(
+        struct $name;
+        impl<T: FloatElem> ElemFn<T, T> for $name {
+            #[inline(always)]
+            fn call<const FMA: bool>(&self, v: T) -> T {
+                v.$method::<FMA>()
+            }
+        }
+    )*};
 }
 
-struct Ln;
-impl<T: FloatElem> ElemFn<T, T> for Ln {
-    #[inline(always)]
-    fn call<const FMA: bool>(&self, v: T) -> T {
-        v.ln_fast::<FMA>()
-    }
-}
-
-struct Ln1p;
-impl<T: FloatElem> ElemFn<T, T> for Ln1p {
-    #[inline(always)]
-    fn call<const FMA: bool>(&self, v: T) -> T {
-        v.ln_1p_fast::<FMA>()
-    }
-}
-
-struct Tanh;
-impl<T: FloatElem> ElemFn<T, T> for Tanh {
-    #[inline(always)]
-    fn call<const FMA: bool>(&self, v: T) -> T {
-        v.tanh_fast::<FMA>()
-    }
-}
-
-struct Erf;
-impl<T: FloatElem> ElemFn<T, T> for Erf {
-    #[inline(always)]
-    fn call<const FMA: bool>(&self, v: T) -> T {
-        v.erf_fast::<FMA>()
-    }
-}
-
-struct Atan;
-impl<T: FloatElem> ElemFn<T, T> for Atan {
-    #[inline(always)]
-    fn call<const FMA: bool>(&self, v: T) -> T {
-        v.atan_fast::<FMA>()
-    }
+level_fns! {
+    Exp => exp_fast,
+    Ln => ln_fast,
+    Ln1p => ln_1p_fast,
+    Tanh => tanh_fast,
+    Erf => erf_fast,
+    Atan => atan_fast,
 }
 
 /// 1 / (1 + e^-x), written with e = e^-|x| (which never overflows) so that
@@ -617,17 +586,17 @@ impl<T: FloatElem> ElemFn<T, T> for Sigmoid {
     }
 }
 impl FloatElem for f64 {
-    fn erf(self) -> Self {
+    fn erf_fast<const FMA: bool>(self) -> Self {
         libm::erf(self)
     }
 }
 impl FloatElem for f16 {
-    fn erf(self) -> Self {
+    fn erf_fast<const FMA: bool>(self) -> Self {
         f16::from_f32(libm::erff(self.to_f32()))
     }
 }
 impl FloatElem for bf16 {
-    fn erf(self) -> Self {
+    fn erf_fast<const FMA: bool>(self) -> Self {
         bf16::from_f32(libm::erff(self.to_f32()))
     }
 }
