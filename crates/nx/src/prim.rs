@@ -516,8 +516,15 @@ pub enum PrimClass {
     Shifted,
     /// A fold over axes that disappear: reduce.
     Reduction,
-    /// A kernel of its own, never fused: products, convolutions, gathers,
-    /// scatters, sorts, windows, cumulative ops, arg-reductions, threefry.
+    /// Each output element from an element of the first input that the
+    /// second input (an index tensor) picks along an axis: gather.
+    Indexed,
+    /// The first input with the elements of the third added at positions
+    /// the second (an index tensor) picks along an axis, in order:
+    /// scatter_add.
+    Scatter,
+    /// A kernel of its own, never fused: products, convolutions,
+    /// sorts, windows, cumulative ops, arg-reductions, threefry.
     Library,
     /// Eager only (jit refuses it): linear algebra and FFT.
     EagerOnly,
@@ -544,10 +551,10 @@ impl Prim {
             Prim::Full { .. } | Prim::Iota { .. } => PrimClass::Fill,
             Prim::Pad { .. } | Prim::Concat { .. } => PrimClass::Shifted,
             Prim::Reduce { .. } => PrimClass::Reduction,
+            Prim::Gather { .. } => PrimClass::Indexed,
+            Prim::ScatterAdd { .. } => PrimClass::Scatter,
             Prim::ArgReduce { .. }
             | Prim::Cumulative { .. }
-            | Prim::Gather { .. }
-            | Prim::ScatterAdd { .. }
             | Prim::DotGeneral { .. }
             | Prim::Conv { .. }
             | Prim::Threefry2x32

@@ -88,6 +88,14 @@ pub fn write(t: &Tensor) -> WriteView<'_> {
     WriteView { _guard: guard, ptr }
 }
 
+/// The first element of the integer tensor `t` (I32 or I64) out of
+/// `[-len, len)` in row-major order, `None` when all are in range: the
+/// index the eager gather over `t` would raise on first. A compiled gather
+/// checks its indices with this before any kernel runs.
+pub fn first_index_out_of_range(t: &Tensor, len: usize) -> Option<i64> {
+    crate::cpu::index::first_out_of_range(t, len)
+}
+
 /// Starts, once per process, a background thread that pays the first-use
 /// costs of the matrix-product libraries (their cache-size probes), so that
 /// a first product (a jitted program's first call) does not. Returns at once;

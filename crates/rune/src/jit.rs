@@ -71,6 +71,24 @@ pub struct Jit<F, P, Q> {
 /// the same bits; later calls wait for the compiled kernels
 /// (`tolk::Options::quick_first`).
 ///
+/// Gathers (`take`, `take_along_axis`, `gather`) and `scatter_add` whose
+/// indices are inputs or captured tensors compile into the kernels around
+/// them (the gradient of a gather is such a scatter). Their indices are
+/// checked before any kernel runs, on every call (a captured tensor's
+/// once, when compiled): an index out of range panics with the eager
+/// operation's message, before anything is written. Indices the program
+/// computes (an `argmax`) are read by nx's eager kernel, which checks them.
+///
+/// ```
+/// use rune::prelude::*;
+/// let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]);
+/// let f = rune::jit(|i: &Tensor| x.take(i, 0) * 10.0);
+/// let i = Tensor::from_slice(&[2i32, -3], &[2]);
+/// assert_eq!(f.call(&i).to_vec::<f32>(), vec![30.0, 10.0]);
+/// let bad = Tensor::from_slice(&[3i32], &[1]);
+/// assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.call(&bad))).is_err());
+/// ```
+///
 /// ```
 /// use rune::prelude::*;
 /// let f = rune::jit(|x: &Tensor| x.exp() * 2.0 + 1.0);

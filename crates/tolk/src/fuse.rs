@@ -35,6 +35,47 @@ pub enum Node {
         /// address, so that no lane reads outside the buffer.
         mask: Option<Mask>,
     },
+    /// Element of kernel argument `arg` picked by an index: at `layout`'s
+    /// address plus the index node's value (negative ones count from the
+    /// end of the axis) times `axis_stride`, as [`Prim::Gather`]. The
+    /// runtime checks every index before any kernel runs
+    /// (`runtime::IndexCheck`), so the address is always in the buffer.
+    Gather {
+        /// Index into the kernel's argument buffers.
+        arg: usize,
+        /// Where each iteration point's element lies with index 0 (the
+        /// data's layout with its stride along the gathered axis zeroed).
+        layout: Layout,
+        /// The integer node holding the index.
+        index: usize,
+        /// The gathered axis's size (what a negative index counts back from).
+        axis_len: usize,
+        /// The data's stride along the gathered axis, in elements.
+        axis_stride: isize,
+    },
+    /// A scatter kernel's root, as [`Prim::ScatterAdd`]: `value` added into
+    /// the output at `layout`'s address plus the index node's value
+    /// (negative ones count from the end) times `axis_stride`. The kernel
+    /// first sets its output to `init`, then adds at every point in
+    /// row-major order, as the eager kernel does (the same bits); it is
+    /// never split across threads. Indices are checked as a gather's.
+    Scatter {
+        /// Where each iteration point adds with index 0 (the output's
+        /// contiguous strides over the updates' shape, 0 along the axis).
+        layout: Layout,
+        /// The integer node holding the index.
+        index: usize,
+        /// The node holding the value added.
+        value: usize,
+        /// The scattered axis's size.
+        axis_len: usize,
+        /// The output's stride along the scattered axis, in elements.
+        axis_stride: isize,
+        /// The output's shape (the kernel's shape is the updates').
+        out_shape: Vec<usize>,
+        /// What the output holds before the updates are added.
+        init: ScatterInit,
+    },
     /// A constant; the value's bits, so that `0.0` and `-0.0` differ (two
     /// kernels compare equal only if they compute the same bits).
     Lit {
@@ -119,6 +160,16 @@ pub enum Node {
     },
 }
 
+/// The initial value of a scatter kernel's output ([`Node::Scatter`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ScatterInit {
+    /// Kernel argument `arg`: a contiguous buffer of the output's shape.
+    Arg(usize),
+    /// A constant (an `f64`'s bits, as [`Node::Lit`]): zeros, mostly, in
+    /// the transpose of a gather.
+    Lit(u64),
+}
+
 /// When a masked [`Node::Load`] reads, and where.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mask {
@@ -175,7 +226,11 @@ impl Node {
                 BinaryOp::Pow | BinaryOp::Atan2 => 16,
                 _ => 1,
             },
-            Node::Compare { .. } | Node::Where { .. } | Node::Cast { .. } => 1,
+            Node::Compare { .. }
+            | Node::Where { .. }
+            | Node::Cast { .. }
+            | Node::Gather { .. }
+            | Node::Scatter { .. } => 1,
             Node::Load { .. } | Node::Lit { .. } | Node::Iota { .. } | Node::Coord { .. } => 0,
         }
     }
@@ -188,17 +243,36 @@ impl Kernel {
     /// times this, so that a long chain of `sin`/`tanh` over a short vector
     /// runs on every core while a few additions over the same vector stay
     /// on one.
+    ///
+    /// A scatter kernel weighs 0: it is never split (the updates to one
+    /// element are added in order, by one thread).
     pub fn weight(&self) -> usize {
+        if self.scatter().is_some() {
+            return 0;
+        }
         let cost: usize = self.nodes.iter().map(Node::cost).sum();
         (cost / 8).max(1)
     }
 
     /// Shape of the buffers it writes (a map's all have the kernel's shape).
     pub fn out_shape(&self) -> &[usize] {
-        match self.reduce {
-            Some((_, kept)) => &self.shape[..kept],
-            None => &self.shape,
+        match (self.reduce, self.scatter()) {
+            (Some((_, kept)), _) => &self.shape[..kept],
+            (None, Some(Node::Scatter { out_shape, .. })) => out_shape,
+            _ => &self.shape,
         }
+    }
+
+    /// Its root when it is a scatter kernel ([`Node::Scatter`]).
+    pub fn scatter(&self) -> Option<&Node> {
+        let root = &self.nodes[*self.roots.first()?];
+        matches!(root, Node::Scatter { .. }).then_some(root)
+    }
+
+    /// Whether it is a map: one or more outputs of the kernel's shape, each
+    /// element computed at its own point (not a reduction or a scatter).
+    pub fn is_map(&self) -> bool {
+        self.reduce.is_none() && self.scatter().is_none()
     }
 }
 
@@ -258,7 +332,10 @@ fn classes(g: &Graph, def: &[Option<usize>], all_reductions: bool) -> Vec<PrimCl
                     v = g.eqns[i].inputs[0];
                 }
                 let computed = def[v].is_some_and(|i| {
-                    matches!(kinds[i], PrimClass::Elementwise | PrimClass::Shifted)
+                    matches!(
+                        kinds[i],
+                        PrimClass::Elementwise | PrimClass::Shifted | PrimClass::Indexed
+                    )
                 });
                 if all_reductions {
                     PrimClass::Reduction
@@ -269,6 +346,23 @@ fn classes(g: &Graph, def: &[Option<usize>], all_reductions: bool) -> Vec<PrimCl
                     PrimClass::Library
                 } else {
                     PrimClass::Reduction
+                }
+            }
+            Prim::Gather { .. } | Prim::ScatterAdd { .. } => {
+                // Compiled when its indices are a program input or constant
+                // (seen through views), which the runtime checks before any
+                // kernel runs; indices computed by the program could only
+                // be checked by the kernel that reads them. A device
+                // (`all_reductions`) has no scatter kernel yet.
+                let mut v = e.inputs[1];
+                while let Some(i) = def[v].filter(|&i| kinds[i] == PrimClass::View) {
+                    v = g.eqns[i].inputs[0];
+                }
+                let scatter = matches!(prim, Prim::ScatterAdd { .. });
+                if def[v].is_some() || (scatter && all_reductions) {
+                    PrimClass::Library
+                } else {
+                    prim.class()
                 }
             }
             p => match p.class() {
@@ -478,7 +572,35 @@ impl<'g> Builder<'g> {
         lo: &[usize],
         when: Option<usize>,
     ) -> Result<usize, NeedBuffer> {
-        // `x` as a view of a buffer: the movement equations from it.
+        let (base, seen) = self.buffer_view(x)?;
+        let bias: isize = lo
+            .iter()
+            .zip(&seen.strides)
+            .map(|(&l, &s)| l as isize * s)
+            .sum();
+        let shifted = Layout {
+            shape: self.g.aval(var).shape.clone(),
+            strides: seen.strides,
+            offset: seen.offset,
+        };
+        let layout = self.through_from(shifted, chain).ok_or(NeedBuffer(var))?;
+        let arg = self.arg(base);
+        debug_assert!(
+            when.is_some() || bias == 0,
+            "an unmasked load is not shifted"
+        );
+        Ok(self.push(Node::Load {
+            arg,
+            layout,
+            mask: when.map(|when| Mask { when, bias }),
+        }))
+    }
+
+    /// `x` as a view of a buffer: the buffer and the layout through which
+    /// `x` sees it. `Err` names the value that must become a buffer first
+    /// (a computed value, or a merged map's own output read elsewhere than
+    /// at its own element).
+    fn buffer_view(&self, x: Var) -> Result<(Var, Layout), NeedBuffer> {
         let mut views = Vec::new();
         let mut base = x;
         while !self.buffers.contains(&base) {
@@ -493,35 +615,93 @@ impl<'g> Builder<'g> {
         }
         views.reverse();
         if self.roots.len() > 1 && self.roots.contains(&base) {
-            return Err(NeedBuffer(base)); // a merged map's own output, shifted
+            return Err(NeedBuffer(base)); // a merged map's own output, moved
         }
-        let seen = self.through(base, &views)?;
-        let bias: isize = lo
-            .iter()
-            .zip(&seen.strides)
-            .map(|(&l, &s)| l as isize * s)
-            .sum();
-        let shifted = Layout {
-            shape: self.g.aval(var).shape.clone(),
-            strides: seen.strides,
-            offset: seen.offset,
-        };
-        let layout = self.through_from(shifted, chain).ok_or(NeedBuffer(var))?;
-        let arg = match self.args.iter().position(|&a| a == base) {
+        Ok((base, self.through(base, &views)?))
+    }
+
+    /// The kernel argument reading buffer `v` (added on first use).
+    fn arg(&mut self, v: Var) -> usize {
+        match self.args.iter().position(|&a| a == v) {
             Some(a) => a,
             None => {
-                self.args.push(base);
+                self.args.push(v);
                 self.args.len() - 1
             }
+        }
+    }
+
+    /// A gather of `x` (a buffer or a view of one) by `idx` along `axis`,
+    /// the element of `var` seen through `chain`: the data's layout with
+    /// the axis's stride moved into the index term, and the index's own
+    /// expression at the same point.
+    fn gather(
+        &mut self,
+        x: Var,
+        idx: Var,
+        axis: usize,
+        var: Var,
+        chain: &[usize],
+    ) -> Result<usize, NeedBuffer> {
+        let (base, seen) = self.buffer_view(x)?;
+        let axis_stride = seen.strides[axis];
+        let mut strides = seen.strides;
+        strides[axis] = 0;
+        let at_zero = Layout {
+            shape: self.g.aval(var).shape.clone(),
+            strides,
+            offset: seen.offset,
         };
-        debug_assert!(
-            when.is_some() || bias == 0,
-            "an unmasked load is not shifted"
-        );
-        Ok(self.push(Node::Load {
+        let layout = self.through_from(at_zero, chain).ok_or(NeedBuffer(var))?;
+        self.depth += 1;
+        let index = self.expr(idx, chain)?;
+        self.depth -= 1;
+        let arg = self.arg(base);
+        Ok(self.push(Node::Gather {
             arg,
             layout,
-            mask: when.map(|when| Mask { when, bias }),
+            index,
+            axis_len: seen.shape[axis],
+            axis_stride,
+        }))
+    }
+
+    /// The root of a scatter kernel computing `var`, `x` with `updates`
+    /// added at `idx` along `axis`; the kernel iterates over the updates'
+    /// shape.
+    fn scatter(
+        &mut self,
+        x: Var,
+        idx: Var,
+        updates: Var,
+        axis: usize,
+        var: Var,
+    ) -> Result<usize, NeedBuffer> {
+        let out_shape = self.g.aval(var).shape.clone();
+        let init = match fill_value(self.g, self.def, self.kinds, x) {
+            Some(bits) => ScatterInit::Lit(bits),
+            None => ScatterInit::Arg(self.arg(x)),
+        };
+        self.depth += 1;
+        let value = self.expr(updates, &[])?;
+        let index = self.expr(idx, &[])?;
+        self.depth -= 1;
+        let strides = nx::shape::contiguous_strides(&out_shape);
+        let axis_stride = strides[axis];
+        let mut at_zero = strides;
+        at_zero[axis] = 0;
+        Ok(self.push(Node::Scatter {
+            layout: Layout {
+                shape: self.g.aval(idx).shape.clone(),
+                strides: at_zero,
+                offset: 0,
+            },
+            index,
+            value,
+            axis_len: out_shape[axis],
+            axis_stride,
+            out_shape,
+            init,
         }))
     }
 
@@ -578,6 +758,7 @@ impl<'g> Builder<'g> {
                         self.depth -= 1;
                         for node in &mut self.nodes {
                             if let Node::Load { layout, .. }
+                            | Node::Gather { layout, .. }
                             | Node::Iota { layout, .. }
                             | Node::Coord { layout, .. } = node
                             {
@@ -632,6 +813,14 @@ impl<'g> Builder<'g> {
                                 })
                             }
                         }
+                    }
+                    Prim::Gather { axis } => {
+                        let (x, idx) = (e.inputs[0], e.inputs[1]);
+                        self.gather(x, idx, *axis, var, chain)?
+                    }
+                    Prim::ScatterAdd { axis } => {
+                        debug_assert!(is_root_call, "a scatter is a buffer");
+                        self.scatter(e.inputs[0], e.inputs[1], e.inputs[2], *axis, var)?
                     }
                     Prim::Concat { axis } => {
                         // Each input is a masked load at its offset along
@@ -714,13 +903,7 @@ impl<'g> Builder<'g> {
             }
             _ => {
                 let layout = self.through(var, chain)?;
-                let arg = match self.args.iter().position(|&a| a == var) {
-                    Some(a) => a,
-                    None => {
-                        self.args.push(var);
-                        self.args.len() - 1
-                    }
-                };
+                let arg = self.arg(var);
                 self.push(Node::Load {
                     arg,
                     layout,
@@ -833,9 +1016,22 @@ pub fn fuse_with(g: &Graph, all_reductions: bool) -> Fusion {
         if kinds[i] == PrimClass::Reduction {
             buffers.insert(e.out());
         }
-        if kinds[i] == PrimClass::Shifted {
-            // Masked loads read buffers (through views), never expressions.
-            for &x in &e.inputs {
+        if kinds[i] == PrimClass::Scatter {
+            // A kernel of its own, adding into a copy of its first input
+            // (a contiguous buffer) unless that is a constant fill.
+            buffers.insert(e.out());
+            if fill_value(g, &def, &kinds, e.inputs[0]).is_none() {
+                buffers.insert(e.inputs[0]);
+            }
+        }
+        if matches!(kinds[i], PrimClass::Shifted | PrimClass::Indexed) {
+            // Masked and indexed loads read buffers (through views), never
+            // expressions (a gather's indices are inputs: `classes`).
+            let data = match kinds[i] {
+                PrimClass::Indexed => &e.inputs[..1],
+                _ => &e.inputs[..],
+            };
+            for &x in data {
                 let mut v = x;
                 while let Some(d) = def[v].filter(|&d| kinds[d] == PrimClass::View) {
                     v = g.eqns[d].inputs[0];
@@ -939,6 +1135,7 @@ fn merge_maps(
         let own = Layout::contiguous(&kernels[k].kernel.shape);
         kernels[k].kernel.nodes.iter().all(|n| match n {
             Node::Load { arg, layout, mask } if *arg == a => mask.is_none() && *layout == own,
+            Node::Gather { arg, .. } => *arg != a,
             _ => true,
         })
     };
@@ -968,7 +1165,7 @@ fn merge_maps(
             at: fk.at,
             nodes: fk.kernel.nodes.len(),
         });
-        if fk.kernel.reduce.is_some() {
+        if !fk.kernel.is_map() {
             continue;
         }
         // The groups of the maps it loads, latest first: it joins the
@@ -980,7 +1177,7 @@ fn merge_maps(
             .filter_map(|&v| {
                 let p = producer[v]?;
                 let q = &kernels[p].kernel;
-                (q.reduce.is_none() && q.shape == fk.kernel.shape).then_some(group_of[p])
+                (q.is_map() && q.shape == fk.kernel.shape).then_some(group_of[p])
             })
             .collect();
         candidates.sort_by_key(|&gi| std::cmp::Reverse(groups[gi].at));
@@ -1062,6 +1259,7 @@ fn merge_maps(
 fn iteration_shape(g: &Graph, def: &[Option<usize>], root: Var) -> Vec<usize> {
     let e = def[root].map(|e| &g.eqns[e]);
     match e.and_then(Eqn::as_prim) {
+        Some(Prim::ScatterAdd { .. }) => g.aval(e.unwrap().inputs[1]).shape.clone(),
         Some(Prim::Reduce { axes, .. }) => {
             let x = &g.aval(e.unwrap().inputs[0]).shape;
             let mut s: Vec<usize> = (0..x.len())
@@ -1072,6 +1270,19 @@ fn iteration_shape(g: &Graph, def: &[Option<usize>], root: Var) -> Vec<usize> {
             s
         }
         _ => g.aval(root).shape.clone(),
+    }
+}
+
+/// The bits of the constant `v` holds everywhere when it is a `full` seen
+/// through views (a scatter's zeros), else `None`.
+fn fill_value(g: &Graph, def: &[Option<usize>], kinds: &[PrimClass], v: Var) -> Option<u64> {
+    let mut v = v;
+    while let Some(i) = def[v].filter(|&i| kinds[i] == PrimClass::View) {
+        v = g.eqns[i].inputs[0];
+    }
+    match def[v].and_then(|i| g.eqns[i].as_prim()) {
+        Some(Prim::Full { value, .. }) => Some(value.to_bits()),
+        _ => None,
     }
 }
 

@@ -368,7 +368,7 @@ fn starts_eager(
     let source: usize = sources.iter().map(|(_, c)| c.len()).sum();
     source >= EAGER_FIRST_MIN_SOURCE
         && work <= source.saturating_mul(EAGER_FIRST_WORK_PER_BYTE)
-        && kernels.iter().all(|k| k.reduce.is_none())
+        && kernels.iter().all(|k| k.is_map())
         && g.eqns.iter().all(|e| matches!(e.op, Op::Prim(_)))
 }
 

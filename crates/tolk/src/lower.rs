@@ -66,12 +66,14 @@ pub fn lower(k: &Kernel) -> LoopNest {
         .nodes
         .iter()
         .map(|n| match n {
-            Node::Load { layout, .. } | Node::Iota { layout, .. } | Node::Coord { layout, .. } => {
-                Some(Index {
-                    offset: layout.offset,
-                    strides: Vec::new(),
-                })
-            }
+            Node::Load { layout, .. }
+            | Node::Gather { layout, .. }
+            | Node::Scatter { layout, .. }
+            | Node::Iota { layout, .. }
+            | Node::Coord { layout, .. } => Some(Index {
+                offset: layout.offset,
+                strides: Vec::new(),
+            }),
             _ => None,
         })
         .collect();
@@ -88,6 +90,8 @@ pub fn lower(k: &Kernel) -> LoopNest {
             .iter()
             .filter_map(|n| match n {
                 Node::Load { layout, .. }
+                | Node::Gather { layout, .. }
+                | Node::Scatter { layout, .. }
                 | Node::Iota { layout, .. }
                 | Node::Coord { layout, .. } => Some(layout),
                 _ => None,
@@ -130,12 +134,13 @@ pub fn lower(k: &Kernel) -> LoopNest {
 /// The dtype of node `i`'s value.
 pub fn node_dtype(k: &Kernel, i: usize) -> DType {
     match &k.nodes[i] {
-        Node::Load { arg, .. } => k.arg_dtypes[*arg],
+        Node::Load { arg, .. } | Node::Gather { arg, .. } => k.arg_dtypes[*arg],
         Node::Lit { dtype, .. } | Node::Iota { dtype, .. } | Node::Coord { dtype, .. } => *dtype,
         Node::Unary { dtype, .. } | Node::Binary { dtype, .. } | Node::Where { dtype, .. } => {
             *dtype
         }
         Node::Compare { .. } => DType::Bool,
+        Node::Scatter { value, .. } => node_dtype(k, *value),
         Node::Cast { to, .. } => *to,
     }
 }
@@ -156,13 +161,14 @@ fn invariant(k: &Kernel, nest: &LoopNest) -> Vec<bool> {
     for (i, n) in k.nodes.iter().enumerate() {
         inv[i] = match n {
             Node::Lit { .. } => true,
-            Node::Load { .. } | Node::Iota { .. } | Node::Coord { .. } => {
-                let masked_by_variant = match n {
+            Node::Load { .. } | Node::Gather { .. } | Node::Iota { .. } | Node::Coord { .. } => {
+                let reads_where_variant = match n {
                     Node::Load { mask: Some(m), .. } => !inv[m.when],
+                    Node::Gather { index, .. } => !inv[*index],
                     _ => false,
                 };
                 nonempty
-                    && !masked_by_variant
+                    && !reads_where_variant
                     && nest.loads[i]
                         .as_ref()
                         .is_some_and(|ix| ix.strides.iter().all(|&st| st == 0))
@@ -170,6 +176,7 @@ fn invariant(k: &Kernel, nest: &LoopNest) -> Vec<bool> {
             Node::Unary { x, .. } | Node::Cast { x, .. } => inv[*x],
             Node::Binary { a, b, .. } | Node::Compare { a, b, .. } => inv[*a] && inv[*b],
             Node::Where { c, a, b, .. } => inv[*c] && inv[*a] && inv[*b],
+            Node::Scatter { .. } => false, // a store at every point
         };
     }
     inv

@@ -70,7 +70,7 @@ pub fn plan(g: &Graph, fusion: Fusion, stream_min_bytes: Option<usize>) -> (Vec<
         };
         let mut k = fk.kernel;
         let moved: usize = fk.outs.iter().chain(&fk.args).map(|&v| bytes(v)).sum();
-        k.stream = k.reduce.is_none()
+        k.stream = k.is_map()
             && fk.outs.len() == 1
             && is_output[fk.outs[0]]
             && stream_min_bytes.is_some_and(|min| moved >= min);

@@ -73,6 +73,100 @@ pub struct Program {
     dense: RefCell<Vec<Option<Tensor>>>,
     /// Per loop equation (by index): its compiled body.
     pub(crate) bodies: Vec<(usize, Program)>,
+    /// The indices of the gathers run inside kernels, checked before any
+    /// kernel runs: those read from inputs each call; a constant's only
+    /// when it failed (checked once, when the program is made).
+    index_checks: Vec<IndexCheck>,
+}
+
+/// The indices of a gather or scatter-add compiled into a kernel, which
+/// reads `x[.., idx[p], ..]` (or adds there) with no bounds check of its
+/// own: they are a program input or constant seen through views (`fuse`
+/// compiles no other), so the runtime checks them before any kernel runs
+/// and raises what the eager kernel raises (its first index out of range,
+/// in row-major order).
+#[derive(Clone, Debug)]
+struct IndexCheck {
+    /// The primitive, as eager names it: `gather` or `scatter_add`.
+    op: &'static str,
+    /// The graph input or constant holding the indices.
+    base: Var,
+    /// The view equations from `base` to the gather's index operand.
+    views: Vec<Prim>,
+    /// The gathered axis and its size.
+    axis: usize,
+    axis_len: usize,
+}
+
+impl IndexCheck {
+    /// The checks of the gathers `plan` runs inside kernels.
+    fn of(g: &Graph, plan: &Plan) -> Vec<IndexCheck> {
+        let mut library = vec![false; g.eqns.len()];
+        for step in &plan.steps {
+            if let Step::Library { eqn } = step {
+                library[*eqn] = true;
+            }
+        }
+        let mut def = vec![None; g.avals.len()];
+        for (i, e) in g.eqns.iter().enumerate() {
+            for &o in &e.outs {
+                def[o] = Some(i);
+            }
+        }
+        let mut checks = Vec::new();
+        for (i, e) in g.eqns.iter().enumerate() {
+            let (op, axis) = match e.as_prim() {
+                Some(Prim::Gather { axis }) => ("gather", axis),
+                Some(Prim::ScatterAdd { axis }) => ("scatter_add", axis),
+                _ => continue,
+            };
+            if library[i] {
+                continue; // nx's eager kernel checks its own indices
+            }
+            let mut views = Vec::new();
+            let mut v = e.inputs[1];
+            while let Some(d) = def[v] {
+                let prim = g.eqns[d]
+                    .as_prim()
+                    .filter(|p| p.class() == nx::PrimClass::View)
+                    .expect("tolk: a fused gather's indices are an input or constant's view");
+                views.push(prim.clone());
+                v = g.eqns[d].inputs[0];
+            }
+            views.reverse();
+            checks.push(IndexCheck {
+                op,
+                base: v,
+                views,
+                axis: *axis,
+                axis_len: g.aval(e.inputs[0]).shape[*axis],
+            });
+        }
+        checks
+    }
+
+    /// Panics as the eager gather does if an index in `base` (the value of
+    /// [`IndexCheck::base`]) seen through the views is out of range.
+    fn check(&self, base: &Tensor) {
+        if let Err(e) = self.try_check(base) {
+            panic!("{e}");
+        }
+    }
+
+    /// [`IndexCheck::check`], returning the message.
+    fn try_check(&self, base: &Tensor) -> Result<(), String> {
+        let mut idx = base.clone();
+        for p in &self.views {
+            idx = nx::raw::eval(p.clone(), &[&idx]);
+        }
+        match nx::raw::first_index_out_of_range(&idx, self.axis_len) {
+            None => Ok(()),
+            Some(i) => Err(format!(
+                "{}: index {i} is out of bounds for axis {} of size {}",
+                self.op, self.axis, self.axis_len
+            )),
+        }
+    }
 }
 
 /// The thread compiling a program's kernels: their entries and code.
@@ -205,6 +299,14 @@ impl Program {
             total += b.next_multiple_of(64);
         }
         let arena = nx::raw::Slab::new(total);
+        // A constant's indices are checked once: only a failing check stays.
+        let index_checks = IndexCheck::of(&graph, &plan)
+            .into_iter()
+            .filter(|c| match graph.consts.iter().find(|(v, _)| *v == c.base) {
+                Some((_, t)) => c.try_check(t).is_err(),
+                None => true,
+            })
+            .collect();
         let mut arena_views = vec![None; n];
         let mut arena_ptrs = vec![None; n];
         for (v, slot) in layout.slab_of.iter().enumerate() {
@@ -231,6 +333,7 @@ impl Program {
             slots: RefCell::new(vec![None; n]),
             dense: RefCell::new(vec![None; n]),
             bodies: Vec::new(),
+            index_checks,
         }
     }
 
@@ -250,6 +353,19 @@ impl Program {
     /// Number of steps in the plan.
     pub fn num_steps(&self) -> usize {
         self.plan.steps.len()
+    }
+
+    /// The primitives (or `loop`s) the plan runs as library steps, by name,
+    /// in program order: what did not compile into a kernel.
+    pub fn library_steps(&self) -> Vec<String> {
+        self.plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Library { eqn } => Some(self.graph.eqns[*eqn].name()),
+                Step::Kernel { .. } => None,
+            })
+            .collect()
     }
 
     /// The compiled body of loop equation `eqn`.
@@ -311,6 +427,9 @@ impl Program {
         for (v, t, d) in &self.consts {
             slots[*v] = Some(t.clone());
             dense[*v] = d.clone();
+        }
+        for c in &self.index_checks {
+            c.check(slots[c.base].as_ref().unwrap());
         }
         for (s, step) in self.plan.steps.iter().enumerate() {
             match step {
@@ -727,9 +846,22 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
             (placed(v), home, bytes(g.aval(v)))
         })
         .collect();
+    // Gathered indices: the loop's consts (and the body's failing
+    // constants) once, carries and per-step inputs at every step.
+    let (once, per_step): (Vec<_>, Vec<_>) = body
+        .index_checks
+        .iter()
+        .map(|c| (c, placed(c.base)))
+        .partition(|(_, p)| matches!(p, Place::Fixed(_)));
+    for (c, p) in once {
+        c.check(&frame.tensor(p));
+    }
     let mut ptrs: Vec<*mut u8> = Vec::new();
     for i in 0..lp.length {
         frame.t = if lp.reverse { lp.length - 1 - i } else { i };
+        for (c, p) in &per_step {
+            c.check(&frame.tensor(*p));
+        }
         for call in &calls {
             match call {
                 Call::Kernel {

@@ -24,6 +24,61 @@ fn resolve(op: &str, i: i64, n: usize, axis: usize) -> isize {
     (if i < 0 { i + n } else { i }) as isize
 }
 
+/// The first element of the integer tensor `t` (I32 or I64) out of
+/// `[-len, len)`, in row-major order; `None` when all are in range. Dims
+/// along which `t`'s layout does not move (a broadcast) are visited once:
+/// the first failure is still the one a walk over every element meets
+/// first.
+pub(crate) fn first_out_of_range(t: &Tensor, len: usize) -> Option<i64> {
+    let v = t.value();
+    if v.layout.numel() == 0 {
+        return None;
+    }
+    let dims: Vec<(usize, isize)> = v
+        .layout
+        .shape
+        .iter()
+        .zip(&v.layout.strides)
+        .filter(|&(&n, &s)| n != 1 && s != 0)
+        .map(|(&n, &s)| (n, s))
+        .collect();
+    fn walk<I: Element>(
+        data: &[I],
+        mut addr: isize,
+        dims: &[(usize, isize)],
+        len: i64,
+    ) -> Option<i64> {
+        let mut at = vec![0usize; dims.len()];
+        loop {
+            let i = data[addr as usize].to_i128() as i64;
+            if i < -len || i >= len {
+                return Some(i);
+            }
+            // Row-major odometer over `dims`.
+            let mut d = dims.len();
+            loop {
+                if d == 0 {
+                    return None;
+                }
+                d -= 1;
+                at[d] += 1;
+                addr += dims[d].1;
+                if at[d] < dims[d].0 {
+                    break;
+                }
+                addr -= dims[d].1 * dims[d].0 as isize;
+                at[d] = 0;
+            }
+        }
+    }
+    let base = v.layout.offset as isize;
+    match v.dtype {
+        DType::I32 => walk(&v.storage.read::<i32>(), base, &dims, len as i64),
+        DType::I64 => walk(&v.storage.read::<i64>(), base, &dims, len as i64),
+        d => panic!("nx: indices must be I32 or I64, got {d}"),
+    }
+}
+
 /// `x`'s strides with the one along `axis` set to 0.
 fn strides_off_axis(strides: &[isize], axis: usize) -> Vec<isize> {
     let mut s = strides.to_vec();

@@ -8,7 +8,7 @@ pub(crate) mod dot;
 mod elementwise;
 mod fft;
 mod fill;
-mod index;
+pub(crate) mod index;
 mod linalg_kernels;
 pub(crate) mod math;
 mod movement;

@@ -5,7 +5,8 @@
 //! rank whose sizes match the data's off the indexed axis), as views. Index
 //! tensors are I32 or I64; negative indices count from the end (numpy), and
 //! an index outside `[-n, n)` panics when the kernel reads it, naming the
-//! primitive (`gather` or `scatter_add`), the index and the axis size.
+//! primitive (`gather` or `scatter_add`), the index and the axis size
+//! (under `rune::jit`, with the same message, before any kernel runs).
 
 use super::{check_same_dtype, require_index};
 use crate::prim::Prim;

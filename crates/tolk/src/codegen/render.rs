@@ -9,7 +9,7 @@
 //! loop, so the runtime can split it across threads.
 
 use super::Dialect;
-use crate::fuse::{Kernel, Node};
+use crate::fuse::{Kernel, Node, ScatterInit};
 use crate::lower::{self, Identity, LoopNest, ACCS};
 use nx::{BinaryOp, DType, ReduceOp};
 use std::fmt::Write;
@@ -62,6 +62,14 @@ fn render_fn(
     }
     if fast {
         let _ = writeln!(s, "  uint32_t big = 0;");
+    }
+    if let Some(Node::Scatter {
+        out_shape, init, ..
+    }) = k.scatter()
+    {
+        render_scatter(d, &mut s, k, nest, out_shape, init, fast);
+        s.push_str(&finish(d, fast));
+        return s;
     }
     // The invariant nodes, once (with the exact forms where the loops use
     // them: a tiled reduction's). Loads among them read element 0 of their
@@ -283,6 +291,50 @@ fn render_fn(
     s
 }
 
+/// A scatter kernel's statements ([`Node::Scatter`]): the output set to
+/// `init`, then the loops over the updates in row-major order, each point
+/// adding its value at the element its index picks (so repeated indices
+/// add in eager's order). No lanes, no independence hint: two points may
+/// add into one element. It always runs over its whole range.
+fn render_scatter(
+    d: &dyn Dialect,
+    s: &mut String,
+    k: &Kernel,
+    nest: &LoopNest,
+    out_shape: &[usize],
+    init: &ScatterInit,
+    fast: bool,
+) {
+    let n: usize = out_shape.iter().product();
+    let value = match init {
+        ScatterInit::Arg(a) => format!("a{a}[j]"),
+        ScatterInit::Lit(bits) => d.literal(k.out_dtypes[0], f64::from_bits(*bits)),
+    };
+    let _ = writeln!(s, "  for (int64_t j = 0; j < {n}; j++) out0[j] = {value};");
+    let _ = writeln!(s, "  if (lo >= hi) {}", d.ret("0"));
+    let inv = &nest.invariant;
+    s.push_str(&body(d, k, nest, "  ", fast, &|i| inv[i]));
+    let mut indent = String::from("  ");
+    for (l, &n) in nest.dims.iter().enumerate() {
+        let (from, to) = if l == 0 {
+            ("lo".to_string(), "hi".to_string())
+        } else {
+            ("0".to_string(), n.to_string())
+        };
+        let _ = writeln!(
+            s,
+            "{indent}{}",
+            d.loop_header(&format!("i{l}"), &from, &to, l == 0)
+        );
+        indent.push_str("  ");
+    }
+    s.push_str(&body(d, k, nest, &indent, fast, &|i| !inv[i]));
+    for _ in &nest.dims {
+        indent.truncate(indent.len() - 2);
+        let _ = writeln!(s, "{indent}}}");
+    }
+}
+
 /// A kernel function's last statement and closing brace: whether a guard
 /// failed (`fast`), else 0.
 fn finish(d: &dyn Dialect, fast: bool) -> String {
@@ -391,6 +443,42 @@ fn body_lanes(
                 Node::Load {
                     arg, mask: Some(m), ..
                 } => format!("({} ? a{arg}[{} - ({})] : 0)", v(&m.when), index(), m.bias),
+                // The index was checked in range before any kernel ran
+                // (`runtime::IndexCheck`); a negative one counts from the end.
+                Node::Gather {
+                    arg,
+                    index: ix,
+                    axis_len,
+                    axis_stride,
+                    ..
+                } => {
+                    let i = v(ix);
+                    format!(
+                        "a{arg}[{} + ((int64_t){i} + ({i} < 0 ? {axis_len} : 0)) * ({axis_stride})]",
+                        index()
+                    )
+                }
+                // Adds into the output in place (a scatter kernel's root,
+                // `render_scatter`); the index was checked like a gather's.
+                Node::Scatter {
+                    index: ix,
+                    value,
+                    axis_len,
+                    axis_stride,
+                    ..
+                } => {
+                    let x = v(ix);
+                    let _ = writeln!(
+                        s,
+                        "{indent}const int64_t at{i}{lane} = {} + ((int64_t){x} + ({x} < 0 ? {axis_len} : 0)) * ({axis_stride});",
+                        index()
+                    );
+                    let at = format!("out0[at{i}{lane}]");
+                    let sum = d.binary(BinaryOp::Add, lower::node_dtype(k, *value), &at, &v(value));
+                    let _ = writeln!(s, "{indent}{t} v{i}{lane} = {sum};");
+                    let _ = writeln!(s, "{indent}{at} = v{i}{lane};");
+                    continue;
+                }
                 Node::Iota {
                     stride, len, dtype, ..
                 } => {
