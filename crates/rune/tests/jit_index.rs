@@ -407,3 +407,105 @@ fn the_gradient_of_a_gather_is_a_scatter_kernel() {
     );
     assert_eq!(bits(&jit(g).call(&p)), bits(&g(&p)));
 }
+
+#[test]
+fn scatters_by_captured_injective_indices_become_gathers() {
+    let has_scatter = |c: &tolk::Compiled| {
+        c.program
+            .graph()
+            .eqns
+            .iter()
+            .any(|e| e.name() == "scatter_add")
+    };
+    // x holds -0.0 where no update lands (-0.0 + 0.0 would be +0.0).
+    let mut xv = data(6 * 3, 13);
+    xv[4] = -0.0;
+    xv[16] = -0.0;
+    let x = Tensor::from_vec(xv, &[6, 3]);
+    let u = Tensor::from_vec(data(4 * 3, 14), &[4, 3]);
+    let cases: [(&str, Vec<i32>, bool); 3] = [
+        (
+            "a partial injective map, negatives",
+            vec![2, -1, 0, 3],
+            false,
+        ),
+        (
+            "repeated destinations stay a scatter",
+            vec![2, 5, 2, 0],
+            true,
+        ),
+        ("a full permutation", vec![5, 0, 4, 1], false),
+    ];
+    for (what, idx, scatter) in cases {
+        let (u, n) = if what == "a full permutation" {
+            let u6 = Tensor::from_vec(data(6 * 3, 15), &[6, 3]);
+            (u6, 6)
+        } else {
+            (u.clone(), 4)
+        };
+        let idx: Vec<i32> = if n == 6 { vec![5, 0, 4, 1, 3, 2] } else { idx };
+        let i = Tensor::from_vec(idx, &[n, 1]).broadcast_to(&[n, 3]);
+        let f = |(x, u): &(Tensor, Tensor)| vec![x.scatter_add(0, &i, &(u * 2.0))];
+        let p = (x.clone(), u.clone());
+        let c = compiled(f, &p);
+        assert_eq!(has_scatter(&c), scatter, "{what}");
+        assert_eq!(
+            bits(&c.program.run(&[x.clone(), u.clone()])[0]),
+            bits(&f(&p)[0]),
+            "{what}"
+        );
+    }
+    // W12's ring written with `take`: the gradient's scatters are gathers.
+    let m = 16;
+    let right = Tensor::from_vec(
+        (0..m).map(|i| ((i + 1) % m) as i32).collect::<Vec<_>>(),
+        &[m],
+    );
+    let left = Tensor::from_vec(
+        (0..m).map(|i| ((i + m - 1) % m) as i32).collect::<Vec<_>>(),
+        &[m],
+    );
+    let xs = Tensor::from_vec(data(m, 16), &[m]);
+    let g = |x: &Tensor| {
+        grad(
+            |x: &Tensor| (x.take(&right, 0) * x - x.take(&left, 0).sin()).sum_all(),
+            x,
+        )
+    };
+    let c = compiled(|x: &Tensor| vec![g(x)], &xs);
+    assert!(!has_scatter(&c));
+    assert_eq!(bits(&c.program.run(&[xs.clone()])[0]), bits(&g(&xs)));
+}
+
+#[test]
+fn wide_scatters_split_across_threads_with_eagers_bits() {
+    // Segment sums of 2,000 rows of 64 features into 300 segments (every
+    // segment hit several times): the kernel loops over blocks of
+    // features outermost, one block range per thread.
+    let (e, f, n) = (2000, 64, 300);
+    let ids: Vec<i32> = (0..e)
+        .map(|k| ((k * 7919) % n) as i32 - (k % 3 == 0) as i32 * n as i32)
+        .collect();
+    let ids = Tensor::from_vec(ids, &[e, 1]);
+    let data_t = Tensor::from_vec(data(e * f, 17), &[e, f]);
+    let x = Tensor::from_vec(data(n * f, 18), &[n, f]);
+    let seg = |(x, ids, d): &(Tensor, Tensor, Tensor)| {
+        let i = ids.broadcast_to(&[e, f]);
+        vec![
+            Tensor::zeros(&[n, f], DType::F32).scatter_add(0, &i, &d.exp()),
+            x.scatter_add(0, &i, d),
+        ]
+    };
+    let p = (x, ids, data_t);
+    let c = compiled(seg, &p);
+    assert!(c
+        .kernel_sources
+        .iter()
+        .any(|(_, src)| src.contains("for (int64_t j0 = lo;")));
+    for _ in 0..3 {
+        let got = c.program.run(&[p.0.clone(), p.1.clone(), p.2.clone()]);
+        for (g, w) in got.iter().zip(seg(&p)) {
+            assert_eq!(bits(g), bits(&w));
+        }
+    }
+}

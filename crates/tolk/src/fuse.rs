@@ -52,6 +52,8 @@ pub enum Node {
         axis_len: usize,
         /// The data's stride along the gathered axis, in elements.
         axis_stride: isize,
+        /// The data buffer's elements (every address lies below it).
+        buffer_len: usize,
     },
     /// A scatter kernel's root, as [`Prim::ScatterAdd`]: `value` added into
     /// the output at `layout`'s address plus the index node's value
@@ -71,10 +73,17 @@ pub enum Node {
         axis_len: usize,
         /// The output's stride along the scattered axis, in elements.
         axis_stride: isize,
+        /// The scattered axis (of the updates' shape).
+        axis: usize,
         /// The output's shape (the kernel's shape is the updates').
         out_shape: Vec<usize>,
         /// What the output holds before the updates are added.
         init: ScatterInit,
+        /// For a kernel split across threads ([`Kernel::split_scatter`]):
+        /// the output's elements in the kernel's loop order (its first dim
+        /// the kernel's), which each part sets for its own range before
+        /// adding into them. `None`: one part sets the whole output.
+        init_layout: Option<Layout>,
     },
     /// A constant; the value's bits, so that `0.0` and `-0.0` differ (two
     /// kernels compare equal only if they compute the same bits).
@@ -247,7 +256,10 @@ impl Kernel {
     /// A scatter kernel weighs 0: it is never split (the updates to one
     /// element are added in order, by one thread).
     pub fn weight(&self) -> usize {
-        if self.scatter().is_some() {
+        if let Some(Node::Scatter {
+            init_layout: None, ..
+        }) = self.scatter()
+        {
             return 0;
         }
         let cost: usize = self.nodes.iter().map(Node::cost).sum();
@@ -267,6 +279,59 @@ impl Kernel {
     pub fn scatter(&self) -> Option<&Node> {
         let root = &self.nodes[*self.roots.first()?];
         matches!(root, Node::Scatter { .. }).then_some(root)
+    }
+
+    /// A scatter kernel whose updates' last dim is not the scattered axis
+    /// and holds at least two blocks of [`SCATTER_BLOCK`] is reordered to
+    /// loop over those blocks outermost (`[blocks, the other dims in
+    /// order, block]`): parts of its outer loop then add into disjoint
+    /// elements, so the runtime splits it across threads, and each
+    /// element's updates still add in row-major order (eager's bits).
+    fn split_scatter(&mut self) {
+        let Some(&Node::Scatter {
+            axis,
+            ref out_shape,
+            ..
+        }) = self.scatter()
+        else {
+            return;
+        };
+        let n = self.shape.len();
+        let last = self.shape[n - 1];
+        if axis + 1 == n || last % SCATTER_BLOCK != 0 || last < 2 * SCATTER_BLOCK {
+            return;
+        }
+        let split = |shape: &[usize]| {
+            let mut s = shape[..n - 1].to_vec();
+            s.extend([last / SCATTER_BLOCK, SCATTER_BLOCK]);
+            s
+        };
+        let mut perm = vec![n - 1];
+        perm.extend(0..n - 1);
+        perm.push(n);
+        let reorder = |l: &Layout| Some(l.reshape(&split(&l.shape))?.permute(&perm));
+        let Some(init) = reorder(&Layout::contiguous(out_shape)) else {
+            return;
+        };
+        let mut nodes = self.nodes.clone();
+        for node in &mut nodes {
+            if let Node::Load { layout, .. }
+            | Node::Gather { layout, .. }
+            | Node::Scatter { layout, .. }
+            | Node::Iota { layout, .. }
+            | Node::Coord { layout, .. } = node
+            {
+                match reorder(layout) {
+                    Some(l) => *layout = l,
+                    None => return,
+                }
+            }
+            if let Node::Scatter { init_layout, .. } = node {
+                *init_layout = Some(init.clone());
+            }
+        }
+        self.nodes = nodes;
+        self.shape = Layout::contiguous(&split(&self.shape)).permute(&perm).shape;
     }
 
     /// Whether it is a map: one or more outputs of the kernel's shape, each
@@ -302,6 +367,10 @@ pub struct FusedKernel {
     /// The equations fused in (for debug output).
     pub eqns: Vec<usize>,
 }
+
+/// Elements of a scatter's last dim one part of a split scatter kernel
+/// adds into ([`Kernel::split_scatter`]): a cache line of f32.
+const SCATTER_BLOCK: usize = 16;
 
 /// Full reductions at least this large stay with nx's eager kernel, which
 /// splits them across threads (a fused kernel splits over kept dims only).
@@ -450,19 +519,21 @@ impl<'g> Builder<'g> {
     fn finish(self, outs: Vec<(Var, usize)>, at: usize) -> FusedKernel {
         let (g, def) = (self.g, self.def);
         let root = outs[0].0;
+        let mut kernel = Kernel {
+            shape: iteration_shape(g, def, root),
+            out_dtypes: outs.iter().map(|&(v, _)| g.aval(v).dtype).collect(),
+            arg_dtypes: self.args.iter().map(|&a| g.aval(a).dtype).collect(),
+            nodes: self.nodes,
+            roots: outs.iter().map(|&(_, n)| n).collect(),
+            fused: Vec::new(),
+            reduce: reduce_of(g, def, root),
+            stream: false,
+        };
+        kernel.split_scatter();
         FusedKernel {
             outs: outs.iter().map(|&(v, _)| v).collect(),
             at,
-            kernel: Kernel {
-                shape: iteration_shape(g, def, root),
-                out_dtypes: outs.iter().map(|&(v, _)| g.aval(v).dtype).collect(),
-                arg_dtypes: self.args.iter().map(|&a| g.aval(a).dtype).collect(),
-                nodes: self.nodes,
-                roots: outs.iter().map(|&(_, n)| n).collect(),
-                fused: Vec::new(),
-                reduce: reduce_of(g, def, root),
-                stream: false,
-            },
+            kernel,
             args: self.args,
             eqns: self.fused,
         }
@@ -663,6 +734,7 @@ impl<'g> Builder<'g> {
             index,
             axis_len: seen.shape[axis],
             axis_stride,
+            buffer_len: self.g.aval(base).numel(),
         }))
     }
 
@@ -700,8 +772,10 @@ impl<'g> Builder<'g> {
             value,
             axis_len: out_shape[axis],
             axis_stride,
+            axis,
             out_shape,
             init,
+            init_layout: None,
         }))
     }
 

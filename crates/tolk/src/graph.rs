@@ -190,6 +190,31 @@ impl Graph {
         self.avals.len() - 1
     }
 
+    /// This graph with input `k` known to hold `t`, for each `(k, t)`: its
+    /// uses read a new constant instead (the input stays, unread, so the
+    /// inputs keep their positions).
+    pub fn with_constant_inputs(mut self, known: Vec<(usize, Tensor)>) -> Graph {
+        if known.is_empty() {
+            return self;
+        }
+        let mut renamed: Vec<Var> = (0..self.avals.len()).collect();
+        for (k, t) in known {
+            let v = self.inputs[k];
+            let c = self.new_var(self.aval(v).clone());
+            renamed[v] = c;
+            self.consts.push((c, t));
+        }
+        for e in &mut self.eqns {
+            for x in &mut e.inputs {
+                *x = renamed[*x];
+            }
+        }
+        for o in &mut self.outputs {
+            *o = renamed[*o];
+        }
+        self
+    }
+
     /// The shape and dtype of `v`.
     pub fn aval(&self, v: Var) -> &Aval {
         &self.avals[v]

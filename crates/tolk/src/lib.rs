@@ -178,7 +178,20 @@ pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
         .iter()
         .enumerate()
         .filter_map(|(i, e)| match &e.op {
-            Op::Loop(lp) => Some((i, lp.body.clone())),
+            Op::Loop(lp) => {
+                // A loop const that is a captured constant here is one in
+                // the body too (its indices then checked and inverted at
+                // compile time, its values folded).
+                let known: Vec<(usize, nx::Tensor)> = e.inputs[..lp.n_consts]
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, v)| {
+                        let (_, t) = g.consts.iter().find(|(c, _)| c == v)?;
+                        Some((k, t.clone()))
+                    })
+                    .collect();
+                Some((i, lp.body.clone().with_constant_inputs(known)))
+            }
             Op::Prim(_) => None,
         })
         .collect();
@@ -243,6 +256,9 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let code = codegen::generate(&codegen::c::C, &g, &kernels, &nests, &plan, cores.min(4));
     let t_render = ms(t);
+    if std::env::var_os("TOLK_DUMP").is_some_and(|v| v != "0") {
+        dump(&g, &plan, &code.sources);
+    }
     let meta: Vec<cache::KernelMeta> = kernels
         .iter()
         .zip(&nests)
@@ -436,4 +452,29 @@ fn load_entry(
         entries,
         Some(loaded),
     ))
+}
+
+/// `TOLK_DUMP=1`: a program's graph, its plan's steps and each kernel's C,
+/// on stderr, as it is compiled (a loop's body is a program of its own,
+/// printed when it compiles).
+fn dump(g: &Graph, plan: &plan::Plan, sources: &[(Vec<String>, String)]) {
+    let mut s = format!("tolk: graph\n{g}\ntolk: plan\n");
+    for step in &plan.steps {
+        match step {
+            plan::Step::Kernel { kernel, outs, args } => {
+                s += &format!("  kernel {kernel}: {outs:?} <- {args:?}\n");
+            }
+            plan::Step::Library { eqn } => {
+                s += &format!(
+                    "  library {}: {:?}\n",
+                    g.eqns[*eqn].name(),
+                    g.eqns[*eqn].outs
+                );
+            }
+        }
+    }
+    for (k, (fused, src)) in sources.iter().enumerate() {
+        s += &format!("tolk: kernel {k} ({})\n{src}\n", fused.join(", "));
+    }
+    eprint!("{s}");
 }

@@ -355,17 +355,21 @@ impl Program {
         self.plan.steps.len()
     }
 
-    /// The primitives (or `loop`s) the plan runs as library steps, by name,
-    /// in program order: what did not compile into a kernel.
+    /// The primitives (or `scan`s) the plan runs as library steps, by name,
+    /// in program order: what did not compile into a kernel. A loop's
+    /// body's follow its `scan`, prefixed `scan/`.
     pub fn library_steps(&self) -> Vec<String> {
-        self.plan
-            .steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::Library { eqn } => Some(self.graph.eqns[*eqn].name()),
-                Step::Kernel { .. } => None,
-            })
-            .collect()
+        let mut names = Vec::new();
+        for step in &self.plan.steps {
+            if let Step::Library { eqn } = step {
+                names.push(self.graph.eqns[*eqn].name());
+                if let Op::Loop(_) = self.graph.eqns[*eqn].op {
+                    let body = self.body_of(*eqn).library_steps();
+                    names.extend(body.into_iter().map(|n| format!("scan/{n}")));
+                }
+            }
+        }
+        names
     }
 
     /// The compiled body of loop equation `eqn`.

@@ -5,7 +5,7 @@
 //! scheduler composes them into one strided view per load.
 
 use crate::graph::{Eqn, Graph, Op, Var};
-use nx::{Prim, PrimClass};
+use nx::{Prim, PrimClass, Tensor};
 use rustc_hash::FxHashMap as HashMap;
 
 /// `g` with constants folded, common subexpressions merged and dead
@@ -14,9 +14,155 @@ use rustc_hash::FxHashMap as HashMap;
 /// equations, and copying them (and their avals) was most of a pass's time.
 pub fn simplify(g: Graph) -> Graph {
     let g = fold_constants(g);
+    let g = injective_scatters(g);
     let g = cse(g);
     let g = shared_transposes(g);
     dce(g)
+}
+
+/// Scatters of at most this many output elements are looked at by
+/// [`injective_scatters`] (their inverse map is built at compile time).
+const INJECTIVE_SCATTER_MAX: usize = 1 << 22;
+
+/// A `scatter_add` whose indices are a captured constant that sends no two
+/// updates to one element (a permutation, a ring's neighbours, a strided
+/// selection: what a gather by such indices transposes to) becomes a
+/// gather by the inverse map, added where an update lands:
+/// `where(hit, x + gather(updates, inverse), x)`, both maps constants. The
+/// same bits (one addition per element that receives an update, as the
+/// eager kernel's), and elementwise work that fuses with its neighbours,
+/// where a scatter is a kernel of its own whose stores follow one another.
+/// Indices out of range are left to the scatter (the runtime raises).
+fn injective_scatters(mut g: Graph) -> Graph {
+    let consts: HashMap<Var, Tensor> = g.consts.iter().cloned().collect();
+    if consts.is_empty() {
+        return g;
+    }
+    let mut def: Vec<Option<usize>> = vec![None; g.avals.len()];
+    for (i, e) in g.eqns.iter().enumerate() {
+        for &o in &e.outs {
+            def[o] = Some(i);
+        }
+    }
+    // The constant a variable is, seen through views, evaluated.
+    let constant = |g: &Graph, v: Var| -> Option<Tensor> {
+        let mut chain = Vec::new();
+        let mut v = v;
+        while let Some(d) = def[v] {
+            let p = g.eqns[d]
+                .as_prim()
+                .filter(|p| p.class() == PrimClass::View)?;
+            chain.push(p.clone());
+            v = g.eqns[d].inputs[0];
+        }
+        let mut t = consts.get(&v)?.clone();
+        for p in chain.into_iter().rev() {
+            t = nx::raw::eval(p, &[&t]);
+        }
+        Some(t)
+    };
+    let mut rewrites: Vec<Option<(Tensor, Option<Tensor>)>> = g
+        .eqns
+        .iter()
+        .map(|e| match e.as_prim() {
+            Some(Prim::ScatterAdd { axis }) => {
+                let out_shape = &g.aval(e.out()).shape;
+                let fits = nx::shape::numel(out_shape) <= INJECTIVE_SCATTER_MAX;
+                let idx = if fits {
+                    constant(&g, e.inputs[1])
+                } else {
+                    None
+                };
+                idx.and_then(|idx| inverse_map(&idx, out_shape, *axis))
+            }
+            _ => None,
+        })
+        .collect();
+    if rewrites.iter().all(Option::is_none) {
+        return g;
+    }
+    let eqns = std::mem::take(&mut g.eqns);
+    let mut out = Vec::with_capacity(eqns.len());
+    for (e, rewrite) in eqns.into_iter().zip(rewrites.iter_mut()) {
+        let Some((inverse, hit)) = rewrite.take() else {
+            out.push(e);
+            continue;
+        };
+        let Some(&Prim::ScatterAdd { axis }) = e.as_prim() else {
+            unreachable!()
+        };
+        let (x, updates) = (e.inputs[0], e.inputs[2]);
+        let aval = g.aval(e.out()).clone();
+        let inv = g.new_var(inverse.aval());
+        g.consts.push((inv, inverse));
+        let picked = g.new_var(aval.clone());
+        out.push(Eqn::prim(Prim::Gather { axis }, vec![updates, inv], picked));
+        match hit {
+            None => out.push(Eqn::prim(
+                Prim::Binary(nx::BinaryOp::Add),
+                vec![x, picked],
+                e.out(),
+            )),
+            Some(hit) => {
+                let h = g.new_var(hit.aval());
+                g.consts.push((h, hit));
+                let sum = g.new_var(aval);
+                out.push(Eqn::prim(
+                    Prim::Binary(nx::BinaryOp::Add),
+                    vec![x, picked],
+                    sum,
+                ));
+                out.push(Eqn::prim(Prim::Where, vec![h, sum, x], e.out()));
+            }
+        }
+    }
+    g.eqns = out;
+    g
+}
+
+/// For indices `idx` (I32 or I64) scattering along `axis` into `out_shape`:
+/// per output element, the position along `axis` of the one update that
+/// lands there (I32), and which elements one lands on (`None` when all
+/// do); `None` when two land on one element or an index is out of range.
+fn inverse_map(idx: &Tensor, out_shape: &[usize], axis: usize) -> Option<(Tensor, Option<Tensor>)> {
+    let shape = idx.shape().to_vec();
+    let n = out_shape[axis] as i64;
+    if n > i32::MAX as i64 {
+        return None;
+    }
+    let values = idx.cast(nx::DType::I64).to_vec::<i64>();
+    let out_strides = nx::shape::contiguous_strides(out_shape);
+    let total = nx::shape::numel(out_shape);
+    let mut inverse = vec![0i32; total];
+    let mut hit = vec![false; total];
+    let mut at = vec![0usize; shape.len()];
+    for &i in &values {
+        if i < -n || i >= n {
+            return None;
+        }
+        let i = if i < 0 { i + n } else { i };
+        let q: isize = at
+            .iter()
+            .enumerate()
+            .map(|(d, &c)| if d == axis { i as isize } else { c as isize } * out_strides[d])
+            .sum();
+        let q = q as usize;
+        if std::mem::replace(&mut hit[q], true) {
+            return None;
+        }
+        inverse[q] = at[axis] as i32;
+        // Row-major odometer over the indices' shape.
+        for d in (0..shape.len()).rev() {
+            at[d] += 1;
+            if at[d] < shape[d] {
+                break;
+            }
+            at[d] = 0;
+        }
+    }
+    let inverse = Tensor::from_vec(inverse, out_shape);
+    let hit = (!hit.iter().all(|&h| h)).then(|| Tensor::from_vec(hit, out_shape));
+    Some((inverse, hit))
 }
 
 /// Matrix products that read one operand transposed, at least this many

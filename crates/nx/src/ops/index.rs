@@ -38,25 +38,23 @@ impl Tensor {
         }
         let shape = self.shape();
         let (pre, post) = (&shape[..a], &shape[a + 1..]);
-        let ki = idx.ndim();
-        // Out shape pre ++ idx.shape ++ post; the gather runs along the
-        // first of idx's axes (so at `axis`, as the user counts), with x
-        // repeated (stride 0) over idx's other axes.
+        // The gather reads `self` itself along `axis` by the indices
+        // flattened to k and broadcast over the other axes; the result
+        // [pre, k, post] is reshaped to pre ++ idx.shape ++ post. (With
+        // `self` broadcast over idx's other axes instead, the gradient
+        // would scatter into that larger shape and sum it back.)
+        let k = idx.numel();
+        let mut gathered: Vec<usize> = pre.to_vec();
+        gathered.push(k);
+        gathered.extend_from_slice(post);
+        let mut is: Vec<usize> = vec![1; pre.len()];
+        is.push(k);
+        is.extend(std::iter::repeat(1).take(post.len()));
+        let i = idx.reshape(&is).broadcast_unchecked(&gathered);
         let mut out: Vec<usize> = pre.to_vec();
         out.extend_from_slice(idx.shape());
         out.extend_from_slice(post);
-        let mut xs: Vec<usize> = pre.to_vec();
-        xs.push(shape[a]);
-        xs.extend(std::iter::repeat(1).take(ki - 1));
-        xs.extend_from_slice(post);
-        let mut xb = out.clone();
-        xb[a] = shape[a];
-        let x = self.reshape(&xs).broadcast_unchecked(&xb);
-        let mut is: Vec<usize> = vec![1; pre.len()];
-        is.extend_from_slice(idx.shape());
-        is.extend(std::iter::repeat(1).take(post.len()));
-        let i = idx.reshape(&is).broadcast_unchecked(&out);
-        bind(Prim::Gather { axis: a }, &[&x, &i])
+        bind(Prim::Gather { axis: a }, &[self, &i]).reshape(&out)
     }
 
     /// Numpy's `take_along_axis`: `out[.., j, ..] = self[.., idx[.., j, ..], ..]`

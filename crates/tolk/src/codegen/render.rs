@@ -64,10 +64,14 @@ fn render_fn(
         let _ = writeln!(s, "  uint32_t big = 0;");
     }
     if let Some(Node::Scatter {
-        out_shape, init, ..
+        out_shape,
+        init,
+        init_layout,
+        ..
     }) = k.scatter()
     {
-        render_scatter(d, &mut s, k, nest, out_shape, init, fast);
+        let init_layout = init_layout.as_ref();
+        render_scatter(d, &mut s, k, nest, out_shape, init, init_layout, fast);
         s.push_str(&finish(d, fast));
         return s;
     }
@@ -291,11 +295,19 @@ fn render_fn(
     s
 }
 
+/// Buffers with fewer elements than this are gathered from with 32-bit
+/// offsets (each term of the address, and the sum, stays within the
+/// buffer's size, so within half of `i32::MAX`).
+const GATHER_I32_MAX: usize = 1 << 30;
+
 /// A scatter kernel's statements ([`Node::Scatter`]): the output set to
 /// `init`, then the loops over the updates in row-major order, each point
 /// adding its value at the element its index picks (so repeated indices
 /// add in eager's order). No lanes, no independence hint: two points may
-/// add into one element. It always runs over its whole range.
+/// add into one element. Unsplit (`init_layout` `None`), it runs over its
+/// whole range and sets the whole output; split, each part sets the
+/// elements its range of the outer loop adds into.
+#[allow(clippy::too_many_arguments)]
 fn render_scatter(
     d: &dyn Dialect,
     s: &mut String,
@@ -303,14 +315,45 @@ fn render_scatter(
     nest: &LoopNest,
     out_shape: &[usize],
     init: &ScatterInit,
+    init_layout: Option<&nx::Layout>,
     fast: bool,
 ) {
-    let n: usize = out_shape.iter().product();
-    let value = match init {
-        ScatterInit::Arg(a) => format!("a{a}[j]"),
+    let value = |at: &str| match init {
+        ScatterInit::Arg(a) => format!("a{a}[{at}]"),
         ScatterInit::Lit(bits) => d.literal(k.out_dtypes[0], f64::from_bits(*bits)),
     };
-    let _ = writeln!(s, "  for (int64_t j = 0; j < {n}; j++) out0[j] = {value};");
+    match init_layout {
+        None => {
+            let n: usize = out_shape.iter().product();
+            let _ = writeln!(
+                s,
+                "  for (int64_t j = 0; j < {n}; j++) out0[j] = {};",
+                value("j")
+            );
+        }
+        Some(l) => {
+            let mut at = String::from("0");
+            for (e, (&size, &stride)) in l.shape.iter().zip(&l.strides).enumerate() {
+                let from = if e == 0 {
+                    "lo".to_string()
+                } else {
+                    "0".to_string()
+                };
+                let to = if e == 0 {
+                    "hi".to_string()
+                } else {
+                    size.to_string()
+                };
+                let _ = writeln!(s, "  for (int64_t j{e} = {from}; j{e} < {to}; j{e}++)");
+                let _ = write!(at, " + j{e} * ({stride})");
+            }
+            let _ = writeln!(
+                s,
+                "  {{ const int64_t j = {at}; out0[j] = {}; }}",
+                value("j")
+            );
+        }
+    }
     let _ = writeln!(s, "  if (lo >= hi) {}", d.ret("0"));
     let inv = &nest.invariant;
     s.push_str(&body(d, k, nest, "  ", fast, &|i| inv[i]));
@@ -450,11 +493,19 @@ fn body_lanes(
                     index: ix,
                     axis_len,
                     axis_stride,
+                    buffer_len,
                     ..
                 } => {
                     let i = v(ix);
+                    // In 32 bits where the buffer allows: gcc vectorizes an
+                    // f32 gather only with 32-bit offsets.
+                    let it = if *buffer_len < GATHER_I32_MAX {
+                        "int32_t"
+                    } else {
+                        "int64_t"
+                    };
                     format!(
-                        "a{arg}[{} + ((int64_t){i} + ({i} < 0 ? {axis_len} : 0)) * ({axis_stride})]",
+                        "a{arg}[({it})({}) + ({it})({i} + ({i} < 0 ? {axis_len} : 0)) * ({axis_stride})]",
                         index()
                     )
                 }
