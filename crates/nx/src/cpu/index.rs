@@ -48,6 +48,19 @@ pub(crate) fn first_out_of_range(t: &Tensor, len: usize) -> Option<i64> {
         dims: &[(usize, isize)],
         len: i64,
     ) -> Option<i64> {
+        // Contiguous indices (the common case): the bounds of the run, in
+        // a loop that vectorizes; the walk below only finds the first
+        // failure.
+        if let [(n, 1)] = dims {
+            let run = &data[addr as usize..addr as usize + n];
+            let (lo, hi) = run.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &i| {
+                let i = i.to_i128() as i64;
+                (lo.min(i), hi.max(i))
+            });
+            if lo >= -len && hi < len {
+                return None;
+            }
+        }
         let mut at = vec![0usize; dims.len()];
         loop {
             let i = data[addr as usize].to_i128() as i64;

@@ -357,8 +357,20 @@ fn render_scatter(
     let _ = writeln!(s, "  if (lo >= hi) {}", d.ret("0"));
     let inv = &nest.invariant;
     s.push_str(&body(d, k, nest, "  ", fast, &|i| inv[i]));
+    // The innermost loop's points add into distinct elements when it
+    // moves the destination (it is not the scattered axis): independent.
+    let root = k.roots[0];
+    let last = nest.dims.len() - 1;
+    let distinct = nest.loads[root]
+        .as_ref()
+        .is_some_and(|ix| ix.strides[last] != 0);
     let mut indent = String::from("  ");
     for (l, &n) in nest.dims.iter().enumerate() {
+        if l == last && distinct {
+            if let Some(line) = d.independent_loop() {
+                let _ = writeln!(s, "{indent}{line}");
+            }
+        }
         let (from, to) = if l == 0 {
             ("lo".to_string(), "hi".to_string())
         } else {
