@@ -397,3 +397,114 @@ fn index_add_panics() {
         "scatter_add: index -5 is out of bounds for axis 1 of size 4"
     );
 }
+
+// ------------------------------------------- scatter_add's split kernel
+
+/// `x.scatter_add(axis, idx, upd)` by a loop over `idx`'s positions in
+/// row-major order, each add rounded once in `T` (exact in f64, as the
+/// kernel documents; for f32 and f64 that is the plain add).
+fn naive_scatter_add<T: nx::Element>(
+    x: &Tensor,
+    axis: usize,
+    idx: &Tensor,
+    upd: &Tensor,
+) -> Vec<T> {
+    let (xs, is) = (x.shape().to_vec(), idx.shape().to_vec());
+    let mut out = x.to_vec::<T>();
+    let (iv, uv) = (idx.cast(DType::I64).to_vec::<i64>(), upd.to_vec::<T>());
+    for (p, (&i, &u)) in iv.iter().zip(&uv).enumerate() {
+        // Unravel p in idx's shape, replace the axis coordinate, ravel in x's.
+        let (mut rem, mut at, mut mul) = (p, 0usize, 1usize);
+        let mut coords = vec![0; is.len()];
+        for d in (0..is.len()).rev() {
+            coords[d] = rem % is[d];
+            rem /= is[d];
+        }
+        coords[axis] = wrap(i, xs[axis]);
+        for d in (0..xs.len()).rev() {
+            at += coords[d] * mul;
+            mul *= xs[d];
+        }
+        out[at] = if T::DTYPE.is_complex() {
+            T::from_c128(out[at].to_c128() + u.to_c128())
+        } else if T::DTYPE.is_float() {
+            T::from_f64(out[at].to_f64() + u.to_f64())
+        } else {
+            T::from_i128(out[at].to_i128() + u.to_i128())
+        };
+    }
+    out
+}
+
+fn bits<T: nx::Element>(v: &[T]) -> Vec<u128> {
+    v.iter()
+        .map(|x| {
+            let mut b = [0u8; 16];
+            // SAFETY: T is a plain value of at most 16 bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    x as *const T as *const u8,
+                    b.as_mut_ptr(),
+                    std::mem::size_of::<T>(),
+                )
+            };
+            u128::from_le_bytes(b)
+        })
+        .collect()
+}
+
+fn check_scatter<T: nx::Element>(x: &Tensor, axis: usize, idx: &Tensor, upd: &Tensor, what: &str) {
+    let got = x.scatter_add(axis as isize, idx, upd);
+    assert_eq!(
+        bits(&got.to_vec::<T>()),
+        bits(&naive_scatter_add::<T>(x, axis, idx, upd)),
+        "{what}"
+    );
+}
+
+#[test]
+fn scatter_add_large_matches_a_loop_in_every_split() {
+    let mut rng = Rng(6);
+    let mut f64s = |n: usize| (0..n).map(|_| rng.mixed()).collect::<Vec<f64>>();
+    let mut rng2 = Rng(7);
+    let mut ids = |n: usize, s: usize| Tensor::from_slice(&rand_ids(&mut rng2, n, s), &[n]);
+    // A full index (one per element) along each axis of [40, 50, 60]
+    // (the per-element path: split over the dims before the axis, or over
+    // the columns when the axis is first).
+    let shape = [40usize, 50, 60];
+    let n = numel(&shape);
+    for axis in 0..3 {
+        let x = Tensor::from_slice(&f64s(n), &shape);
+        let u = Tensor::from_slice(&f64s(n), &shape);
+        let i = ids(n, shape[axis]).reshape(&shape);
+        for dt in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32] {
+            let (x, u) = (x.cast(dt), u.cast(dt));
+            let what = format!("full index, axis {axis}, {dt}");
+            match dt {
+                DType::F32 => check_scatter::<f32>(&x, axis, &i, &u, &what),
+                DType::F64 => check_scatter::<f64>(&x, axis, &i, &u, &what),
+                DType::F16 => check_scatter::<nx::half::f16>(&x, axis, &i, &u, &what),
+                DType::BF16 => check_scatter::<nx::half::bf16>(&x, axis, &i, &u, &what),
+                _ => check_scatter::<i32>(&x, axis, &i, &u, &what),
+            }
+        }
+        let (x, u) = (x.cast(DType::C64), u.cast(DType::C64));
+        check_scatter::<nx::Complex<f32>>(&x, axis, &i, &u, &format!("axis {axis}, c64"));
+    }
+    // Rows along the axis, updates a view whose dims after the axis do not
+    // merge (the split over those rows): [300, 20, 30] from [300, 30, 20].
+    let u = Tensor::from_slice(&f64s(300 * 600), &[300, 30, 20])
+        .swapaxes(1, 2)
+        .cast(DType::F32);
+    let i = ids(300, 7);
+    let got = nx::segment_sum(&u, &i, 7);
+    let want = nx::segment_sum(&u.contiguous(), &i, 7);
+    assert_eq!(bits(&got.to_vec::<f32>()), bits(&want.to_vec::<f32>()));
+    let dense = u.contiguous().to_vec::<f32>();
+    let idv = i.to_vec::<i64>();
+    assert_eq!(
+        bits(&got.to_vec::<f32>()),
+        bits(&naive_segment_sum(&dense, 600, &idv, 7)),
+        "segment_sum of a non-merging view"
+    );
+}
