@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Generality benchmark: rune::jit vs jax.jit on W12-W15 (programs of other
+"""Generality benchmark: rune::jit vs jax.jit on W12-W18 (programs of other
 shapes than the W1-W10 the compiler was tuned on; defined in
-shared/bench/generality/README.md) and on the flagship training step
-(train_mlp's), on this machine, in one run; prints a markdown table.
+shared/bench/generality/README.md), on W12take (W12 with its neighbours
+taken by index) and on the flagship training step (train_mlp's), on this
+machine, in one run; prints a markdown table.
 
   W12  jit(grad) of a 1000-step RK4 scan, ring of 64 pendulums     5/100    ms
        + first call (trace + compile + run) at T = 100 and T = 10,000
@@ -12,9 +13,16 @@ shared/bench/generality/README.md) and on the flagship training step
        B 8, T 128, D 256; its floor: 5.6 GFLOP over the peak f32 FMA rate
        measured here (shared/bench/anchors/machine_limits.c's `fma`)
   FLAGSHIP  train_mlp's jitted Adam step, MLP 2-64-64-3, batch 128  100/1000 us
+  W12take  W12 with x.take(&prev, 0) / x.take(&next, 0) for roll      5/100    ms
+  W16  jit(grad) of a 500-step RK4 scan, 256 oscillators coupled   5/100    ms  + first call
+       by a gather x[nbr] ([256, 4])
+  W17  jit(value_and_grad + SGD) of a 2-layer GNN, 1024 nodes,     10/200   ms  + first call
+       8192 edges (gathers, segment_sum)
+  W18  jit(value_and_grad + SGD) of a LeNet-style CNN, batch 64    5/100    ms  + first call
 
 Ours: crates/rune/examples/bench_generality.rs (built here). JAX's side:
-shared/bench/generality/jax_generality.py (its own file, unchanged) and
+shared/bench/generality/jax_generality.py (its own file, unchanged),
+bench/generality_jax_extra.py (W12take, with jax_generality's timing) and
 bench/flagship_jax.py.
 
 Run from the repository root:
@@ -49,11 +57,14 @@ import compare  # noqa: E402  (build_example, run_step, wait_idle, pair, machine
 SHARED = os.path.join(ROOT, "..", "shared", "bench")
 JAX_SCRIPT = os.path.join(SHARED, "generality", "jax_generality.py")
 FLAGSHIP_JAX = os.path.join(HERE, "flagship_jax.py")
+EXTRA_JAX = os.path.join(HERE, "generality_jax_extra.py")
+EXTRA_IDS = {"W12take"}  # JAX's side in EXTRA_JAX, not in the README's script
 MACHINE_LIMITS = os.path.join(SHARED, "anchors", "machine_limits.c")
 
-STEADY = ["W12", "W13", "W14", "W15", "FLAGSHIP"]
+STEADY = ["W12", "W12take", "W13", "W14", "W15", "W16", "W17", "W18", "FLAGSHIP"]
 # (id, T): the first calls the README asks for.
-FIRST_CALLS = [("W12", 100), ("W12", 10000), ("W13", None), ("W14", None), ("W15", None)]
+FIRST_CALLS = [("W12", 100), ("W12", 10000), ("W13", None), ("W14", None), ("W15", None),
+               ("W16", None), ("W17", None), ("W18", None)]
 W15_FLOP = 5.6e9  # the README's count per step: forward 1.9 GFLOP, backward twice that
 
 LABELS = {
@@ -62,6 +73,10 @@ LABELS = {
     "W14": "W14 jit(vmap(jvp(grad))) 32-64-1 MLP, 256 examples",
     "W15": "W15 jit(value_and_grad + SGD) transformer block B8 T128 D256",
     "FLAGSHIP": "flagship: train_mlp's jitted Adam step, MLP 2-64-64-3 tanh, batch 128",
+    "W12take": "W12take: W12 with the ring's neighbours by `take` instead of `roll`",
+    "W16": "W16 jit(grad) RK4 scan, 256 oscillators coupled by a gather, T = 500",
+    "W17": "W17 jit(value_and_grad + SGD) 2-layer GNN, 1024 nodes, 8192 edges",
+    "W18": "W18 jit(value_and_grad + SGD) LeNet-style CNN, batch 64",
 }
 
 
@@ -139,7 +154,8 @@ def first_calls(exe, cases, args):
         return [exe, "--first-call", f"{wid}:{t}" if t else wid]
 
     def jax_cmd(wid, t):
-        return [args.python, JAX_SCRIPT, "--child", wid] + (["--T", str(t)] if t else [])
+        script = EXTRA_JAX if wid in EXTRA_IDS else JAX_SCRIPT
+        return [args.python, script, "--child", wid] + (["--T", str(t)] if t else [])
 
     # Discarded: warm the OS file cache for the executable, python and jax.
     child(ours_cmd("W13", None), ours_env, "FIRSTCALL ")
@@ -186,7 +202,8 @@ def main():
     peaks = [peak_fma(fma_exe, args)]
 
     # Steady state: ours and JAX's alternating, best of each kept.
-    jax_ids = [w for w in only if w != "FLAGSHIP"]
+    jax_ids = [w for w in only if w != "FLAGSHIP" and w not in EXTRA_IDS]
+    extra_ids = [w for w in only if w in EXTRA_IDS]
     ours, jxs, loads = [], [], []
     for _ in range(args.rounds):
         rows, _, s = compare.run_step("rune", [exe, "--only", ",".join(only)], dict(os.environ), args)
@@ -195,6 +212,11 @@ def main():
         if jax_ids:
             rows, _, s = compare.run_step("jax", [args.python, JAX_SCRIPT, "--only", ",".join(jax_ids),
                                                   "--no-compile"], dict(os.environ), args)
+            jxs = best_of(jxs + normalize(rows, "jax.jit"))
+            loads.append(s["others_cpu"])
+        if extra_ids:
+            rows, _, s = compare.run_step("jax extra", [args.python, EXTRA_JAX, "--only", ",".join(extra_ids),
+                                                        "--no-compile"], dict(os.environ), args)
             jxs = best_of(jxs + normalize(rows, "jax.jit"))
             loads.append(s["others_cpu"])
         if "FLAGSHIP" in only:
@@ -214,11 +236,11 @@ def main():
     jax_version = subprocess.run([args.python, "-c", "import jax; print(jax.__version__)"],
                                  capture_output=True, text=True).stdout.strip() or "?"
 
-    lines = ["## generality: rune::jit vs jax.jit on W12-W15 and the flagship step\n",
+    lines = ["## generality: rune::jit vs jax.jit on W12-W18 and the flagship step\n",
              f"Generated by `{command}`; one run, this machine. Cells are **min / median**; "
              f"steady state: {args.rounds} rounds, ours alternating with JAX's, the best of each kept "
              "(warmup / repeats as the README prescribes: W12 5/100, W13 200/5000, W14 20/500, "
-             "W15 5/50; flagship 100/1000); first calls: "
+             "W15 5/50, W16 5/100, W17 10/200, W18 5/100, W12take as W12; flagship 100/1000); first calls: "
              f"{args.processes} fresh processes each (ours `JITCACHE=0`, JAX's compilation cache off), "
              "after one discarded process per side. Ratio: ours / jax.jit (< 1: ours faster).\n",
              "| workload | unit | ours (min / median) | jax.jit (min / median) | ours / jax.jit (min / median) |",
@@ -256,6 +278,10 @@ def main():
         lines.append("")
     lines.append("W12-W14 are latency-bound (their arrays fit in L1): their floor is the arithmetic alone "
                  "(the README states no number for it).")
+    if any(w in only for w in ("W16", "W17", "W18")):
+        lines.append("W16-W18 floors (README): W16 is latency-bound like W12 (256 elements, 4 gathers per stage); "
+                     "W17 is about 0.05 GFLOP of products per step plus 8192x64 gathered and scattered values "
+                     "per layer and direction; W18 is about 0.1 GFLOP per step (conv2 dominates).")
 
     checks = [r for r in ours if "max_rel_err" in r]
     if checks:

@@ -43,7 +43,8 @@
 //! - [`DType`], [`Element`]: the element types and the Rust types behind
 //!   them ([`half`]'s `f16`/`bf16`, [`Complex`], the 4-bit [`I4`]/[`U4`]).
 //! - [`Slice`], [`Padding`], [`ConvOpts`]: parameters of `slice`, windowed
-//!   operations and convolutions; [`einsum`]: Einstein summation.
+//!   operations and convolutions; [`einsum`]: Einstein summation;
+//!   [`segment_sum`]: JAX's `jax.ops.segment_sum`.
 //! - [`linalg`]: Cholesky, triangular and general solves, inverse,
 //!   determinants, QR, eigh, SVD, pinv, lstsq, norms.
 //! - [`fft`]: numpy's FFTs (`fft`, `rfft`, the n-d forms, `fftfreq`,
@@ -95,7 +96,7 @@ pub use dtype::{Complex, DType, Element, I4, U4};
 pub use half;
 pub use layout::Layout;
 pub use nx_derive::Ptree;
-pub use ops::{einsum, ConvOpts, Padding, Slice};
+pub use ops::{einsum, segment_sum, ConvOpts, Padding, Slice};
 pub use prim::{
     conv_out_size, dilate_size, drop_axes, window_out_shape, ArgOp, Aval, BinaryOp, CmpOp, CumOp,
     FftKind, Prim, PrimClass, ReduceOp, UnaryOp,

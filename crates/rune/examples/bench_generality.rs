@@ -1,4 +1,4 @@
-//! The "generality" workloads W12-W15 (`shared/bench/generality/README.md`)
+//! The "generality" workloads W12-W18 (`shared/bench/generality/README.md`)
 //! and the flagship training step, under `rune::jit`, for
 //! `bench/generality.py`, which runs JAX's side (`jax_generality.py`,
 //! `bench/flagship_jax.py`) beside them. These are programs of other shapes
@@ -28,6 +28,20 @@
 //!   8 heads of 32, MLP 1024, gelu in its tanh form): `jit` of
 //!   `value_and_grad(loss)` plus SGD (lr 0.01) on all ten parameters
 //!   (ms/step).
+//! - W12take: W12 with the ring's neighbours taken by index
+//!   (`x.take(&prev, 0)`, `x.take(&next, 0)`) instead of `roll` (not in the
+//!   README: JAX's side is `bench/generality_jax_extra.py`).
+//! - W16: 256 oscillators coupled over a fixed random graph, the
+//!   neighbours gathered with `x.take(&nbr, 0)` ([256, 4], summed over axis
+//!   1), RK4 for 500 steps under `rune::scan`; `jit(grad(loss))` (ms/call).
+//! - W17: two message-passing layers on a random graph (1024 nodes, 8192
+//!   edges): `z = h @ W`, `relu(z + nx::segment_sum(z.take(&src, 0), &dst,
+//!   1024) / 8)`, a readout, MSE; `jit` of `value_and_grad` plus SGD (lr
+//!   0.01) (ms/step).
+//! - W18: a LeNet-style CNN step on [64, 1, 28, 28]: conv 5x5 VALID + bias,
+//!   relu, 2x2 max-pool, twice, then a dense layer and softmax
+//!   cross-entropy against one-hot labels; `jit` of `value_and_grad` plus
+//!   SGD (lr 0.05) (ms/step).
 //! - FLAGSHIP: the training step `train_mlp` runs under `jit` (the
 //!   2-64-64-3 tanh MLP on the spirals, batch 128, Adam with a bias-corrected
 //!   step size fed as a 0-d tensor) (µs/step).
@@ -35,14 +49,16 @@
 //! Timing as the anchors prescribe: inputs built once, untimed warmup
 //! calls, then individually timed calls; min and median, printed as JSON
 //! lines (`common/timing.rs`'s `emit`). Warmup / repeats are the README's
-//! (W12 5/100, W13 200/5000, W14 20/500, W15 5/50; FLAGSHIP 100/1000).
+//! (W12 5/100, W13 200/5000, W14 20/500, W15 5/50, W16 5/100, W17 10/200,
+//! W18 5/100; W12take as W12; FLAGSHIP 100/1000).
 //!
 //! Every jitted result is compared once with the eager (un-jitted)
 //! function within a stated tolerance before it is timed, and printed as a
 //! `check` row; a mismatch, a jit error or a panic prints an `error` row,
 //! the other workloads still run, and the program exits with status 1.
 //!
-//! `--first-call ID[:T]` (W12:100, W12:10000, W13, W14, W15) runs one
+//! `--first-call ID[:T]` (W12:100, W12:10000, W13, W14, W15, W12take:T,
+//! W16, W17, W18) runs one
 //! first call (trace + compile + run) of that jitted function in this
 //! process and prints `FIRSTCALL {"id": ..., "first_call_s": ...}`, then
 //! checks the result against eager. The runner starts one fresh process per
@@ -52,6 +68,7 @@
 mod timing;
 use timing::{bench, emit, json_str};
 
+use rune::nx::{ConvOpts, Padding};
 use rune::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -142,15 +159,8 @@ fn pendulums(x: &Tensor, v: &Tensor) -> State2 {
 }
 
 /// One classic RK4 step of `pendulums`.
-fn rk4((x, v): &State2) -> State2 {
-    let dt = W12_DT;
-    let (k1x, k1v) = pendulums(x, v);
-    let (k2x, k2v) = pendulums(&(x + dt / 2.0 * &k1x), &(v + dt / 2.0 * &k1v));
-    let (k3x, k3v) = pendulums(&(x + dt / 2.0 * &k2x), &(v + dt / 2.0 * &k2v));
-    let (k4x, k4v) = pendulums(&(x + dt * &k3x), &(v + dt * &k3v));
-    let x = x + dt / 6.0 * (&k1x + 2.0 * &k2x + 2.0 * &k3x + &k4x);
-    let v = v + dt / 6.0 * (&k1v + 2.0 * &k2v + 2.0 * &k3v + &k4v);
-    (x, v)
+fn rk4(s: &State2) -> State2 {
+    rk4_of(&pendulums, s, W12_DT)
 }
 
 /// `sum(x_T²) + 0.1·sum(v_T²)` after `t` RK4 steps from `s`.
@@ -339,6 +349,248 @@ fn w15() {
     );
 }
 
+// ---------------------------------------------------------------- W12take
+
+/// W12 with the ring's neighbours taken by index (`x.take(&idx, 0)`)
+/// instead of `roll`: `x[i - 1]` and `x[i + 1]`, indices mod 64.
+fn w12take_grad(t: usize) -> impl Fn(&State2) -> State2 {
+    let prev: Vec<i32> = (0..64).map(|i| (i + 63) % 64).collect();
+    let next: Vec<i32> = (0..64).map(|i| (i + 1) % 64).collect();
+    let (prev, next) = (
+        Tensor::from_slice(&prev, &[64]),
+        Tensor::from_slice(&next, &[64]),
+    );
+    move |s: &State2| {
+        let f = |x: &Tensor, v: &Tensor| {
+            let lap = x.take(&prev, 0) - 2.0 * x + x.take(&next, 0);
+            (v.clone(), -x.sin() - 0.1 * v + 0.5 * lap)
+        };
+        rune::grad(
+            |s: &State2| {
+                let ((x, v), ()) = rune::scan(
+                    |c: &State2, _: &Tensor| (rk4_of(&f, c, W12_DT), ()),
+                    s,
+                    &Tensor::zeros(&[t, 1], DType::F32),
+                );
+                (&x * &x).sum_all() + 0.1 * (&v * &v).sum_all()
+            },
+            s,
+        )
+    }
+}
+
+fn w12take() {
+    let s = w12_inputs();
+    let g = w12take_grad(1000);
+    let jg = rune::jit(&g);
+    check("W12take", &jg.call(&s), &g(&s), W12_RTOL);
+    emit(
+        "W12take",
+        "jit(grad) 1000-step RK4 scan, 64 pendulums, neighbours by take",
+        "ms",
+        bench(|| jg.call(&s), 5, 100),
+    );
+}
+
+/// One classic RK4 step of the vector field `f` with step `dt`.
+fn rk4_of(f: &impl Fn(&Tensor, &Tensor) -> State2, (x, v): &State2, dt: f64) -> State2 {
+    let (k1x, k1v) = f(x, v);
+    let (k2x, k2v) = f(&(x + dt / 2.0 * &k1x), &(v + dt / 2.0 * &k1v));
+    let (k3x, k3v) = f(&(x + dt / 2.0 * &k2x), &(v + dt / 2.0 * &k2v));
+    let (k4x, k4v) = f(&(x + dt * &k3x), &(v + dt * &k3v));
+    let x = x + dt / 6.0 * (&k1x + 2.0 * &k2x + 2.0 * &k3x + &k4x);
+    let v = v + dt / 6.0 * (&k1v + 2.0 * &k2v + 2.0 * &k3v + &k4v);
+    (x, v)
+}
+
+// ---------------------------------------------------------------- W16
+
+/// W16's graph (`nbr`, [256, 4] i32 in `0..256`) and initial state.
+fn w16_inputs() -> (Tensor, State2) {
+    let mut rng = SplitMix(16);
+    let nbr: Vec<i32> = (0..256 * 4)
+        .map(|_| (rng.next_u64() % 256) as i32)
+        .collect();
+    let nbr = Tensor::from_slice(&nbr, &[256, 4]);
+    let x0 = rng.normal_tensor(&[256], 1.0);
+    let v0 = rng.normal_tensor(&[256], 0.1);
+    (nbr, (x0, v0))
+}
+
+/// `jit(grad)` of W16's loss: 256 oscillators coupled through the gathered
+/// neighbours `x[nbr]` ([256, 4], summed over axis 1), RK4 under `scan`.
+fn w16_grad(nbr: &Tensor, t: usize) -> impl Fn(&State2) -> State2 {
+    let nbr = nbr.clone();
+    move |s: &State2| {
+        let f = |x: &Tensor, v: &Tensor| {
+            let coupling = x.take(&nbr, 0).sum(&[1], false) - 4.0 * x;
+            (v.clone(), -x.sin() - 0.1 * v + 0.25 * coupling)
+        };
+        rune::grad(
+            |s: &State2| {
+                let ((x, v), ()) = rune::scan(
+                    |c: &State2, _: &Tensor| (rk4_of(&f, c, 0.01), ()),
+                    s,
+                    &Tensor::zeros(&[t, 1], DType::F32),
+                );
+                (&x * &x).sum_all() + 0.1 * (&v * &v).sum_all()
+            },
+            s,
+        )
+    }
+}
+
+fn w16() {
+    let (nbr, s) = w16_inputs();
+    let g = w16_grad(&nbr, 500);
+    let jg = rune::jit(&g);
+    check("W16", &jg.call(&s), &g(&s), W12_RTOL);
+    emit(
+        "W16",
+        "jit(grad) 500-step RK4 scan, 256 oscillators on a graph (take)",
+        "ms",
+        bench(|| jg.call(&s), 5, 100),
+    );
+}
+
+// ---------------------------------------------------------------- W17
+
+const W17_NODES: usize = 1024;
+const W17_EDGES: usize = 8192;
+
+/// W17's parameters: two message-passing layers and a readout.
+#[derive(Ptree, Clone)]
+struct Gnn {
+    w1: Tensor,
+    w2: Tensor,
+    w3: Tensor,
+}
+
+/// W17's graph, features and targets.
+struct Graph {
+    src: Tensor,
+    dst: Tensor,
+    x: Tensor,
+    y: Tensor,
+}
+
+fn w17_inputs() -> (Gnn, Graph) {
+    let mut rng = SplitMix(17);
+    let mut edges = || {
+        let v: Vec<i32> = (0..W17_EDGES)
+            .map(|_| (rng.next_u64() % W17_NODES as u64) as i32)
+            .collect();
+        Tensor::from_slice(&v, &[W17_EDGES])
+    };
+    let (src, dst) = (edges(), edges());
+    let x = rng.normal_tensor(&[W17_NODES, 32], 1.0);
+    let y = rng.normal_tensor(&[W17_NODES], 1.0);
+    let p = Gnn {
+        w1: rng.normal_tensor(&[32, 64], 1.0 / 32f32.sqrt()),
+        w2: rng.normal_tensor(&[64, 64], 1.0 / 8.0),
+        w3: rng.normal_tensor(&[64, 1], 1.0 / 8.0),
+    };
+    (p, Graph { src, dst, x, y })
+}
+
+/// One message-passing layer: `relu(z + segment_sum(z[src], dst) / 8)`
+/// with `z = h @ w`.
+fn gnn_layer(g: &Graph, h: &Tensor, w: &Tensor) -> Tensor {
+    let z = h.matmul(w);
+    let messages = nx::segment_sum(&z.take(&g.src, 0), &g.dst, W17_NODES);
+    (&z + messages / 8.0).relu()
+}
+
+fn gnn_loss(p: &Gnn, g: &Graph) -> Tensor {
+    let h = gnn_layer(g, &gnn_layer(g, &g.x, &p.w1), &p.w2);
+    let pred = h.matmul(&p.w3).squeeze(1);
+    (pred - &g.y).square().mean_all()
+}
+
+/// `value_and_grad` of the loss plus SGD (lr 0.01); the graph is captured.
+fn w17_fn(g: Graph) -> impl Fn(&Gnn) -> (Tensor, Gnn) {
+    move |p: &Gnn| {
+        let (l, grads) = rune::value_and_grad(|p: &Gnn| gnn_loss(p, &g), p);
+        (l, p.map2_leaves(&grads, &mut |w, g| w - g * 0.01))
+    }
+}
+
+fn w17() {
+    let (p, g) = w17_inputs();
+    let step = w17_fn(g);
+    let js = rune::jit(&step);
+    check("W17", &js.call(&p), &step(&p), 1e-4);
+    emit(
+        "W17",
+        "jit(value_and_grad + SGD) 2-layer GNN, 1024 nodes, 8192 edges",
+        "ms",
+        bench(|| js.call(&p), 10, 200),
+    );
+}
+
+// ---------------------------------------------------------------- W18
+
+/// W18's LeNet-style CNN.
+#[derive(Ptree, Clone)]
+struct LeNet {
+    w1: Tensor,
+    b1: Tensor,
+    w2: Tensor,
+    b2: Tensor,
+    w3: Tensor,
+    b3: Tensor,
+}
+
+fn w18_inputs() -> (LeNet, Tensor, Tensor) {
+    let mut rng = SplitMix(18);
+    let x = rng.normal_tensor(&[64, 1, 28, 28], 1.0);
+    let labels: Vec<i32> = (0..64).map(|_| (rng.next_u64() % 10) as i32).collect();
+    let y = Tensor::from_slice(&labels, &[64]).one_hot(10);
+    let p = LeNet {
+        w1: rng.normal_tensor(&[6, 1, 5, 5], 1.0 / 5.0),
+        b1: Tensor::zeros(&[6], DType::F32),
+        w2: rng.normal_tensor(&[16, 6, 5, 5], 1.0 / 150f32.sqrt()),
+        b2: Tensor::zeros(&[16], DType::F32),
+        w3: rng.normal_tensor(&[256, 10], 1.0 / 16.0),
+        b3: Tensor::zeros(&[10], DType::F32),
+    };
+    (p, x, y)
+}
+
+/// conv 5x5 VALID + bias, relu, max-pool 2x2/2.
+fn conv_block(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
+    (x.conv(w, ConvOpts::default()) + b.reshape(&[1, b.numel(), 1, 1]))
+        .relu()
+        .max_pool(&[2, 2], &[2, 2], Padding::Valid)
+}
+
+fn lenet_loss(p: &LeNet, x: &Tensor, y: &Tensor) -> Tensor {
+    let h = conv_block(&conv_block(x, &p.w1, &p.b1), &p.w2, &p.b2);
+    let logits = h.reshape(&[64, 256]).matmul(&p.w3) + &p.b3;
+    -(y * logits.log_softmax(-1)).sum(&[-1], false).mean_all()
+}
+
+fn w18_fn(x: &Tensor, y: &Tensor) -> impl Fn(&LeNet) -> (Tensor, LeNet) {
+    let (x, y) = (x.clone(), y.clone());
+    move |p: &LeNet| {
+        let (l, g) = rune::value_and_grad(|p: &LeNet| lenet_loss(p, &x, &y), p);
+        (l, p.map2_leaves(&g, &mut |w, g| w - g * 0.05))
+    }
+}
+
+fn w18() {
+    let (p, x, y) = w18_inputs();
+    let step = w18_fn(&x, &y);
+    let js = rune::jit(&step);
+    check("W18", &js.call(&p), &step(&p), 1e-4);
+    emit(
+        "W18",
+        "jit(value_and_grad + SGD) LeNet-style CNN, batch 64",
+        "ms",
+        bench(|| js.call(&p), 5, 100),
+    );
+}
+
 // ---------------------------------------------------------------- FLAGSHIP
 
 const BATCH: usize = 128;
@@ -438,7 +690,25 @@ fn first_call(spec: &str) {
             let (p, x, tgt) = w15_inputs();
             timed(id, None, w15_fn(&x, &tgt), &p, 1e-4)
         }
-        _ => panic!("--first-call: unknown workload {id} (W12:T, W13, W14, W15)"),
+        "W12take" => {
+            let t = t.expect("W12take needs a length: --first-call W12take:T");
+            timed(id, Some(t), w12take_grad(t), &w12_inputs(), W12_RTOL)
+        }
+        "W16" => {
+            let (nbr, s) = w16_inputs();
+            timed(id, None, w16_grad(&nbr, 500), &s, W12_RTOL)
+        }
+        "W17" => {
+            let (p, g) = w17_inputs();
+            timed(id, None, w17_fn(g), &p, 1e-4)
+        }
+        "W18" => {
+            let (p, x, y) = w18_inputs();
+            timed(id, None, w18_fn(&x, &y), &p, 1e-4)
+        }
+        _ => panic!(
+            "--first-call: unknown workload {id} (W12:T, W13, W14, W15, W12take:T, W16, W17, W18)"
+        ),
     });
 }
 
@@ -452,12 +722,16 @@ fn main() {
             .position(|a| a == "--only")
             .map(|i| args[i + 1].split(',').map(String::from).collect());
         let want = |id: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == id));
-        let workloads: [(&str, fn()); 5] = [
+        let workloads: [(&str, fn()); 9] = [
             ("W12", w12),
             ("W13", w13),
             ("W14", w14),
             ("W15", w15),
             ("FLAGSHIP", flagship),
+            ("W12take", w12take),
+            ("W16", w16),
+            ("W17", w17),
+            ("W18", w18),
         ];
         for (id, run) in workloads {
             if want(id) {

@@ -1,4 +1,5 @@
-//! Indexing: take, take_along_axis, gather, scatter_add, one_hot.
+//! Indexing: take, take_along_axis, gather, scatter_add, index_add,
+//! segment_sum, one_hot.
 //!
 //! All of them reshape and broadcast their operands into the form the
 //! `Gather` and `ScatterAdd` primitives take (an index tensor of the data's
@@ -185,6 +186,51 @@ impl Tensor {
         bind(Prim::Binary(crate::prim::BinaryOp::Add), &[self, &s])
     }
 
+    /// JAX's `x.at[idx].add(src)` along `axis` (PyTorch's `index_add`),
+    /// returning a new tensor: a copy of `self` with `src[.., j, ..]` added
+    /// into `self[.., idx[j], ..]` for every `j` in order (repeated indices
+    /// add up). `idx` is a 1-D I32 or I64 tensor of length `k`; `src` has
+    /// `self`'s dtype and shape except for size `k` along `axis`.
+    ///
+    /// Negative indices count from the end (numpy, as nx's other indexing
+    /// operations); an index outside `[-n, n)` panics naming `scatter_add`,
+    /// the index and the axis size (JAX's `.at[].add` drops such updates).
+    ///
+    /// ```
+    /// use nx::Tensor;
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    /// let i = Tensor::from_slice(&[2i32, 0, 2], &[3]);
+    /// let s = Tensor::from_slice(&[10.0f32, 20.0, 30.0, 40.0, 50.0, 60.0], &[2, 3]);
+    /// // Column j of s is added into column i[j] of x.
+    /// let y = x.index_add(1, &i, &s);
+    /// assert_eq!(y.to_vec::<f32>(), vec![21.0, 2.0, 43.0, 54.0, 5.0, 106.0]);
+    /// ```
+    pub fn index_add(&self, axis: isize, idx: &Tensor, src: &Tensor) -> Tensor {
+        require_index("index_add", idx);
+        check_same_dtype("index_add", self, src);
+        if idx.ndim() != 1 {
+            panic!(
+                "index_add: indices must be 1-D, got shape {:?}",
+                idx.shape()
+            );
+        }
+        let a = normalize_axis("index_add", axis, self.ndim());
+        let mut want = self.shape().to_vec();
+        want[a] = idx.shape()[0];
+        if src.shape() != want.as_slice() {
+            panic!(
+                "index_add: the source must have shape {want:?} (the tensor's {:?} with {} indices along axis {a}), got {:?}",
+                self.shape(),
+                idx.shape()[0],
+                src.shape()
+            );
+        }
+        let mut is = vec![1; self.ndim()];
+        is[a] = idx.shape()[0];
+        let i = idx.reshape(&is).broadcast_unchecked(&want);
+        bind(Prim::ScatterAdd { axis: a }, &[self, &i, src])
+    }
+
     /// One-hot encoding of an integer tensor as `F32`: shape `shape ++
     /// [num_classes]`, with 1 where the last index equals the value. Values
     /// outside `0..num_classes` (negative ones too) give a row of zeros, as
@@ -239,4 +285,44 @@ impl Tensor {
             &[self],
         )
     }
+}
+
+/// JAX's `jax.ops.segment_sum`: the rows of `data` summed by segment.
+/// `data` has shape `[N, ...]` and `segment_ids` is a 1-D I32 or I64
+/// tensor of length `N`; the result has shape `[num_segments, ...]` and
+/// `data`'s dtype, zeros where no row lands, with `data[i]` added into
+/// `out[segment_ids[i]]` in order of `i` (so float sums round the same way
+/// on every run, and under `rune::jit`). It is `scatter_add` along axis 0
+/// into zeros, with the ids broadcast over `data`'s other axes.
+///
+/// Deviations from JAX, both the rule of nx's other indexing operations:
+/// an id outside `[-num_segments, num_segments)` panics naming
+/// `scatter_add`, the id and `num_segments` (JAX drops that row), and a
+/// negative id counts from the end (`-1` is the last segment; JAX drops
+/// it too). The ids need not be sorted (JAX's `indices_are_sorted` is only
+/// a hint there).
+///
+/// ```
+/// let data = nx::Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2]);
+/// let ids = nx::Tensor::from_slice(&[2i32, 0, 2], &[3]);
+/// let s = nx::segment_sum(&data, &ids, 4);
+/// assert_eq!(s.shape(), &[4, 2]);
+/// assert_eq!(s.to_vec::<f32>(), vec![3.0, 4.0, 0.0, 0.0, 6.0, 8.0, 0.0, 0.0]);
+/// ```
+pub fn segment_sum(data: &Tensor, segment_ids: &Tensor, num_segments: usize) -> Tensor {
+    require_index("segment_sum", segment_ids);
+    if data.ndim() == 0 || segment_ids.ndim() != 1 || segment_ids.shape()[0] != data.shape()[0] {
+        panic!(
+            "segment_sum: expects data of shape [N, ...] and 1-D segment ids of length N, got shapes {:?} and {:?}",
+            data.shape(),
+            segment_ids.shape()
+        );
+    }
+    let mut out = data.shape().to_vec();
+    out[0] = num_segments;
+    let zeros = Tensor::zeros(&out, data.dtype());
+    let mut is = vec![1; data.ndim()];
+    is[0] = data.shape()[0];
+    let ids = segment_ids.reshape(&is).broadcast_unchecked(data.shape());
+    bind(Prim::ScatterAdd { axis: 0 }, &[&zeros, &ids, data])
 }

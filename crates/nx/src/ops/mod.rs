@@ -19,6 +19,7 @@ mod window;
 
 pub use conv::ConvOpts;
 pub use einsum::einsum;
+pub use index::segment_sum;
 pub use movement::Slice;
 pub use padding::Padding;
 
