@@ -123,6 +123,9 @@ enum Instr {
     Reduce(Red, usize, Vec<isize>, bool),
     /// `a @ fit(b)`, `a` of rank >= 1 (rank 1: a vector-matrix product).
     Matmul(usize, usize, Fit),
+    /// `a.take(indices, axis)`, the indices captured (a constant: a
+    /// gather compiled into the kernels; its gradient a scatter).
+    Take(usize, Vec<i32>, isize),
     /// `where(a cmp fit(b), a, fit(c))`.
     Where(Cmp, usize, usize, Fit, usize, Fit),
     /// `scan` with carry `a` over the rows of `xs` (`scan_with`'s
@@ -250,6 +253,10 @@ fn interpret(p: &Prog, mut vals: Vec<Tensor>) -> Vec<Tensor> {
                 Red::Mean => vals[*a].mean(axes, *keep),
             },
             Instr::Matmul(a, b, f) => vals[*a].matmul(&fit(&vals[*b], f)),
+            Instr::Take(a, idx, axis) => {
+                let i = Tensor::from_slice(idx, &[idx.len()]);
+                vals[*a].take(&i, *axis)
+            }
             Instr::Where(c, a, b, fb, x, fx) => {
                 let cond = compare(*c, &vals[*a], &fit(&vals[*b], fb));
                 Tensor::where_(&cond, &vals[*a], &fit(&vals[*x], fx))
@@ -459,7 +466,29 @@ impl Gen {
             let a = self.value();
             let (s, d) = self.avals[a].clone();
             let r = s.len();
-            match self.rng.below(17) {
+            match self.rng.below(18) {
+                17 => {
+                    // A gather by captured indices: in range, negative
+                    // ones, repeats, both bounds.
+                    if r == 0 {
+                        continue;
+                    }
+                    let axis = self.rng.below(r);
+                    let n = s[axis] as i32;
+                    if n == 0 {
+                        continue;
+                    }
+                    let k = self.rng.range(1, 6);
+                    let idx: Vec<i32> = (0..k)
+                        .map(|_| match self.rng.below(4) {
+                            0 => self.rng.pick(&[0, n - 1, -n, -1]),
+                            _ => self.rng.below(2 * n as usize) as i32 - n,
+                        })
+                        .collect();
+                    let mut out = s.clone();
+                    out[axis] = k;
+                    return (Instr::Take(a, idx, axis as isize), out, d);
+                }
                 16 => {
                     // A scan over the rows of a value, at most two deep.
                     let xs = self.value();
