@@ -79,7 +79,7 @@ pub enum Node {
         out_shape: Vec<usize>,
         /// What the output holds before the updates are added.
         init: ScatterInit,
-        /// For a kernel split across threads ([`Kernel::split_scatter`]):
+        /// For a kernel split across threads (`Kernel::split_scatter`):
         /// the output's elements in the kernel's loop order (its first dim
         /// the kernel's), which each part sets for its own range before
         /// adding into them. `None`: one part sets the whole output.
