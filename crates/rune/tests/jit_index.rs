@@ -509,3 +509,45 @@ fn wide_scatters_split_across_threads_with_eagers_bits() {
         }
     }
 }
+
+#[test]
+fn gathers_of_captured_runs_become_slices_and_rotations() {
+    let names = |c: &tolk::Compiled| -> Vec<String> {
+        c.program.graph().eqns.iter().map(|e| e.name()).collect()
+    };
+    let x = Tensor::from_vec(data(4 * 10, 19), &[4, 10]);
+    let cases: [(&str, Vec<i64>, bool); 4] = [
+        ("a run inside the axis", vec![3, 4, 5, 6], false),
+        (
+            "a rotation (wraps, a negative index)",
+            vec![7, 8, -1, 0, 1, 2],
+            false,
+        ),
+        (
+            "a whole rotation",
+            (0..10).map(|i| (i + 4) % 10).collect(),
+            false,
+        ),
+        ("not a run: stays a gather", vec![3, 5, 4], true),
+    ];
+    for (what, idx, gather) in cases {
+        let i = Tensor::from_vec(idx.clone(), &[idx.len()]);
+        let f = |x: &Tensor| {
+            vec![
+                x.take(&i, 1) * 2.0,
+                x.take(&i.reshape(&[1, idx.len()]), 1).exp(),
+            ]
+        };
+        let c = compiled(f, &x);
+        assert_eq!(
+            names(&c).iter().any(|n| n == "gather"),
+            gather,
+            "{what}: {:?}",
+            names(&c)
+        );
+        for (g, w) in c.program.run(&[x.clone()]).iter().zip(f(&x)) {
+            assert_eq!(g.shape(), w.shape(), "{what}");
+            assert_eq!(bits(g), bits(&w), "{what}");
+        }
+    }
+}

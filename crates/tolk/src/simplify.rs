@@ -15,6 +15,7 @@ use rustc_hash::FxHashMap as HashMap;
 pub fn simplify(g: Graph) -> Graph {
     let g = fold_constants(g);
     let g = injective_scatters(g);
+    let g = rotating_gathers(g);
     let g = cse(g);
     let g = shared_transposes(g);
     dce(g)
@@ -118,6 +119,127 @@ fn injective_scatters(mut g: Graph) -> Graph {
     }
     g.eqns = out;
     g
+}
+
+/// A gather whose captured indices pick a run of consecutive elements
+/// along its axis, the same run at every position off the axis, possibly
+/// wrapping around the axis's end (`take` of `(i + b) % n`: a ring's
+/// neighbours, a shifted window, what an injective scatter by a rotation
+/// became), is that slice, or the concatenation of the two slices of a
+/// rotation: movement ops the kernels read through views and masked loads
+/// (a `roll`'s), where a gather is an indexed load per element. The same
+/// elements. Indices out of range are left to the gather (the runtime
+/// raises).
+fn rotating_gathers(mut g: Graph) -> Graph {
+    let consts: HashMap<Var, Tensor> = g.consts.iter().cloned().collect();
+    if consts.is_empty() {
+        return g;
+    }
+    let mut def: Vec<Option<usize>> = vec![None; g.avals.len()];
+    for (i, e) in g.eqns.iter().enumerate() {
+        for &o in &e.outs {
+            def[o] = Some(i);
+        }
+    }
+    let runs: Vec<Option<(usize, usize)>> = g
+        .eqns
+        .iter()
+        .map(|e| match e.as_prim() {
+            Some(Prim::Gather { axis }) => {
+                let idx = constant_through_views(&g, &def, &consts, e.inputs[1])?;
+                let n = g.aval(e.inputs[0]).shape[*axis];
+                consecutive_run(&idx, *axis, n).map(|b| (*axis, b))
+            }
+            _ => None,
+        })
+        .collect();
+    if runs.iter().all(Option::is_none) {
+        return g;
+    }
+    let eqns = std::mem::take(&mut g.eqns);
+    let mut out = Vec::with_capacity(eqns.len());
+    for (e, run) in eqns.into_iter().zip(runs) {
+        let Some((axis, b)) = run else {
+            out.push(e);
+            continue;
+        };
+        let x = e.inputs[0];
+        let shape = g.aval(x).shape.clone();
+        let dtype = g.aval(x).dtype;
+        let (n, k) = (shape[axis], g.aval(e.out()).shape[axis]);
+        let slice =
+            |g: &mut Graph, out: &mut Vec<Eqn>, from: usize, to: usize, var: Option<Var>| {
+                let (mut start, mut end) = (vec![0; shape.len()], shape.clone());
+                start[axis] = from;
+                end[axis] = to;
+                let mut s = shape.clone();
+                s[axis] = to - from;
+                let v = var.unwrap_or_else(|| g.new_var(nx::Aval::new(&s, dtype)));
+                let step = vec![1; shape.len()];
+                out.push(Eqn::prim(Prim::Slice { start, end, step }, vec![x], v));
+                v
+            };
+        if b + k <= n {
+            slice(&mut g, &mut out, b, b + k, Some(e.out()));
+        } else {
+            let head = slice(&mut g, &mut out, b, n, None);
+            let tail = slice(&mut g, &mut out, 0, b + k - n, None);
+            out.push(Eqn::prim(Prim::Concat { axis }, vec![head, tail], e.out()));
+        }
+    }
+    g.eqns = out;
+    g
+}
+
+/// The value of `v` when it is a captured constant seen through views,
+/// evaluated.
+fn constant_through_views(
+    g: &Graph,
+    def: &[Option<usize>],
+    consts: &HashMap<Var, Tensor>,
+    v: Var,
+) -> Option<Tensor> {
+    let mut chain = Vec::new();
+    let mut v = v;
+    while let Some(d) = def[v] {
+        let p = g.eqns[d]
+            .as_prim()
+            .filter(|p| p.class() == PrimClass::View)?;
+        chain.push(p.clone());
+        v = g.eqns[d].inputs[0];
+    }
+    let mut t = consts.get(&v)?.clone();
+    for p in chain.into_iter().rev() {
+        t = nx::raw::eval(p, &[&t]);
+    }
+    Some(t)
+}
+
+/// `Some(b)` when the indices `idx` (I32 or I64), gathering along `axis`
+/// of size `n`, are `(b + j) mod n` at position `j` along the axis, the
+/// same at every position off it, with at most `n` of them.
+fn consecutive_run(idx: &Tensor, axis: usize, n: usize) -> Option<usize> {
+    let shape = idx.shape().to_vec();
+    let k = shape[axis];
+    let total = nx::shape::numel(&shape);
+    if k == 0 || k > n || total == 0 || total > INJECTIVE_SCATTER_MAX {
+        return None;
+    }
+    let values = idx.cast(nx::DType::I64).to_vec::<i64>();
+    let n = n as i64;
+    let inner: usize = shape[axis + 1..].iter().product();
+    let b = values[0];
+    if b < -n || b >= n {
+        return None;
+    }
+    let b = b.rem_euclid(n);
+    for (l, &i) in values.iter().enumerate() {
+        let j = ((l / inner) % k) as i64;
+        if i < -n || i >= n || i.rem_euclid(n) != (b + j) % n {
+            return None;
+        }
+    }
+    Some(b as usize)
 }
 
 /// For indices `idx` (I32 or I64) scattering along `axis` into `out_shape`:
