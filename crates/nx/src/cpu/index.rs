@@ -33,63 +33,9 @@ fn resolve(op: &str, i: i64, n: usize, axis: usize) -> isize {
 /// first.
 pub(crate) fn first_out_of_range(t: &Tensor, len: usize) -> Option<i64> {
     let v = t.value();
-    if v.layout.numel() == 0 {
-        return None;
-    }
-    let dims: Vec<(usize, isize)> = v
-        .layout
-        .shape
-        .iter()
-        .zip(&v.layout.strides)
-        .filter(|&(&n, &s)| n != 1 && s != 0)
-        .map(|(&n, &s)| (n, s))
-        .collect();
-    fn walk<I: Element>(
-        data: &[I],
-        mut addr: isize,
-        dims: &[(usize, isize)],
-        len: i64,
-    ) -> Option<i64> {
-        // Contiguous indices (the common case): the bounds of the run, in
-        // a loop that vectorizes; the walk below only finds the first
-        // failure.
-        if let [(n, 1)] = dims {
-            let run = &data[addr as usize..addr as usize + n];
-            let (lo, hi) = run.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &i| {
-                let i = i.to_i128() as i64;
-                (lo.min(i), hi.max(i))
-            });
-            if lo >= -len && hi < len {
-                return None;
-            }
-        }
-        let mut at = vec![0usize; dims.len()];
-        loop {
-            let i = data[addr as usize].to_i128() as i64;
-            if i < -len || i >= len {
-                return Some(i);
-            }
-            // Row-major odometer over `dims`.
-            let mut d = dims.len();
-            loop {
-                if d == 0 {
-                    return None;
-                }
-                d -= 1;
-                at[d] += 1;
-                addr += dims[d].1;
-                if at[d] < dims[d].0 {
-                    break;
-                }
-                addr -= dims[d].1 * dims[d].0 as isize;
-                at[d] = 0;
-            }
-        }
-    }
-    let base = v.layout.offset as isize;
     match v.dtype {
-        DType::I32 => walk(&v.storage.read::<i32>(), base, &dims, len as i64),
-        DType::I64 => walk(&v.storage.read::<i64>(), base, &dims, len as i64),
+        DType::I32 => first_out_of_bounds(&v.storage.read::<i32>(), v, len),
+        DType::I64 => first_out_of_bounds(&v.storage.read::<i64>(), v, len),
         d => panic!("nx: indices must be I32 or I64, got {d}"),
     }
 }
