@@ -39,29 +39,7 @@ fn injective_scatters(mut g: Graph) -> Graph {
     if consts.is_empty() {
         return g;
     }
-    let mut def: Vec<Option<usize>> = vec![None; g.avals.len()];
-    for (i, e) in g.eqns.iter().enumerate() {
-        for &o in &e.outs {
-            def[o] = Some(i);
-        }
-    }
-    // The constant a variable is, seen through views, evaluated.
-    let constant = |g: &Graph, v: Var| -> Option<Tensor> {
-        let mut chain = Vec::new();
-        let mut v = v;
-        while let Some(d) = def[v] {
-            let p = g.eqns[d]
-                .as_prim()
-                .filter(|p| p.class() == PrimClass::View)?;
-            chain.push(p.clone());
-            v = g.eqns[d].inputs[0];
-        }
-        let mut t = consts.get(&v)?.clone();
-        for p in chain.into_iter().rev() {
-            t = nx::raw::eval(p, &[&t]);
-        }
-        Some(t)
-    };
+    let def = defining_eqns(&g);
     let mut rewrites: Vec<Option<(Tensor, Option<Tensor>)>> = g
         .eqns
         .iter()
@@ -70,7 +48,7 @@ fn injective_scatters(mut g: Graph) -> Graph {
                 let out_shape = &g.aval(e.out()).shape;
                 let fits = nx::shape::numel(out_shape) <= INJECTIVE_SCATTER_MAX;
                 let idx = if fits {
-                    constant(&g, e.inputs[1])
+                    constant_through_views(&g, &def, &consts, e.inputs[1])
                 } else {
                     None
                 };
@@ -135,12 +113,7 @@ fn rotating_gathers(mut g: Graph) -> Graph {
     if consts.is_empty() {
         return g;
     }
-    let mut def: Vec<Option<usize>> = vec![None; g.avals.len()];
-    for (i, e) in g.eqns.iter().enumerate() {
-        for &o in &e.outs {
-            def[o] = Some(i);
-        }
-    }
+    let def = defining_eqns(&g);
     let runs: Vec<Option<(usize, usize)>> = g
         .eqns
         .iter()
@@ -189,6 +162,18 @@ fn rotating_gathers(mut g: Graph) -> Graph {
     }
     g.eqns = out;
     g
+}
+
+/// Per variable, the equation that defines it (`None`: an input or a
+/// constant).
+fn defining_eqns(g: &Graph) -> Vec<Option<usize>> {
+    let mut def = vec![None; g.avals.len()];
+    for (i, e) in g.eqns.iter().enumerate() {
+        for &o in &e.outs {
+            def[o] = Some(i);
+        }
+    }
+    def
 }
 
 /// The value of `v` when it is a captured constant seen through views,
@@ -301,12 +286,7 @@ const SHARED_TRANSPOSE_MIN: usize = 4;
 /// every step. The copy costs one pass over `w`; a weight read transposed
 /// once or twice (an MLP's layers) keeps its strided read.
 fn shared_transposes(mut g: Graph) -> Graph {
-    let mut def: Vec<Option<usize>> = vec![None; g.avals.len()];
-    for (i, e) in g.eqns.iter().enumerate() {
-        for &o in &e.outs {
-            def[o] = Some(i);
-        }
-    }
+    let def = defining_eqns(&g);
     // The matrix a product reads transposed as its right operand, if any.
     let transposed = |g: &Graph, e: &Eqn| -> Option<Var> {
         let Some(Prim::DotGeneral {
