@@ -18,7 +18,7 @@ use nx::DType;
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the entry format or the generated code's conventions change.
-const FORMAT: &str = "tolk-cache-7";
+const FORMAT: &str = "tolk-cache-8";
 
 /// The cache directory: `$XDG_CACHE_HOME/tolk/rune_jit`, XDG's default
 /// `~/.cache` (`~/Library/Caches` on macOS); `None` when `JITCACHE=0` or no

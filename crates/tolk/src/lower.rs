@@ -156,8 +156,29 @@ pub fn node_dtype(k: &Kernel, i: usize) -> DType {
 /// returns first on an empty range, and no loop of the nest is empty), so
 /// that it reads an element the loops would have read.
 fn invariant(k: &Kernel, nest: &LoopNest) -> Vec<bool> {
-    let mut inv = vec![false; k.nodes.len()];
     let nonempty = nest.dims.iter().all(|&d| d > 0);
+    same_along(k, nest, nonempty, &|_| true)
+}
+
+/// For each node: whether its value is the same along the innermost loop
+/// (a gather whose index is reads a contiguous run there, which the C
+/// compiler vectorizes as plain loads when it sees the address is affine).
+pub fn same_along_innermost(k: &Kernel, nest: &LoopNest) -> Vec<bool> {
+    let last = nest.dims.len().wrapping_sub(1);
+    same_along(k, nest, true, &|l| l == last)
+}
+
+/// For each node: whether its value is the same along every loop `moving`
+/// picks; loads count only where `loads_ok` (a hoisted load must read an
+/// element the loops would have read).
+fn same_along(
+    k: &Kernel,
+    nest: &LoopNest,
+    loads_ok: bool,
+    moving: &dyn Fn(usize) -> bool,
+) -> Vec<bool> {
+    let mut inv = vec![false; k.nodes.len()];
+    let nonempty = loads_ok;
     for (i, n) in k.nodes.iter().enumerate() {
         inv[i] = match n {
             Node::Lit { .. } => true,
@@ -169,9 +190,12 @@ fn invariant(k: &Kernel, nest: &LoopNest) -> Vec<bool> {
                 };
                 nonempty
                     && !reads_where_variant
-                    && nest.loads[i]
-                        .as_ref()
-                        .is_some_and(|ix| ix.strides.iter().all(|&st| st == 0))
+                    && nest.loads[i].as_ref().is_some_and(|ix| {
+                        ix.strides
+                            .iter()
+                            .enumerate()
+                            .all(|(l, &st)| st == 0 || !moving(l))
+                    })
             }
             Node::Unary { x, .. } | Node::Cast { x, .. } => inv[*x],
             Node::Binary { a, b, .. } | Node::Compare { a, b, .. } => inv[*a] && inv[*b],

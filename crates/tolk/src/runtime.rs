@@ -77,6 +77,9 @@ pub struct Program {
     /// kernel runs: those read from inputs each call; a constant's only
     /// when it failed (checked once, when the program is made).
     index_checks: Vec<IndexCheck>,
+    /// Per step: seconds spent and calls, when `TOLK_PROFILE` is set
+    /// (printed, slowest first, when the program is dropped).
+    profile: Option<RefCell<Vec<(f64, u64)>>>,
 }
 
 /// The indices of a gather or scatter-add compiled into a kernel, which
@@ -317,10 +320,10 @@ impl Program {
                 arena_ptrs[v] = Some(arena.ptr().wrapping_add(offsets[i]));
             }
         }
+        let n_steps = plan.steps.len();
         Program {
             work,
             graph,
-            plan,
             kernels: RefCell::new(kernels),
             loaded: RefCell::new(loaded),
             compiling: RefCell::new(None),
@@ -334,6 +337,9 @@ impl Program {
             dense: RefCell::new(vec![None; n]),
             bodies: Vec::new(),
             index_checks,
+            profile: std::env::var_os("TOLK_PROFILE")
+                .map(|_| RefCell::new(vec![(0.0, 0); n_steps])),
+            plan,
         }
     }
 
@@ -436,6 +442,7 @@ impl Program {
             c.check(slots[c.base].as_ref().unwrap());
         }
         for (s, step) in self.plan.steps.iter().enumerate() {
+            let started = self.profile.as_ref().map(|_| std::time::Instant::now());
             match step {
                 Step::Kernel { kernel, outs, args } => {
                     let entry = &kernels[*kernel];
@@ -522,6 +529,11 @@ impl Program {
                     }
                 }
             }
+            if let (Some(p), Some(t)) = (&self.profile, started) {
+                let mut p = p.borrow_mut();
+                p[s].0 += t.elapsed().as_secs_f64();
+                p[s].1 += 1;
+            }
             for &v in &self.plan.frees[s] {
                 slots[v] = None;
             }
@@ -547,6 +559,41 @@ impl Program {
     }
 }
 
+impl Program {
+    /// `TOLK_PROFILE`'s report: each step's mean time, slowest first.
+    fn print_profile(&self, times: &[(f64, u64)]) {
+        let total: f64 = times.iter().map(|t| t.0).sum();
+        let calls = times.iter().map(|t| t.1).max().unwrap_or(0);
+        if calls == 0 {
+            return;
+        }
+        eprintln!(
+            "tolk profile: {} steps, {calls} calls, {:.1} µs per call",
+            times.len(),
+            total / calls as f64 * 1e6
+        );
+        let mut order: Vec<usize> = (0..times.len()).collect();
+        order.sort_by(|&a, &b| times[b].0.total_cmp(&times[a].0));
+        for s in order.into_iter().take(24) {
+            let what = match &self.plan.steps[s] {
+                Step::Kernel { kernel, outs, .. } => {
+                    let entry = &self.kernels.borrow()[*kernel];
+                    format!(
+                        "kernel {kernel} {:?} -> {:?}",
+                        entry.shape,
+                        self.graph.aval(outs[0]).shape
+                    )
+                }
+                Step::Library { eqn } => format!("library {}", self.graph.eqns[*eqn].name()),
+            };
+            eprintln!(
+                "  step {s:3}: {:8.1} µs  {what}",
+                times[s].0 / calls as f64 * 1e6
+            );
+        }
+    }
+}
+
 impl Drop for Program {
     /// A program dropped while its C compiles waits for the build, so that
     /// it lands in the disk cache (a process that called it once and exits
@@ -554,6 +601,9 @@ impl Drop for Program {
     fn drop(&mut self) {
         if let Some(build) = self.compiling.get_mut().take() {
             let _ = build.join();
+        }
+        if let Some(p) = self.profile.take() {
+            self.print_profile(&p.into_inner());
         }
     }
 }

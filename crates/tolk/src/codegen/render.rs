@@ -468,6 +468,7 @@ fn body_lanes(
 ) -> String {
     let mut s = String::new();
     let last = nest.dims.len().saturating_sub(1);
+    let same_inner = lower::same_along_innermost(k, nest);
     for (i, n) in k.nodes.iter().enumerate().filter(|(i, _)| pick(*i)) {
         for lane in lanes {
             let t = d.ty(lower::node_dtype(k, i));
@@ -509,9 +510,13 @@ fn body_lanes(
                     ..
                 } => {
                     let i = v(ix);
-                    // In 32 bits where the buffer allows: gcc vectorizes an
-                    // f32 gather only with 32-bit offsets.
-                    let it = if *buffer_len < GATHER_I32_MAX {
+                    // In 32 bits where the buffer allows and the index moves
+                    // along the innermost loop: gcc vectorizes an f32 gather
+                    // only with 32-bit offsets. An index fixed along it
+                    // reads a run of the row: 64-bit offsets, which gcc
+                    // sees are affine and loads as plain vectors (a gather
+                    // instruction there is 4x slower).
+                    let it = if *buffer_len < GATHER_I32_MAX && !same_inner[*ix] {
                         "int32_t"
                     } else {
                         "int64_t"
