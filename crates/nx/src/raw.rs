@@ -190,6 +190,42 @@ pub fn dot_general_then(
     )
 }
 
+/// Runs a `Prim::DotGeneral` like [`eval`], writing the product, row-major,
+/// at `dst` instead of into a fresh buffer: a compiled program's arena slot,
+/// so that a steady-state call allocates nothing. The same bits as [`eval`].
+///
+/// # Safety
+/// `dst` addresses the product's elements (its shape's count, of the
+/// operands' dtype), which no one else reads or writes until this returns
+/// and which do not overlap the operands' storage. Panics (before writing)
+/// unless `prim` is a `DotGeneral`.
+pub unsafe fn dot_general_to(prim: &Prim, inputs: &[&Tensor], dst: *mut u8) {
+    let Prim::DotGeneral {
+        lhs_batch,
+        rhs_batch,
+        lhs_contract,
+        rhs_contract,
+    } = prim
+    else {
+        panic!(
+            "nx::raw::dot_general_to: not a dot_general ({})",
+            prim.name()
+        );
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        crate::cpu::dot::dot_general_to(
+            inputs[0].value(),
+            inputs[1].value(),
+            lhs_batch,
+            rhs_batch,
+            lhs_contract,
+            rhs_contract,
+            dst,
+        )
+    }
+}
+
 /// A contiguous tensor of `shape` whose bytes are pending on `p` (a device's
 /// resident output): its shape and dtype are known, and the first read or
 /// write of its data brings the bytes in through [`crate::storage::Pending::fill`].

@@ -29,10 +29,18 @@ const CACHE_LIMIT: usize = 1 << 30;
 
 static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 static PEAK_BYTES: AtomicUsize = AtomicUsize::new(0);
+static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// Bytes held by live tensor storage right now.
 pub fn live_bytes() -> usize {
     LIVE_BYTES.load(Ordering::Relaxed)
+}
+
+/// Bytes of every buffer handed out since the process started (each new
+/// tensor's storage, fresh or reused from the cache), on every thread:
+/// the difference across a call is the new storage that call allocated.
+pub fn allocated_bytes() -> u64 {
+    ALLOCATED_BYTES.load(Ordering::Relaxed)
 }
 
 /// The highest `live_bytes()` since the last `reset_peak_bytes()`.
@@ -297,6 +305,7 @@ impl Storage {
         }
         let live = LIVE_BYTES.fetch_add(bytes, Ordering::Relaxed) + bytes;
         PEAK_BYTES.fetch_max(live, Ordering::Relaxed);
+        ALLOCATED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
         Storage {
             ptr,
             bytes,

@@ -513,17 +513,18 @@ impl Program {
                                 .map(|a| slots[*a].as_ref().unwrap())
                                 .collect();
                             let prim = e.as_prim().expect("tolk: loops are handled above");
-                            let out = nx::raw::eval(prim.clone(), &ins);
-                            // Only movement steps may return a view of an
-                            // input (the arena layout extends their sources'
-                            // lifetimes); any other result is fresh.
-                            debug_assert!(
-                                prim.class() == nx::PrimClass::View
-                                    || ins.iter().all(|t| !nx::raw::shares_storage(t, &out)),
-                                "tolk: {} returned a view of its input",
-                                prim.name()
-                            );
-                            out
+                            if let (Prim::DotGeneral { .. }, Some(p)) =
+                                (prim, self.arena_ptrs[e.out()])
+                            {
+                                // SAFETY: `p` is the product's arena slot,
+                                // sized for it; no value live at this step
+                                // (its operands included) shares the slot,
+                                // and only this thread touches the arena.
+                                unsafe { nx::raw::dot_general_to(prim, &ins, p) };
+                                self.arena_views[e.out()].clone().unwrap()
+                            } else {
+                                self.eval_library(prim, &ins)
+                            }
                         };
                         slots[e.out()] = Some(out);
                     }
@@ -560,6 +561,21 @@ impl Program {
 }
 
 impl Program {
+    /// A library step's result by nx's eager kernel.
+    fn eval_library(&self, prim: &Prim, ins: &[&Tensor]) -> Tensor {
+        let out = nx::raw::eval(prim.clone(), ins);
+        // Only movement steps may return a view of an input (the arena
+        // layout extends their sources' lifetimes); any other result is
+        // fresh.
+        debug_assert!(
+            prim.class() == nx::PrimClass::View
+                || ins.iter().all(|t| !nx::raw::shares_storage(t, &out)),
+            "tolk: {} returned a view of its input",
+            prim.name()
+        );
+        out
+    }
+
     /// `TOLK_PROFILE`'s report: each step's mean time, slowest first.
     fn print_profile(&self, times: &[(f64, u64)]) {
         let total: f64 = times.iter().map(|t| t.0).sum();
@@ -719,6 +735,12 @@ enum Call<'p> {
         places: Vec<Place>,
         work: usize,
     },
+    /// A product written straight into its place.
+    Product {
+        prim: &'p Prim,
+        inputs: Vec<Place>,
+        out: Place,
+    },
     Library {
         prim: &'p Prim,
         inputs: Vec<Place>,
@@ -811,8 +833,8 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
     let mut homed: Vec<Var> = Vec::new();
     for step in &body.plan.steps {
         match step {
-            Step::Kernel { outs, .. } => {
-                for &out in outs {
+            Step::Kernel { .. } | Step::Library { .. } if !written_in_place(g, step).is_empty() => {
+                for &out in written_in_place(g, step) {
                     let home = g.outputs.iter().position(|&o| o == out);
                     place[out] = Some(match (home, &body.arena_views[out]) {
                         (Some(o), _) if place[out].is_none() => {
@@ -836,6 +858,7 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
                     });
                 }
             }
+            Step::Kernel { .. } => {}
             Step::Library { eqn } => {
                 for &o in &g.eqns[*eqn].outs {
                     place[o] = Some(Place::Lib(frame.lib.len()));
@@ -867,6 +890,11 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
                 };
                 let inputs = e.inputs.iter().map(|&v| placed(v)).collect();
                 Some(match &e.op {
+                    Op::Prim(prim @ Prim::DotGeneral { .. }) => Call::Product {
+                        prim,
+                        inputs,
+                        out: placed(e.out()),
+                    },
                     Op::Prim(prim) => Call::Library {
                         prim,
                         inputs,
@@ -926,6 +954,15 @@ fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
                     ptrs.clear();
                     ptrs.extend(places.iter().map(|&p| frame.at(p)));
                     call_kernel(entry, &ptrs, *work);
+                }
+                Call::Product { prim, inputs, out } => {
+                    let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
+                    let refs: Vec<&Tensor> = args.iter().collect();
+                    // SAFETY: `out` is the product's own place (an arena
+                    // slot, a buffer of this call, the next carry or this
+                    // step's output row), sized for it and shared with no
+                    // value live at this step, its operands included.
+                    unsafe { nx::raw::dot_general_to(prim, &refs, frame.at(*out)) };
                 }
                 Call::Library { prim, inputs, out } => {
                     let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
@@ -1058,6 +1095,19 @@ fn call_parts(f: KernelFn, outer: usize, ptrs: &[*mut u8], work: usize) -> bool 
     failed.into_inner()
 }
 
+/// The values step `step` writes into memory the runtime hands it: a
+/// kernel's outputs, a product's (written by `nx::raw::dot_general_to`), so
+/// that both live in the arena. Other library steps return fresh tensors.
+fn written_in_place<'a>(g: &'a Graph, step: &'a Step) -> &'a [Var] {
+    match step {
+        Step::Kernel { outs, .. } => outs,
+        Step::Library { eqn } => match &g.eqns[*eqn].op {
+            Op::Prim(Prim::DotGeneral { .. }) => &g.eqns[*eqn].outs,
+            _ => &[],
+        },
+    }
+}
+
 /// Which intermediates live in the arena, and in which slot ("slab").
 ///
 /// A value lives in the arena when a kernel writes it and no output or
@@ -1125,10 +1175,8 @@ impl ArenaLayout {
         const LONG_MIN_BYTES: usize = 64 << 10;
         let mut start = vec![usize::MAX; n];
         for (s, step) in plan.steps.iter().enumerate() {
-            if let Step::Kernel { outs, .. } = step {
-                for &v in outs {
-                    start[v] = start[v].min(s);
-                }
+            for &v in written_in_place(g, step) {
+                start[v] = start[v].min(s);
             }
         }
         for v in 0..n {
@@ -1146,11 +1194,7 @@ impl ArenaLayout {
         let mut free: std::collections::BTreeSet<(usize, usize)> = Default::default();
         let mut dies: Vec<Vec<usize>> = vec![Vec::new(); plan.steps.len()];
         for (s, step) in plan.steps.iter().enumerate() {
-            let written: &[Var] = match step {
-                Step::Kernel { outs, .. } => outs,
-                Step::Library { .. } => &[],
-            };
-            for &v in written {
+            for &v in written_in_place(g, step) {
                 if !banned[v] {
                     let a = g.aval(v);
                     let bytes = a.numel() * a.dtype.size_in_bytes();

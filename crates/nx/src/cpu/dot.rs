@@ -581,21 +581,48 @@ unsafe fn faer_block<F: faer::traits::ComplexField + num_traits::One>(
     faer::linalg::matmul::matmul(d, faer::Accum::Replace, l, r, F::one(), faer::Par::Seq);
 }
 
-fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogue<'_>>) -> Tensor {
-    keep_gemm_buffers_mapped();
-    let (m, n, k) = (p.m, p.n, p.k);
-    let nbatch = numel(&p.batch);
+/// The product's shape: the batch dims, the lhs free dims, the rhs free dims.
+fn out_shape(p: &Plan) -> Vec<usize> {
     let mut out_shape = p.batch.clone();
     out_shape.extend(p.lhs.rows().iter().map(|a| a.n));
     out_shape.extend(p.rhs.cols().iter().map(|a| a.n));
-    let total = nbatch * m * n;
+    out_shape
+}
+
+fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogue<'_>>) -> Tensor {
+    let total = numel(&p.batch) * p.m * p.n;
     let mut storage = Storage::new(T::DTYPE, total);
+    let out = &mut storage.as_mut_slice::<T>()[..total];
+    // SAFETY: `out` is a fresh buffer of the product's `total` elements.
+    unsafe { gemm_to(lhs, rhs, p, epi, out.as_mut_ptr()) };
+    Tensor::from_storage(T::DTYPE, &out_shape(p), storage)
+}
+
+/// [`dot_gemm`] writing the product, row-major, at `dst`.
+///
+/// # Safety
+/// `dst` addresses the product's `batch * m * n` elements of `T`, which no
+/// one else reads or writes meanwhile, and which do not overlap the
+/// operands' storage.
+unsafe fn gemm_to<T: GemmElem>(
+    lhs: &Value,
+    rhs: &Value,
+    p: &Plan,
+    epi: Option<Epilogue<'_>>,
+    dst: *mut T,
+) {
+    keep_gemm_buffers_mapped();
+    let (m, n, k) = (p.m, p.n, p.k);
+    let nbatch = numel(&p.batch);
+    let total = nbatch * m * n;
     {
-        let out = &mut storage.as_mut_slice::<T>()[..total];
         if k == 0 {
-            out.fill(T::from_f64(0.0));
+            for i in 0..total {
+                // SAFETY: `i < total`, within `dst`'s elements (the contract).
+                unsafe { dst.add(i).write(T::from_f64(0.0)) };
+            }
         }
-        let base = OutPtr(out.as_mut_ptr());
+        let base = OutPtr(dst);
         if k == 0 {
             if let (Some(epi), true) = (epi, total > 0) {
                 epilogue_whole(epi, base.get() as *mut u8, nbatch * m, n);
@@ -633,8 +660,7 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
                     // `dst + i*n + j` for `i` in `r`, `j` in `c`: inside the
                     // batch's `m * n` output, and callers give concurrent blocks
                     // disjoint rows or columns, so no element is written twice.
-                    // Reads and writes do not overlap: the output is a fresh
-                    // buffer.
+                    // Reads and writes do not overlap (`gemm_to`'s contract).
                     let flush = FlushSubnormals::new();
                     unsafe {
                         product_block(
@@ -704,7 +730,6 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
             }
         }
     }
-    Tensor::from_storage(T::DTYPE, &out_shape, storage)
 }
 
 /// Integer (and bool) products: wrapping `i64` accumulation, converted back
@@ -712,9 +737,6 @@ fn dot_gemm<T: GemmElem>(lhs: &Value, rhs: &Value, p: &Plan, epi: Option<Epilogu
 fn dot_int<T: Element>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
     let (m, n, k) = (p.m, p.n, p.k);
     let nbatch = numel(&p.batch);
-    let mut out_shape = p.batch.clone();
-    out_shape.extend(p.lhs.rows().iter().map(|a| a.n));
-    out_shape.extend(p.rhs.cols().iter().map(|a| a.n));
     let total = nbatch * m * n;
     let mut storage = Storage::new(T::DTYPE, total);
     {
@@ -747,7 +769,59 @@ fn dot_int<T: Element>(lhs: &Value, rhs: &Value, p: &Plan) -> Tensor {
             }
         }
     }
-    Tensor::from_storage(T::DTYPE, &out_shape, storage)
+    Tensor::from_storage(T::DTYPE, &out_shape(p), storage)
+}
+
+/// [`dot_general`] (no epilogue) writing the product, row-major, at `dst`:
+/// floating-point products straight from the GEMM, others (integers, bool,
+/// bf16, which go through a conversion) computed, then copied.
+///
+/// # Safety
+/// `dst` addresses the product's elements (of the operands' dtype), which
+/// no one else reads or writes meanwhile, and which do not overlap the
+/// operands' storage.
+pub(crate) unsafe fn dot_general_to(
+    lhs: &Value,
+    rhs: &Value,
+    lhs_batch: &[usize],
+    rhs_batch: &[usize],
+    lhs_contract: &[usize],
+    rhs_contract: &[usize],
+    dst: *mut u8,
+) {
+    let p = plan(
+        &lhs.layout,
+        &rhs.layout,
+        lhs_batch,
+        rhs_batch,
+        lhs_contract,
+        rhs_contract,
+    );
+    // SAFETY (each arm): the caller's contract, `dst` read as the dtype's
+    // elements.
+    unsafe {
+        match lhs.dtype {
+            DType::F32 => gemm_to::<f32>(lhs, rhs, &p, None, dst.cast()),
+            DType::F64 => gemm_to::<f64>(lhs, rhs, &p, None, dst.cast()),
+            DType::F16 => gemm_to::<f16>(lhs, rhs, &p, None, dst.cast()),
+            DType::C64 => gemm_to::<crate::Complex<f32>>(lhs, rhs, &p, None, dst.cast()),
+            DType::C128 => gemm_to::<crate::Complex<f64>>(lhs, rhs, &p, None, dst.cast()),
+            _ => {
+                let out = dot_general(
+                    lhs,
+                    rhs,
+                    lhs_batch,
+                    rhs_batch,
+                    lhs_contract,
+                    rhs_contract,
+                    None,
+                );
+                let bytes = out.numel() * out.dtype().size_in_bytes();
+                let g = out.value().storage.read::<u8>();
+                std::ptr::copy_nonoverlapping(g.as_ptr(), dst, bytes);
+            }
+        }
+    }
 }
 
 pub(crate) fn dot_general(
