@@ -69,7 +69,14 @@ impl Mlp {
         let (w1, b1) = dense(digits::PIXELS, HIDDEN);
         let (w2, b2) = dense(HIDDEN, HIDDEN);
         let (w3, b3) = dense(HIDDEN, CLASSES);
-        Mlp { w1, b1, w2, b2, w3, b3 }
+        Mlp {
+            w1,
+            b1,
+            w2,
+            b2,
+            w3,
+            b3,
+        }
     }
 
     /// Logits `[n, 10]` of pixels `[n, 64]` (scaled to [0, 1]).
@@ -94,11 +101,7 @@ fn train_step((s, xb, yb): &(Adam<Mlp>, Tensor, Tensor)) -> (Tensor, Adam<Mlp>) 
 }
 
 fn accuracy(predicted: &Tensor, y: &Tensor) -> f64 {
-    predicted
-        .equal(y)
-        .cast(DType::F32)
-        .mean_all()
-        .item::<f32>() as f64
+    predicted.equal(y).cast(DType::F32).mean_all().item::<f32>() as f64
 }
 
 fn main() {
@@ -220,7 +223,9 @@ fn main() {
     // The picture: every held-out mistake, then right answers, 40 in all.
     let (guesses, labels) = (predicted.to_vec::<i32>(), y_test.to_vec::<i32>());
     let pixels = x_test.to_vec::<f32>();
-    let mut shown: Vec<usize> = (0..labels.len()).filter(|&i| guesses[i] != labels[i]).collect();
+    let mut shown: Vec<usize> = (0..labels.len())
+        .filter(|&i| guesses[i] != labels[i])
+        .collect();
     shown.extend((0..labels.len()).filter(|&i| guesses[i] == labels[i]));
     shown.truncate(40);
     let cells: Vec<image_grid::Cell> = shown

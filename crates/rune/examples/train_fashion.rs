@@ -168,7 +168,10 @@ fn main() {
         ..JitOpts::default()
     };
     let step_fn = rune::jit_with(train_step, opts());
-    let predict = rune::jit_with(|(p, x): &(Cnn, Tensor)| p.forward(x).argmax(-1, false), opts());
+    let predict = rune::jit_with(
+        |(p, x): &(Cnn, Tensor)| p.forward(x).argmax(-1, false),
+        opts(),
+    );
     let test_accuracy = |p: &Cnn| -> (f64, Vec<i32>) {
         let mut guesses = Vec::with_capacity(n_test);
         for c in (0..n_test).step_by(EVAL_CHUNK) {
@@ -298,7 +301,11 @@ fn main() {
                 caption: if g == l {
                     idx::FASHION_CLASSES[g].to_string()
                 } else {
-                    format!("{} (is {})", idx::FASHION_CLASSES[g], idx::FASHION_CLASSES[l])
+                    format!(
+                        "{} (is {})",
+                        idx::FASHION_CLASSES[g],
+                        idx::FASHION_CLASSES[l]
+                    )
                 },
                 right: g == l,
             }

@@ -46,7 +46,10 @@ fn idx_reads_what_it_writes_plain_and_gzipped() {
             assert_eq!(&raw[..2], &[0x1f, 0x8b]);
         } else {
             // the header as the format spells it: magic 0 0 8 3, then big-endian dims
-            assert_eq!(&raw[..16], &[0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4]);
+            assert_eq!(
+                &raw[..16],
+                &[0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4]
+            );
             assert_eq!(raw.len(), 16 + 24);
         }
         let got = idx::read(&path).unwrap();
@@ -82,39 +85,71 @@ fn idx_errors_name_the_file_and_the_problem() {
     assert!(msg.contains("truncated: 3 bytes"), "{msg}");
 
     let msg = read_err(&put("magic", &[0x50, 0x4b, 3, 4, 0, 0, 0, 1, 7]));
-    assert!(msg.contains("not an IDX file") && msg.contains("50 4b 03 04"), "{msg}");
+    assert!(
+        msg.contains("not an IDX file") && msg.contains("50 4b 03 04"),
+        "{msg}"
+    );
 
     let msg = read_err(&put("f32", &[0, 0, 0x0d, 1, 0, 0, 0, 1, 0, 0, 0, 0]));
-    assert!(msg.contains("type code 0x0d (f32)") && msg.contains("only unsigned bytes"), "{msg}");
+    assert!(
+        msg.contains("type code 0x0d (f32)") && msg.contains("only unsigned bytes"),
+        "{msg}"
+    );
 
     let msg = read_err(&put("rank0", &[0, 0, 8, 0]));
     assert!(msg.contains("0 dimensions"), "{msg}");
 
     let msg = read_err(&put("header", &[0, 0, 8, 3, 0, 0, 0, 2, 0, 0]));
-    assert!(msg.contains("truncated header: 3 dimensions need 16 bytes, the file has 10"), "{msg}");
+    assert!(
+        msg.contains("truncated header: 3 dimensions need 16 bytes, the file has 10"),
+        "{msg}"
+    );
 
-    let msg = read_err(&put("data", &[0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5]));
-    assert!(msg.contains("truncated: dimensions [2, 3] need 6 bytes of data, the file has 5"), "{msg}");
+    let msg = read_err(&put(
+        "data",
+        &[0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5],
+    ));
+    assert!(
+        msg.contains("truncated: dimensions [2, 3] need 6 bytes of data, the file has 5"),
+        "{msg}"
+    );
 
     let msg = read_err(&put("trailing", &[0, 0, 8, 1, 0, 0, 0, 2, 1, 2, 3]));
-    assert!(msg.contains("1 bytes after the data of dimensions [2]"), "{msg}");
+    assert!(
+        msg.contains("1 bytes after the data of dimensions [2]"),
+        "{msg}"
+    );
 
-    let msg = read_err(&put("huge", &[0, 0, 8, 3, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255]));
-    assert!(msg.contains("truncated") || msg.contains("overflow"), "{msg}");
+    let msg = read_err(&put(
+        "huge",
+        &[
+            0, 0, 8, 3, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
+        ],
+    ));
+    assert!(
+        msg.contains("truncated") || msg.contains("overflow"),
+        "{msg}"
+    );
 
     // a gzip stream cut short, and one whose content is truncated IDX
     let full = dir.join("full.gz");
     idx::write(&full, &[100], &[7; 100], true).unwrap();
     let gz = std::fs::read(&full).unwrap();
     let msg = read_err(&put("cut.gz", &gz[..gz.len() / 2]));
-    assert!(msg.contains("starts like gzip but does not decompress"), "{msg}");
+    assert!(
+        msg.contains("starts like gzip but does not decompress"),
+        "{msg}"
+    );
     let cut = dir.join("cut-idx.gz");
     idx::write(&cut, &[100], &[7; 100], true).unwrap(); // valid
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut enc, &[0, 0, 8, 1, 0, 0, 0, 100, 7, 7]).unwrap();
     std::fs::write(&cut, enc.finish().unwrap()).unwrap();
     let msg = read_err(&cut);
-    assert!(msg.contains("need 100 bytes of data, the file has 2"), "{msg}");
+    assert!(
+        msg.contains("need 100 bytes of data, the file has 2"),
+        "{msg}"
+    );
 
     // a directory is not a file
     let e = idx::read(&dir).unwrap_err();
@@ -129,8 +164,20 @@ fn image_dir(name: &str, n: usize, m: usize) -> PathBuf {
         let images: Vec<u8> = (0..count * 16).map(|i| (i % 251) as u8).collect();
         let labels: Vec<u8> = (0..count).map(|i| (i % 10) as u8).collect();
         let ext = if gz { ".gz" } else { "" };
-        idx::write(&dir.join(format!("{prefix}-images-idx3-ubyte{ext}")), &[count, 4, 4], &images, gz).unwrap();
-        idx::write(&dir.join(format!("{prefix}-labels-idx1-ubyte{ext}")), &[count], &labels, gz).unwrap();
+        idx::write(
+            &dir.join(format!("{prefix}-images-idx3-ubyte{ext}")),
+            &[count, 4, 4],
+            &images,
+            gz,
+        )
+        .unwrap();
+        idx::write(
+            &dir.join(format!("{prefix}-labels-idx1-ubyte{ext}")),
+            &[count],
+            &labels,
+            gz,
+        )
+        .unwrap();
     }
     dir
 }
@@ -151,16 +198,28 @@ fn image_sets_are_read_and_checked_as_a_whole() {
     idx::write(&labels, &[4], &[0, 1, 2, 3], false).unwrap();
     let e = idx::read_image_set(&dir).unwrap_err();
     assert_eq!(e.path, labels);
-    assert!(e.to_string().contains("labels of dimensions [4] for 5 images"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("labels of dimensions [4] for 5 images"),
+        "{e}"
+    );
     // a label that is no class
     idx::write(&labels, &[5], &[0, 1, 12, 3, 4], false).unwrap();
     let e = idx::read_image_set(&dir).unwrap_err();
-    assert!(e.to_string().contains("label 12 of example 2 is not a class"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("label 12 of example 2 is not a class"),
+        "{e}"
+    );
     // a missing file names the directory and the file
     std::fs::remove_file(&labels).unwrap();
     let e = idx::read_image_set(&dir).unwrap_err();
     assert_eq!(e.path, dir);
-    assert!(e.to_string().contains("no t10k-labels-idx1-ubyte.gz or t10k-labels-idx1-ubyte"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("no t10k-labels-idx1-ubyte.gz or t10k-labels-idx1-ubyte"),
+        "{e}"
+    );
     // a file that is there but broken: its own error
     std::fs::write(&labels, [0, 0, 8, 1, 0, 0, 0, 5, 1]).unwrap();
     let e = idx::read_image_set(&dir).unwrap_err();
@@ -172,7 +231,10 @@ fn image_sets_are_read_and_checked_as_a_whole() {
     let e = idx::read_fashion_mnist(Some(&nowhere)).unwrap_err();
     assert_eq!(e.path, nowhere);
     let msg = e.to_string();
-    assert!(msg.contains("apt-get install dataset-fashion-mnist") && msg.contains("--data DIR"), "{msg}");
+    assert!(
+        msg.contains("apt-get install dataset-fashion-mnist") && msg.contains("--data DIR"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -197,8 +259,15 @@ fn the_shipped_digits_and_their_split() {
     assert_eq!((train.len(), held_out.len()), (1437, 360));
     let mut all: Vec<usize> = train.iter().chain(&held_out).copied().collect();
     all.sort();
-    assert!(all.iter().copied().eq(0..1797), "the split is not a partition");
-    assert_eq!(digits::split(d.len()), (train.clone(), held_out.clone()), "not fixed");
+    assert!(
+        all.iter().copied().eq(0..1797),
+        "the split is not a partition"
+    );
+    assert_eq!(
+        digits::split(d.len()),
+        (train.clone(), held_out.clone()),
+        "not fixed"
+    );
     // every class is held out
     let mut held = [0; 10];
     for &i in &held_out {
@@ -216,14 +285,19 @@ fn the_shipped_digits_and_their_split() {
 #[test]
 fn digits_csv_errors_name_the_line() {
     let row = |label: &str| format!("{}{label}\n", "0,".repeat(64));
-    assert_eq!(digits::parse_csv(&(row("3") + &row("9"))).unwrap().labels, vec![3, 9]);
+    assert_eq!(
+        digits::parse_csv(&(row("3") + &row("9"))).unwrap().labels,
+        vec![3, 9]
+    );
     let e = digits::parse_csv(&(row("3") + "1,2,3\n")).err().unwrap();
     assert_eq!(e, "line 2: 3 fields, 65 expected (64 pixels and a label)");
     let e = digits::parse_csv(&row("10")).err().unwrap();
     assert_eq!(e, "line 1, field 65: 10 is not an integer in 0..=9");
     let e = digits::parse_csv(&row("x")).err().unwrap();
     assert_eq!(e, "line 1, field 65: \"x\" is not a number");
-    let e = digits::parse_csv(&format!("17,{}", row("1")[2..].to_string())).err().unwrap();
+    let e = digits::parse_csv(&format!("17,{}", row("1")[2..].to_string()))
+        .err()
+        .unwrap();
     assert_eq!(e, "line 1, field 1: 17 is not an integer in 0..=16");
 }
 
@@ -258,6 +332,41 @@ fn png_and_base64_encoders() {
     assert_eq!(kinds, ["IHDR", "IDAT", "IEND"]);
     let mut raw = vec![];
     std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(&idat[..]), &mut raw).unwrap();
-    let expect: Vec<u8> = pixels.chunks(4).flat_map(|r| std::iter::once(0).chain(r.iter().copied())).collect();
+    let expect: Vec<u8> = pixels
+        .chunks(4)
+        .flat_map(|r| std::iter::once(0).chain(r.iter().copied()))
+        .collect();
     assert_eq!(raw, expect);
+}
+
+/// The real Fashion-MNIST where Debian's `dataset-fashion-mnist` installs it
+/// (`.ci/run` installs the package): the reader on the published files.
+#[test]
+fn fashion_mnist_as_debian_installs_it() {
+    let dir = Path::new(idx::FASHION_DEBIAN_DIR);
+    if !dir.is_dir() {
+        eprintln!(
+            "SKIPPED: {} missing (apt-get install dataset-fashion-mnist)",
+            dir.display()
+        );
+        return;
+    }
+    let set = idx::read_fashion_mnist(None).unwrap();
+    assert_eq!(set.train_images.dims, vec![60000, 28, 28]);
+    assert_eq!(set.test_images.dims, vec![10000, 28, 28]);
+    assert_eq!(set.side(), 28);
+    assert_eq!(set.train_labels.data[..10], [9, 0, 0, 3, 0, 2, 7, 2, 5, 5]);
+    assert_eq!(set.test_labels.data[..10], [9, 2, 1, 1, 6, 1, 4, 6, 5, 7]);
+    for (labels, per_class) in [(&set.train_labels, 6000), (&set.test_labels, 1000)] {
+        let mut counts = [0; 10];
+        for &l in &labels.data {
+            counts[l as usize] += 1;
+        }
+        assert_eq!(counts, [per_class; 10]);
+    }
+    // the first training image (an ankle boot): its ink, summed
+    let ink: u32 = set.train_images.data[..784].iter().map(|&p| p as u32).sum();
+    assert_eq!(ink, 76247);
+    let ink: u32 = set.test_images.data[..784].iter().map(|&p| p as u32).sum();
+    assert_eq!(ink, 33456);
 }

@@ -41,7 +41,11 @@ impl Digits {
 pub fn parse_csv(text: &str) -> Result<Digits, String> {
     let mut pixels = Vec::with_capacity(COUNT * PIXELS);
     let mut labels = Vec::with_capacity(COUNT);
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         let fields: Vec<&str> = line.trim().split(',').collect();
         if fields.len() != PIXELS + 1 {
             return Err(format!(

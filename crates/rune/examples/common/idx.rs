@@ -61,7 +61,12 @@ pub fn read_maybe_gz(path: &Path) -> Result<Vec<u8>, IdxError> {
         let mut out = Vec::new();
         flate2::read::MultiGzDecoder::new(&raw[..])
             .read_to_end(&mut out)
-            .map_err(|e| err(path, format!("starts like gzip but does not decompress: {e}")))?;
+            .map_err(|e| {
+                err(
+                    path,
+                    format!("starts like gzip but does not decompress: {e}"),
+                )
+            })?;
         Ok(out)
     } else {
         Ok(raw)
@@ -107,7 +112,10 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Idx, IdxError> {
     }
     let rank = bytes[3] as usize;
     if rank == 0 {
-        return Err(err(path, "an IDX array of 0 dimensions; at least 1 expected"));
+        return Err(err(
+            path,
+            "an IDX array of 0 dimensions; at least 1 expected",
+        ));
     }
     let header = 4 + 4 * rank;
     if bytes.len() < header {
@@ -126,12 +134,19 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Idx, IdxError> {
     let numel = dims
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
-        .ok_or_else(|| err(path, format!("dimensions {dims:?} overflow the address space")))?;
+        .ok_or_else(|| {
+            err(
+                path,
+                format!("dimensions {dims:?} overflow the address space"),
+            )
+        })?;
     let have = bytes.len() - header;
     if have < numel {
         return Err(err(
             path,
-            format!("truncated: dimensions {dims:?} need {numel} bytes of data, the file has {have}"),
+            format!(
+                "truncated: dimensions {dims:?} need {numel} bytes of data, the file has {have}"
+            ),
         ));
     }
     if have > numel {
@@ -237,9 +252,18 @@ pub fn read_image_set(dir: &Path) -> Result<ImageSet, IdxError> {
     }
     let [ti, tl, vi, vl] = [0, 1, 2, 3].map(|i| read(&paths[i]));
     let (ti, tl, vi, vl) = (ti?, tl?, vi?, vl?);
-    for (images, labels, ip, lp) in [(&ti, &tl, &paths[0], &paths[1]), (&vi, &vl, &paths[2], &paths[3])] {
+    for (images, labels, ip, lp) in [
+        (&ti, &tl, &paths[0], &paths[1]),
+        (&vi, &vl, &paths[2], &paths[3]),
+    ] {
         if images.dims.len() != 3 {
-            return Err(err(ip, format!("images of dimensions {:?}; [n, rows, cols] expected", images.dims)));
+            return Err(err(
+                ip,
+                format!(
+                    "images of dimensions {:?}; [n, rows, cols] expected",
+                    images.dims
+                ),
+            ));
         }
         if labels.dims.len() != 1 || labels.dims[0] != images.dims[0] {
             return Err(err(
@@ -253,7 +277,13 @@ pub fn read_image_set(dir: &Path) -> Result<ImageSet, IdxError> {
             ));
         }
         if let Some(i) = labels.data.iter().position(|&l| l > 9) {
-            return Err(err(lp, format!("label {} of example {i} is not a class 0..=9", labels.data[i])));
+            return Err(err(
+                lp,
+                format!(
+                    "label {} of example {i} is not a class 0..=9",
+                    labels.data[i]
+                ),
+            ));
         }
     }
     if ti.dims[1..] != vi.dims[1..] || ti.dims[1] != ti.dims[2] {
