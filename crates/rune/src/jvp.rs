@@ -171,7 +171,11 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
                         strides: strides.clone(),
                         padding: padding.clone(),
                     };
-                    Some(spec.select(t, &spec.argmax(&xs[0])))
+                    if spec.tiles(out.shape()) {
+                        Some(spec.max_select_tiled(t, &xs[0], out))
+                    } else {
+                        Some(spec.select(t, &spec.argmax(&xs[0])))
+                    }
                 }
             }
         }

@@ -638,6 +638,128 @@ impl WindowSpec {
         self.padding.iter().any(|&p| p != (0, 0))
     }
 
+    /// Whether the windows tile the input from its start (stride = window,
+    /// no padding, at least one window per axis: a 2x2/2 max pool), so each
+    /// input element lies in at most one window and the derivative of a
+    /// max needs no indices: it is a selection by masks of elementwise
+    /// comparisons, which `jit` fuses (the argmax and scatter-add of the
+    /// general rule are library steps of a compiled program).
+    pub(crate) fn tiles(&self, out: &[usize]) -> bool {
+        !self.padded()
+            && self.window.iter().zip(&self.strides).all(|(w, s)| w == s)
+            && out.iter().all(|&o| o > 0)
+    }
+
+    /// The window positions in row-major window order, each an offset per axis.
+    fn positions(&self) -> Vec<Vec<usize>> {
+        let mut all = vec![vec![]];
+        for &w in &self.window {
+            all = all
+                .into_iter()
+                .flat_map(|p: Vec<usize>| {
+                    (0..w).map(move |k| {
+                        let mut q = p.clone();
+                        q.push(k);
+                        q
+                    })
+                })
+                .collect();
+        }
+        all
+    }
+
+    /// For tiling windows: the element at window position `p` of every
+    /// window of `t` (the input's shape), a tensor of the output's shape `out`.
+    fn at_position(&self, t: &Tensor, p: &[usize], out: &[usize]) -> Tensor {
+        let end = (0..p.len())
+            .map(|d| p[d] + (out[d] - 1) * self.window[d] + 1)
+            .collect();
+        bind(
+            Prim::Slice {
+                start: p.to_vec(),
+                end,
+                step: self.window.clone(),
+            },
+            &[t],
+        )
+    }
+
+    /// For tiling windows of a max with output `m`: per window position (in
+    /// `positions` order), where that position holds its window's first
+    /// maximum (the element the general rule's argmax picks; none in a
+    /// window holding a NaN).
+    fn first_max(&self, x: &Tensor, m: &Tensor) -> Vec<Tensor> {
+        let mut seen: Option<Tensor> = None;
+        self.positions()
+            .iter()
+            .map(|p| {
+                let hit = self.at_position(x, p, m.shape()).equal(m);
+                let first = match &seen {
+                    Some(s) => hit.logical_and(&s.logical_not()),
+                    None => hit.clone(),
+                };
+                seen = Some(match seen.take() {
+                    Some(s) => s.logical_or(&hit),
+                    None => hit,
+                });
+                first
+            })
+            .collect()
+    }
+
+    /// For tiling windows: the transpose of `at_position` over every
+    /// position, `parts[i]` (the output's shape) placed at `positions()[i]`
+    /// of each window of an input of `shape`, zeros where no window reaches.
+    fn interleave(&self, parts: &[Tensor], shape: &[usize]) -> Tensor {
+        let out = parts[0].shape().to_vec();
+        let nd = out.len();
+        // Each part as [o_0, 1, o_1, 1, ..], joined along the window axes
+        // (the last fastest, as `positions`) into [o_0, w_0, o_1, w_1, ..]:
+        // concatenations and reshapes, which a compiled program reads as
+        // masked loads in the kernel that consumes them.
+        let unit: Vec<usize> = out.iter().flat_map(|&o| [o, 1]).collect();
+        let mut level: Vec<Tensor> = parts.iter().map(|p| p.reshape(&unit)).collect();
+        for d in (0..nd).rev() {
+            level = level
+                .chunks(self.window[d])
+                .map(|c| match c {
+                    [one] => one.clone(),
+                    _ => Tensor::concatenate(c, (2 * d + 1) as isize),
+                })
+                .collect();
+        }
+        let covered: Vec<usize> = (0..nd).map(|d| out[d] * self.window[d]).collect();
+        let g = level[0].reshape(&covered);
+        if covered == shape {
+            return g;
+        }
+        let pads: Vec<(usize, usize)> = (0..nd).map(|d| (0, shape[d] - covered[d])).collect();
+        g.pad(&pads, 0.0)
+    }
+
+    /// The cotangent of a max over tiling windows (`tiles`): `ct` at each
+    /// window's first maximum of `x` (`m` the max), zeros elsewhere; the
+    /// general rule's values (`scatter` at `argmax`) without indices.
+    pub(crate) fn max_transpose_tiled(&self, ct: &Tensor, x: &Tensor, m: &Tensor) -> Tensor {
+        let zero = ct.zeros_like();
+        let parts: Vec<Tensor> = self
+            .first_max(x, m)
+            .iter()
+            .map(|hit| Tensor::where_(hit, ct, &zero))
+            .collect();
+        self.interleave(&parts, x.shape())
+    }
+
+    /// The tangent of a max over tiling windows: `t` at each window's first
+    /// maximum of `x` (`m` the max); `select` at `argmax` without indices.
+    pub(crate) fn max_select_tiled(&self, t: &Tensor, x: &Tensor, m: &Tensor) -> Tensor {
+        let mut picked = m.zeros_like();
+        for (hit, p) in self.first_max(x, m).iter().zip(self.positions()) {
+            picked = Tensor::where_(hit, &self.at_position(t, &p, m.shape()), &picked);
+        }
+        picked
+    }
+
     /// The first maximum of each window of `x` (see `Prim::WindowArgmax`).
     pub(crate) fn argmax(&self, x: &Tensor) -> Tensor {
         bind(

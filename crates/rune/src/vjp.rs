@@ -266,6 +266,12 @@ fn vjp_rule(prim: &Prim, xs: &[Tensor], out: &Tensor, needs: &[bool]) -> Option<
             };
             match op {
                 ReduceOp::Sum => Box::new(move |ct, _| vec![Some(spec.sum_transpose(ct, &shape0))]),
+                _ if spec.tiles(out.shape()) => {
+                    let (x, m) = (Saved::new(xs[0].clone()), Saved::new(out.clone()));
+                    Box::new(move |ct, op| {
+                        vec![Some(spec.max_transpose_tiled(ct, x.get(op), m.get(op)))]
+                    })
+                }
                 _ => {
                     let idx = Saved::new(spec.argmax(&xs[0]));
                     Box::new(move |ct, op| vec![Some(spec.scatter(ct, idx.get(op), &shape0))])

@@ -72,6 +72,10 @@ fn cfgs() -> Vec<Cfg> {
             Explicit(vec![(0, 1), (2, 0)]),
         ),
         c(&[1, 1, 3, 4, 3], &[2, 2, 2], &[1, 2, 1], Same),
+        // Windows that tile the input (the masks' rule, no argmax).
+        c(&[2, 3, 7], &[3], &[3], Valid), // uncovered last element
+        c(&[1, 2, 6, 7], &[3, 2], &[3, 2], Valid), // uncovered last column
+        c(&[2, 1, 4, 4, 2], &[2, 2, 2], &[2, 2, 2], Valid),
     ]
 }
 
@@ -387,6 +391,16 @@ fn jit_matches_eager() {
             |x: &Tensor| (x.max_pool(&[2, 2], &[1, 1], Padding::Valid).exp()).sum_all(),
             x,
         );
+        // Tiling windows (2x2/2 and 3x2/3x2 over 6x5): the masks' rule,
+        // compiled into kernels.
+        let gt = rune::grad(
+            |x: &Tensor| {
+                let a = x.max_pool(&[2, 2], &[2, 2], Padding::Valid).exp().sum_all();
+                a + x.max_pool(&[3, 2], &[3, 2], Padding::Valid).sin().sum_all()
+            },
+            x,
+        );
+        let g = g + gt;
         let ga = rune::grad(
             |x: &Tensor| (x.avg_pool(&[2, 3], &[2, 1], Padding::Same) * 3.0).sum_all(),
             x,
