@@ -509,9 +509,164 @@ fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor 
     Tensor::from_storage(T::DTYPE, &out_shape, storage)
 }
 
+/// Whether `Prim::Conv` is better computed by [`conv_col2im`]: stride 1,
+/// no dilation, one group, padding that only adds (no crop), and an output
+/// larger than its input in the proportion that the im2col matrix (`C * K`
+/// rows over the output's positions) outweighs col2im's (`O * K` rows over
+/// the input's): the input gradient of a VALID convolution, a full
+/// convolution by the flipped kernel, whose im2col is mostly padding.
+fn prefers_col2im(x: &Value, w: &Value, prm: &ConvParams<'_>) -> bool {
+    let (xsh, wsh) = (&x.layout.shape, &w.layout.shape);
+    let nsp = xsh.len() - 2;
+    let plain = prm.feature_group_count == 1
+        && prm.strides.iter().all(|&s| s == 1)
+        && prm.lhs_dilation.iter().all(|&d| d == 1)
+        && prm.rhs_dilation.iter().all(|&d| d == 1)
+        && prm.padding.iter().all(|&(lo, hi)| lo >= 0 && hi >= 0);
+    if !plain {
+        return false;
+    }
+    let p_in: usize = xsh[2..].iter().product();
+    let p_out: usize = (0..nsp)
+        .map(|d| {
+            let (lo, hi) = prm.padding[d];
+            (xsh[2 + d] as isize + lo + hi - wsh[2 + d] as isize + 1).max(0) as usize
+        })
+        .product();
+    p_in > 0 && p_out > 0 && 2 * wsh[0] * p_in <= xsh[1] * p_out
+}
+
+/// `Prim::Conv` (as [`prefers_col2im`] admits) by col2im: per image, the
+/// product `W' [O * K, C] @ x [C, P_in]` gives each input position's
+/// contribution through each kernel offset, added into the output position
+/// it reaches (`y = i + lo - k`). Work and memory in the input's positions,
+/// not the padded output's.
+fn conv_col2im<T: ConvElem + super::dot::GemmElem + std::ops::Add<Output = T>>(
+    x: &Value,
+    w: &Value,
+    prm: &ConvParams<'_>,
+) -> Tensor {
+    keep_gemm_buffers_mapped();
+    let (xsh, wsh) = (x.layout.shape.clone(), w.layout.shape.clone());
+    let nsp = xsh.len() - 2;
+    let (n, c, o) = (xsh[0], xsh[1], wsh[0]);
+    let in_sp = &xsh[2..];
+    let k_sp = &wsh[2..];
+    let lo: Vec<isize> = prm.padding.iter().map(|p| p.0).collect();
+    let out_sp: Vec<usize> = (0..nsp)
+        .map(|d| {
+            let (l, h) = prm.padding[d];
+            (in_sp[d] as isize + l + h - k_sp[d] as isize + 1) as usize
+        })
+        .collect();
+    let (p_in, p_out, kprod) = (numel(in_sp), numel(&out_sp), numel(k_sp));
+    // Contiguous operands: x as [N, C, P_in]; the kernel as [O * K, C].
+    let xv = Tensor::from_value(x.dtype, x.layout.clone(), x.storage.clone()).to_vec::<T>();
+    let wv = Tensor::from_value(w.dtype, w.layout.clone(), w.storage.clone()).to_vec::<T>();
+    let mut wt = vec![T::from_f64(0.0); o * kprod * c];
+    for oo in 0..o {
+        for cc in 0..c {
+            for k in 0..kprod {
+                wt[(oo * kprod + k) * c + cc] = wv[(oo * c + cc) * kprod + k];
+            }
+        }
+    }
+    let mut out_shape = vec![n, o];
+    out_shape.extend_from_slice(&out_sp);
+    let total = n * o * p_out;
+    let mut storage = Storage::new(T::DTYPE, total);
+    let out = &mut storage.as_mut_slice::<T>()[..total];
+    out.fill(T::from_f64(0.0));
+    let base = OutPtr(out.as_mut_ptr());
+    // Row-major multi-index of a flat position over `dims`.
+    let unflat = |mut f: usize, dims: &[usize], idx: &mut [usize]| {
+        for d in (0..dims.len()).rev() {
+            idx[d] = f % dims[d];
+            f /= dims[d];
+        }
+    };
+    let image = |img: usize| {
+        T::with_scratch(o * kprod * p_in, |cols| {
+            if c > 0 {
+                let flush = FlushSubnormals::new();
+                // SAFETY: `wt` is `[O * K, C]` row-major, the image's `x` is
+                // `[C, P_in]` row-major inside `xv`, `cols` holds `O * K *
+                // P_in` elements; all sizes are positive (`c > 0`, and
+                // `prefers_col2im` admitted positive positions).
+                unsafe {
+                    super::dot::product_block(
+                        o * kprod,
+                        p_in,
+                        c,
+                        cols.as_mut_ptr(),
+                        p_in as isize,
+                        wt.as_ptr(),
+                        (c as isize, 1),
+                        xv.as_ptr().add(img * c * p_in),
+                        (p_in as isize, 1),
+                    )
+                };
+                drop(flush);
+            } else {
+                cols.fill(T::from_f64(0.0));
+            }
+            // Along the last spatial axis, each input row adds into a
+            // contiguous run of an output row.
+            let last = nsp - 1;
+            let (in_last, out_last) = (in_sp[last], out_sp[last]);
+            let (mut ki, mut ii) = (vec![0; nsp], vec![0; nsp]);
+            for oo in 0..o {
+                // SAFETY: this image's rows of the output, `[O, P_out]`
+                // from `img * O * P_out`: each image is one task, so no two
+                // tasks write one element.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(base.get().add((img * o + oo) * p_out), p_out)
+                };
+                for k in 0..kprod {
+                    unflat(k, k_sp, &mut ki);
+                    let shift = lo[last] - ki[last] as isize;
+                    let from = (-shift).max(0) as usize;
+                    let to = (out_last as isize - shift).clamp(0, in_last as isize) as usize;
+                    if from >= to {
+                        continue;
+                    }
+                    let plane = &cols[(oo * kprod + k) * p_in..][..p_in];
+                    for r in 0..p_in / in_last {
+                        unflat(r, &in_sp[..last], &mut ii[..last]);
+                        let mut y = 0usize;
+                        let mut inside = true;
+                        for d in 0..last {
+                            let yd = ii[d] as isize + lo[d] - ki[d] as isize;
+                            inside &= yd >= 0 && (yd as usize) < out_sp[d];
+                            y = y * out_sp[d] + yd.max(0) as usize;
+                        }
+                        if !inside {
+                            continue;
+                        }
+                        let at = (y * out_last) as isize + from as isize + shift;
+                        let src = &plane[r * in_last + from..r * in_last + to];
+                        let run = &mut dst[at as usize..at as usize + (to - from)];
+                        for (d, &v) in run.iter_mut().zip(src) {
+                            *d = *d + v;
+                        }
+                    }
+                }
+            }
+        })
+    };
+    if n * o * kprod * c * p_in >= PAR_MACS && n > 1 {
+        pool::for_each(n, &image);
+    } else {
+        (0..n).for_each(image);
+    }
+    Tensor::from_storage(T::DTYPE, &out_shape, storage)
+}
+
 /// `Prim::Conv` on concrete floats (see the module doc).
 pub(crate) fn conv(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor {
     match x.dtype {
+        DType::F32 if prefers_col2im(x, w, prm) => conv_col2im::<f32>(x, w, prm),
+        DType::F64 if prefers_col2im(x, w, prm) => conv_col2im::<f64>(x, w, prm),
         DType::F32 => conv_gemm::<f32>(x, w, prm),
         DType::F64 => conv_gemm::<f64>(x, w, prm),
         DType::F16 | DType::BF16 => {

@@ -251,8 +251,38 @@ fn ex(p: &[(usize, usize)]) -> Padding {
 /// (depthwise included), odd sizes, batch 1.
 pub fn cases() -> Vec<Case> {
     let d = ConvOpts::default;
+    let padded = |p: &[(usize, usize)]| ConvOpts {
+        padding: ex(p),
+        ..d()
+    };
     vec![
         case("1d valid", &[2, 3, 7], &[4, 3, 3], d()),
+        // Outputs larger than their inputs, few output channels: col2im
+        // (the input gradient of a VALID convolution).
+        case(
+            "1d full padding, col2im",
+            &[3, 8, 5],
+            &[2, 8, 3],
+            padded(&[(2, 2)]),
+        ),
+        case(
+            "2d full padding, col2im",
+            &[2, 16, 4, 3],
+            &[3, 16, 3, 2],
+            padded(&[(2, 2), (1, 1)]),
+        ),
+        case(
+            "2d uneven padding, col2im",
+            &[2, 9, 3, 4],
+            &[2, 9, 2, 3],
+            padded(&[(3, 0), (0, 4)]),
+        ),
+        case(
+            "3d full padding, col2im",
+            &[1, 12, 2, 3, 2],
+            &[1, 12, 2, 2, 2],
+            padded(&[(1, 1), (1, 1), (1, 1)]),
+        ),
         case(
             "1d stride 2, pad (1, 2), rhs dilation 2",
             &[2, 2, 9],
