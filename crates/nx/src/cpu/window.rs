@@ -209,6 +209,12 @@ fn reduce_typed<T: Element, A: Copy + Send + Sync>(
     let data = xv.storage.read::<T>();
     let data = &data[xv.layout.offset..];
     let o = &mut out.as_mut_slice::<T>()[..p.total];
+    // Windows that tile the last axis (stride = window, no padding there):
+    // each window offset along it is one pass over the whole output row,
+    // which vectorizes (a 2x2 pool's windows are two elements wide). Each
+    // output still combines its elements in row-major window order.
+    let last = window.len() - 1;
+    let tiled_last = strides[last] == window[last] && pad[last] == (0, 0);
     split_rows(o, len, p.work, &|r0, o| {
         let mut acc = vec![init; len];
         let (mut oc, mut wc) = (vec![0; k], vec![0; k]);
@@ -220,6 +226,22 @@ fn reduce_typed<T: Element, A: Copy + Send + Sync>(
             g.for_window_rows(rr, &mut oc, &mut wc, |base| {
                 let Some(base) = base else { return };
                 let row = &src[base..base + g.ins[k]];
+                if tiled_last {
+                    let w = window[last];
+                    if w == 2 {
+                        // The common pool, unrolled so that it vectorizes.
+                        for (a, pair) in acc.iter_mut().zip(row.chunks_exact(2)) {
+                            *a = comb(comb(*a, load(pair[0])), load(pair[1]));
+                        }
+                    } else {
+                        for (a, win) in acc.iter_mut().zip(row.chunks_exact(w)) {
+                            for &e in win {
+                                *a = comb(*a, load(e));
+                            }
+                        }
+                    }
+                    return;
+                }
                 for (ox, a) in acc.iter_mut().enumerate() {
                     let (w0, w1, start) = g.last_range(ox);
                     let s = (start + w0 as isize) as usize;
