@@ -167,18 +167,8 @@ pub fn dot_general_then(
     inputs: &[&Tensor],
     epilogue: &(dyn Fn(*mut u8, std::ops::Range<usize>, std::ops::Range<usize>) + Sync),
 ) -> Tensor {
-    let Prim::DotGeneral {
-        lhs_batch,
-        rhs_batch,
-        lhs_contract,
-        rhs_contract,
-    } = prim
-    else {
-        panic!(
-            "nx::raw::dot_general_then: not a dot_general ({})",
-            prim.name()
-        );
-    };
+    let [lhs_batch, rhs_batch, lhs_contract, rhs_contract] =
+        dot_dims(prim, "nx::raw::dot_general_then");
     crate::cpu::dot::dot_general(
         inputs[0].value(),
         inputs[1].value(),
@@ -200,18 +190,8 @@ pub fn dot_general_then(
 /// and which do not overlap the operands' storage. Panics (before writing)
 /// unless `prim` is a `DotGeneral`.
 pub unsafe fn dot_general_to(prim: &Prim, inputs: &[&Tensor], dst: *mut u8) {
-    let Prim::DotGeneral {
-        lhs_batch,
-        rhs_batch,
-        lhs_contract,
-        rhs_contract,
-    } = prim
-    else {
-        panic!(
-            "nx::raw::dot_general_to: not a dot_general ({})",
-            prim.name()
-        );
-    };
+    let [lhs_batch, rhs_batch, lhs_contract, rhs_contract] =
+        dot_dims(prim, "nx::raw::dot_general_to");
     // SAFETY: the caller's contract.
     unsafe {
         crate::cpu::dot::dot_general_to(
@@ -224,6 +204,21 @@ pub unsafe fn dot_general_to(prim: &Prim, inputs: &[&Tensor], dst: *mut u8) {
             dst,
         )
     }
+}
+
+/// A `DotGeneral`'s batch and contracting dims (lhs batch, rhs batch, lhs
+/// contract, rhs contract); panics naming `who` for another primitive.
+fn dot_dims<'p>(prim: &'p Prim, who: &str) -> [&'p [usize]; 4] {
+    let Prim::DotGeneral {
+        lhs_batch,
+        rhs_batch,
+        lhs_contract,
+        rhs_contract,
+    } = prim
+    else {
+        panic!("{who}: not a dot_general ({})", prim.name());
+    };
+    [lhs_batch, rhs_batch, lhs_contract, rhs_contract]
 }
 
 /// A contiguous tensor of `shape` whose bytes are pending on `p` (a device's
