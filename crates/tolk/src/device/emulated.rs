@@ -146,7 +146,9 @@ fn math_declarations() -> String {
     let mut decls = String::from("extern \"C\" {\n");
     let mut overloads = String::new();
     for proto in p[start..end].split(';') {
-        let proto = proto.trim();
+        // The text since the last line break (the first prototype follows
+        // the `#if` and `#define` lines).
+        let proto = proto.rsplit('\n').next().unwrap_or("").trim();
         let (Some(open), true) = (proto.find('('), proto.ends_with(')')) else {
             continue;
         };
@@ -738,6 +740,7 @@ mod tests {
     fn math_declarations_declare_libm_and_float_overloads() {
         let d = math_declarations();
         assert!(d.contains("float expf(float);"), "{d}");
+        assert!(d.contains("double acos(double);"), "the first one too: {d}");
         assert!(d.contains("static inline float exp(float a0) { return expf(a0); }"), "{d}");
         assert!(d.contains("static inline float atan2(float a0, float a1)"), "{d}");
     }

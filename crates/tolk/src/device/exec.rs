@@ -91,13 +91,11 @@ fn unsupported(what: &str) -> String {
     format!("{what} on device \"{}\" is not run yet; use device \"CPU\"", crate::cuda::DEVICE)
 }
 
-impl DeviceProgram {
-    /// Loads `program`'s module on `device` and uploads its constants.
-    /// `Err` names what this runtime does not run yet (before anything
-    /// runs), or what failed on the device.
-    pub fn new(device: &Arc<Device>, program: CudaProgram) -> Result<DeviceProgram, String> {
-        let g = &program.graph;
-        for e in &g.eqns {
+/// Whether this runtime runs `program`: `Err` names what it does not run
+/// yet (staged loops, gathers and scatters compiled into kernels), as
+/// [`DeviceProgram::new`] refuses it before anything runs.
+pub fn check(program: &CudaProgram) -> Result<(), String> {
+    for e in &program.graph.eqns {
             match &e.op {
                 Op::Loop(_) => return Err(unsupported("a staged loop (scan under jit)")),
                 Op::Prim(Prim::Gather { .. } | Prim::ScatterAdd { .. }) => {
@@ -109,6 +107,16 @@ impl DeviceProgram {
                 _ => {}
             }
         }
+    Ok(())
+}
+
+impl DeviceProgram {
+    /// Loads `program`'s module on `device` and uploads its constants.
+    /// `Err` names what this runtime does not run yet (before anything
+    /// runs), or what failed on the device.
+    pub fn new(device: &Arc<Device>, program: CudaProgram) -> Result<DeviceProgram, String> {
+        check(&program)?;
+        let g = &program.graph;
         let module = device.module(&program.source)?;
         let mut consts = Vec::new();
         let mut const_bytes = 0;
@@ -355,7 +363,8 @@ mod tests {
         assert_eq!(merge(&[]), Some((1, 0)));
         assert_eq!(merge(&[(2, 12), (3, 4)]), Some((6, 4)));
         assert_eq!(merge(&[(2, 12), (1, 99), (3, 4)]), Some((6, 4)));
-        assert_eq!(merge(&[(2, 4), (3, 1)]), Some((6, 1)));
+        assert_eq!(merge(&[(2, 3), (3, 1)]), Some((6, 1)));
+        assert_eq!(merge(&[(2, 4), (3, 1)]), None);
         assert_eq!(merge(&[(3, 1), (2, 3)]), None);
         assert_eq!(merge(&[(3, -1)]), None);
     }
