@@ -16,6 +16,8 @@ pub(crate) enum Backend {
     /// `"MPI:r"`: the process of rank `r` of an MPI world (feature `mpi`),
     /// one device per process; only pmap over `World::devices()` runs there.
     Mpi,
+    /// `"CUDA"`, `"CUDA:n"`: an NVIDIA GPU through `tolk::device` (jit only).
+    Cuda,
 }
 
 /// The backend of `device` if it is one that can run here (`"CPU"`, the
@@ -29,10 +31,14 @@ pub(crate) fn backend(device: &str) -> Result<Backend, String> {
     match name {
         "CPU" if instance_ok => Ok(Backend::Cpu),
         "MPI" if instance.is_some() && instance_ok => mpi(device),
-        "CUDA" if instance_ok => Err(format!(
-            "device {device:?} is not available: {}; use \"CPU\"",
-            cuda_unavailable()
-        )),
+        // ---- CUDA (issue 45): available when tolk's device layer opens it.
+        "CUDA" if instance_ok => match tolk::device::open(device) {
+            Ok(_) => Ok(Backend::Cuda),
+            Err(missing) => Err(format!(
+                "device {device:?} is not available: {}; use \"CPU\"",
+                cuda_unavailable(&missing)
+            )),
+        },
         "METAL" if instance_ok => Err(format!(
             "device {device:?} is not available: METAL is available on macOS only"
         )),
@@ -57,19 +63,10 @@ fn mpi(device: &str) -> Result<Backend, String> {
     ))
 }
 
-/// Why CUDA cannot run here: what the probe found missing (the driver,
-/// a device, NVRTC; probed before anything touches CUDA), or, where all
-/// are present, that running kernels on CUDA is not built yet (they are
-/// rendered and compiled: `device_kernels`).
-fn cuda_unavailable() -> String {
-    match tolk::cuda_probe::probe() {
-        Err(missing) => format!("CUDA needs a driver, a device and NVRTC: {missing}"),
-        Ok(t) => format!(
-            "CUDA kernels compile for {} but rune does not run them on the device yet \
-             (device memory and launches are not built)",
-            t.device
-        ),
-    }
+/// Why CUDA cannot run here: what `tolk::device::open` found missing (the
+/// driver, a device, NVRTC: probed before anything touches CUDA).
+fn cuda_unavailable(missing: &str) -> String {
+    format!("CUDA needs a driver, a device and NVRTC: {missing}")
 }
 
 /// [`backend`], panicking with `func`'s name (`"jit"`, `"pmap"`) and the

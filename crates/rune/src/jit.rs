@@ -10,6 +10,7 @@
 //! device runs through `crate::placed` (as pmap's do).
 
 use crate::device::{backend_or_panic, is_host, Backend};
+use crate::on_device::OnDevice;
 use crate::placed::{Axes, Placed};
 use crate::signatures::{catch_jit, debug_level, or_panic, stage, Lookup, SignatureCache};
 use crate::stage::JitError;
@@ -57,6 +58,8 @@ pub struct Jit<F, P, Q> {
     programs: SignatureCache<HostProgram<Q>>,
     /// On a host device with memory of its own (`CPU:n`): how it runs there.
     placed: Option<Placed<Q>>,
+    /// On a device with a runtime of its own (`CUDA`): how it runs there.
+    on_device: Option<OnDevice<Q>>,
     _types: PhantomData<fn(&P) -> Q>,
 }
 
@@ -102,13 +105,15 @@ pub fn jit<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F) -> Jit<F, P, Q> {
 /// [`jit`] with options. Panics naming the device if it is unknown or
 /// unavailable.
 pub fn jit_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: JitOpts) -> Jit<F, P, Q> {
-    if backend_or_panic("jit", &opts.device) == Backend::Mpi {
+    let backend = backend_or_panic("jit", &opts.device);
+    if backend == Backend::Mpi {
         panic!(
             "jit: device {:?} is a process of an MPI world, which only pmap over \
              world.devices() runs across; jit on \"CPU\" compiles for this process",
             opts.device
         );
     }
+    let cuda = backend == Backend::Cuda;
     let host = is_host(&opts.device);
     if host {
         // The first call's products would otherwise pay the GEMM
@@ -119,7 +124,8 @@ pub fn jit_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: JitOpts) -> Jit<
         f,
         name: std::any::type_name::<F>(),
         programs: SignatureCache::new(true, true),
-        placed: (!host).then(|| {
+        on_device: cuda.then(|| OnDevice::new(&opts.device, opts.donate)),
+        placed: (!host && !cuda).then(|| {
             Placed::new(
                 "jit",
                 vec![opts.device.clone()],
@@ -192,6 +198,9 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
         if let Some(placed) = &self.placed {
             return placed.call(&self.f, self.name, p);
         }
+        if let Some(d) = &self.on_device {
+            return d.call(&self.f, self.name, p);
+        }
         let leaves = p.leaves();
         let (entry, how) = self.programs.get_or_build(
             &self.f,
@@ -249,8 +258,10 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
 
     /// How many times `f` has been traced (once per new signature).
     pub fn trace_count(&self) -> usize {
-        self.placed
-            .as_ref()
-            .map_or(self.programs.trace_count(), |p| p.trace_count())
+        match (&self.placed, &self.on_device) {
+            (Some(p), _) => p.trace_count(),
+            (_, Some(d)) => d.trace_count(),
+            _ => self.programs.trace_count(),
+        }
     }
 }

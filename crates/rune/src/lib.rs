@@ -139,6 +139,7 @@ mod jit;
 mod jvp;
 mod linalg_derivatives;
 mod loops;
+mod on_device;
 mod placed;
 mod pmap;
 mod resident;

@@ -92,6 +92,12 @@ pub fn pmap_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: PmapOpts) -> Pm
             Some(_) => {}
         }
     }
+    if let Some((Backend::Cuda, d)) = backend {
+        panic!(
+            "pmap: device {d:?} is not available to pmap yet: pmap over CUDA devices (and its \
+             all-reduce) is not built; jit_with runs on one CUDA device"
+        );
+    }
     if let Some((Backend::Mpi, _)) = backend {
         mpi_devices_or_panic(&opts.devices);
     }

@@ -28,7 +28,7 @@ const DEFAULT_BUDGET: u64 = 4 << 30;
 
 /// `RUNE_JIT_RESIDENT_BUDGET` in bytes, read at each call on devices (so a
 /// process may change it); panics on a value that is not a number of bytes.
-fn budget() -> u64 {
+pub(crate) fn budget() -> u64 {
     match std::env::var("RUNE_JIT_RESIDENT_BUDGET") {
         Err(_) => DEFAULT_BUDGET,
         Ok(s) => s.trim().parse().unwrap_or_else(|_| {

@@ -1,7 +1,7 @@
 //! The CUDA device's compile side: a [`Graph`] rendered as CUDA kernels
 //! ([`codegen::cuda`], the same fusion, plan and lowering as the CPU's) and
-//! compiled by NVRTC ([`crate::nvrtc`]) to PTX. Running them (device
-//! memory, launches, residency) is not built yet.
+//! compiled by NVRTC ([`crate::nvrtc`]) to PTX. Running them is
+//! [`crate::device`]'s ([`crate::device::exec`]).
 //!
 //! Every reduction is a kernel here ([`fuse::fuse_with`]): the CPU's
 //! library reductions are nx's eager kernels, which a device cannot call.
@@ -30,6 +30,9 @@ pub struct CudaProgram {
     pub plan: Plan,
     /// Per loop equation (its index): its body's program.
     pub bodies: Vec<(usize, CudaProgram)>,
+    /// The simplified graph the plan indexes (inputs, constants, outputs,
+    /// writebacks, and the equations of library steps).
+    pub graph: Graph,
 }
 
 /// One kernel of a [`CudaProgram`].
@@ -38,7 +41,7 @@ pub struct CudaKernel {
     pub name: String,
     /// How many output points its grid-stride loop covers (`hi`; `lo` = 0).
     pub points: usize,
-    /// Buffers it takes (its output first).
+    /// Buffers it takes (its outputs first, then its arguments).
     pub buffers: usize,
     /// The primitives it fused.
     pub fused: Vec<String>,
@@ -70,11 +73,31 @@ impl CudaProgram {
 /// dialect does not render yet and the device (rune raises it as a
 /// `JitError` at trace time: never a silent host round trip).
 pub fn render(graph: Graph) -> Result<CudaProgram, String> {
+    render_with(graph, false)
+}
+
+/// [`render`] for running on a device ([`crate::device::exec`]): products
+/// (`dot_general`) are library steps there (gemm through the device
+/// interface), and the views feeding them eager view steps; the other
+/// library steps are refused as by [`render`].
+pub fn render_program(graph: Graph) -> Result<CudaProgram, String> {
+    render_with(graph, true)
+}
+
+/// Whether a library step runs on the device ([`render_program`]).
+pub fn runs_on_device(p: &nx::Prim) -> bool {
+    matches!(p, nx::Prim::DotGeneral { .. })
+}
+
+fn render_with(graph: Graph, products: bool) -> Result<CudaProgram, String> {
     let g = simplify::simplify(graph);
     let fusion = fuse::fuse_with(&g, true);
     let mut refused: Vec<String> = Vec::new();
     for (e, &lib) in g.eqns.iter().zip(&fusion.library) {
         if let (true, Op::Prim(p)) = (lib, &e.op) {
+            if products && (runs_on_device(p) || p.class() == nx::PrimClass::View) {
+                continue; // a product, or an eager view feeding one
+            }
             let name = p.name();
             if !refused.contains(&name) {
                 refused.push(name);
@@ -84,7 +107,7 @@ pub fn render(graph: Graph) -> Result<CudaProgram, String> {
     let mut bodies = Vec::new();
     for (i, e) in g.eqns.iter().enumerate() {
         if let Op::Loop(lp) = &e.op {
-            match render(lp.body.clone()) {
+            match render_with(lp.body.clone(), products) {
                 Ok(b) => bodies.push((i, b)),
                 Err(e) => return Err(e),
             }
@@ -107,7 +130,7 @@ pub fn render(graph: Graph) -> Result<CudaProgram, String> {
         .map(|((k, n), name)| CudaKernel {
             name: name.clone(),
             points: n.points(),
-            buffers: 1 + k.arg_dtypes.len(),
+            buffers: k.out_dtypes.len() + k.arg_dtypes.len(),
             fused: k.fused.clone(),
         })
         .collect();
@@ -115,12 +138,13 @@ pub fn render(graph: Graph) -> Result<CudaProgram, String> {
     debug_assert!(plan
         .steps
         .iter()
-        .all(|s| matches!(s, Step::Kernel { .. }) || bodies.len() > 0));
+        .all(|s| matches!(s, Step::Kernel { .. }) || bodies.len() > 0 || products));
     Ok(CudaProgram {
         source,
         kernels: described,
         plan,
         bodies,
+        graph: g,
     })
 }
 

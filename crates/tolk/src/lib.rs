@@ -70,6 +70,7 @@ pub mod cache;
 pub mod codegen;
 pub mod cuda;
 pub mod cuda_probe;
+pub mod device;
 pub mod fuse;
 pub mod graph;
 pub mod hash;

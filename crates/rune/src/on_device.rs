@@ -1,0 +1,219 @@
+//! jit on a device with a runtime of its own (`"CUDA"`, `"CUDA:n"`): the
+//! program rendered as CUDA kernels (`tolk::cuda::render_program`) and run
+//! through tolk's device layer (`tolk::device`), with the seed's residency
+//! rules as on `CPU:n`: inputs copied to the device on every call, outputs
+//! resident until first read (a tensor pending on [`OnDevice`]'s
+//! [`DeviceResident`]), an unread output fed back seeding the input with
+//! no transfer, `donate`, the resident budget, and the transfers counted
+//! in `jit_stats`. Writebacks are read to the host and assigned into the
+//! caller's leaves. Programs do not go through the disk cache yet.
+
+use crate::device::{add_resident, count_transfers, remove_resident, resident_bytes};
+use crate::resident::{budget, Resident};
+use crate::signatures::{debug_level, SignatureCache};
+use crate::stage::JitError;
+use nx::{Prim, Ptree, Tensor};
+use std::sync::{Arc, Mutex};
+use tolk::device::exec::{DeviceProgram, DeviceValue};
+use tolk::device::{Buffer, Device};
+
+/// A function compiled for a device with a runtime of its own.
+pub(crate) struct OnDevice<Q> {
+    device: Arc<Device>,
+    donate: bool,
+    programs: SignatureCache<(DeviceProgram, Q)>,
+}
+
+/// The device bytes behind an unread output.
+pub(crate) struct DeviceResident {
+    value: Mutex<Option<DeviceValue>>,
+    bytes: u64,
+}
+
+impl DeviceResident {
+    /// An output held by the device: a host tensor whose bytes come from
+    /// it on first access.
+    fn output(v: DeviceValue) -> Tensor {
+        let bytes = v.bytes() as u64;
+        let (dtype, shape) = (v.dtype, v.shape.clone());
+        add_resident(bytes);
+        let r = DeviceResident {
+            value: Mutex::new(Some(v)),
+            bytes,
+        };
+        nx::raw::pending_tensor(dtype, &shape, Arc::new(r))
+    }
+
+    /// The device buffer behind `t` if it is an unread output held by
+    /// `device` (the whole output, not a view of it).
+    fn on(t: &Tensor, device: &Arc<Device>) -> Option<Arc<Buffer>> {
+        let p = nx::raw::pending(t)?;
+        let r = p.as_any().downcast_ref::<DeviceResident>()?;
+        let v = r.value.lock().unwrap();
+        let v = v.as_ref()?;
+        let whole = t.shape() == v.shape.as_slice() && t.is_contiguous() && t.offset() == Some(0);
+        (whole && Arc::ptr_eq(v.buffer.device(), device)).then(|| v.buffer.clone())
+    }
+
+    fn is_resident(t: &Tensor) -> bool {
+        nx::raw::pending(t).is_some_and(|p| p.as_any().is::<DeviceResident>())
+    }
+
+    fn release(&self) -> Option<DeviceValue> {
+        let v = self.value.lock().unwrap().take();
+        if v.is_some() {
+            remove_resident(self.bytes);
+        }
+        v
+    }
+}
+
+/// `v`'s bytes on the host, as a contiguous tensor (counted in
+/// `bytes_from_device`).
+fn download(v: &DeviceValue) -> Result<Tensor, String> {
+    let t = nx::raw::alloc(v.dtype, &v.shape);
+    let bytes = v.bytes();
+    if bytes > 0 {
+        let w = nx::raw::write(&t);
+        // SAFETY: `t` is fresh and contiguous: `bytes` bytes from its first
+        // element are its own, exclusively ours while `w` lives.
+        let host = unsafe { std::slice::from_raw_parts_mut(w.ptr(), bytes) };
+        v.buffer.device().api().copy_out(v.buffer.ptr(), host)?;
+    }
+    count_transfers(0, bytes as u64);
+    Ok(t)
+}
+
+impl nx::storage::Pending for DeviceResident {
+    fn fill(&self) -> Tensor {
+        let v = self.release().expect("a resident output is read once");
+        download(&v).unwrap_or_else(|e| panic!("reading a device output: {e}"))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Drop for DeviceResident {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// `t`'s bytes on the device (contiguous first), counted in
+/// `bytes_to_device`.
+fn upload(device: &Arc<Device>, t: &Tensor) -> Result<Arc<Buffer>, String> {
+    let t = if t.is_contiguous() && t.offset() == Some(0) {
+        t.clone()
+    } else {
+        t.copy()
+    };
+    let bytes = t.numel() * t.dtype().size_in_bytes();
+    let r = nx::raw::read(&t);
+    // SAFETY: `t` is contiguous: `bytes` bytes from its first element are
+    // its elements, alive while `r` is.
+    let host = unsafe { std::slice::from_raw_parts(r.ptr(), bytes) };
+    let b = device.upload(host)?;
+    count_transfers(bytes as u64, 0);
+    Ok(Arc::new(b))
+}
+
+impl<Q: Ptree> OnDevice<Q> {
+    /// `device` (`"CUDA"`, `"CUDA:n"`), opened (checked available by
+    /// `crate::device::backend`).
+    pub fn new(device: &str, donate: bool) -> OnDevice<Q> {
+        let device = tolk::device::open(device).unwrap_or_else(|e| panic!("jit: {e}"));
+        OnDevice {
+            device,
+            donate,
+            programs: SignatureCache::new(false, false),
+        }
+    }
+
+    /// How many times the function has been traced.
+    pub fn trace_count(&self) -> usize {
+        self.programs.trace_count()
+    }
+
+    /// Runs `f` (named `name` in logs) on the device.
+    pub fn call<P: Ptree>(&self, f: &impl Fn(&P) -> Q, name: &str, p: &P) -> Result<Q, JitError> {
+        let leaves = p.leaves();
+        let (entry, how) = self.programs.get_or_build(
+            f,
+            p,
+            &leaves,
+            |_| Ok(()),
+            |graph, template| {
+                let rendered = tolk::cuda::render_program(graph).map_err(JitError::new)?;
+                let program =
+                    DeviceProgram::new(&self.device, rendered).map_err(JitError::new)?;
+                count_transfers(program.const_bytes, 0);
+                Ok(((program, template), tolk::Origin::Compiled))
+            },
+        )?;
+        let (program, template) = &*entry;
+        let moved = crate::device::jit_stats();
+        // An unread output of an earlier call on this device is used where
+        // it is; everything else is copied in.
+        let fed: Vec<Option<Arc<Buffer>>> = leaves
+            .iter()
+            .map(|t| DeviceResident::on(t, &self.device))
+            .collect();
+        let incoming: u64 = leaves
+            .iter()
+            .zip(&fed)
+            .filter(|(_, f)| f.is_none())
+            .map(|(t, _)| (t.numel() * t.dtype().size_in_bytes()) as u64)
+            .sum();
+        let cached = self.device.alloc_stats().cached_bytes;
+        let reclaimed = (cached > 0 && resident_bytes() + cached + incoming > budget())
+            .then(|| self.device.clear_cache());
+        let dev = self.device.name();
+        let inputs: Result<Vec<Arc<Buffer>>, String> = leaves
+            .iter()
+            .zip(fed)
+            .map(|(t, fed)| fed.map_or_else(|| upload(&self.device, t), Ok))
+            .collect::<Result<_, _>>();
+        let inputs = or_fail(inputs, name, dev);
+        let run = or_fail(program.run(&inputs), name, dev);
+        drop(inputs);
+        for (leaf, v) in &run.writebacks {
+            let host = or_fail(download(v), name, dev);
+            nx::raw::eval(Prim::Assign, &[&leaves[*leaf], &host]);
+        }
+        let outs: Vec<Tensor> = run.outputs.into_iter().map(DeviceResident::output).collect();
+        if self.donate {
+            // Unread outputs fed in are consumed now that the call is done.
+            for t in &leaves {
+                if DeviceResident::is_resident(t) {
+                    Resident::donate(t);
+                }
+            }
+        }
+        if debug_level() >= 1 {
+            let now = crate::device::jit_stats();
+            eprintln!(
+                "jit {name} on {}: {}, {} kernels, transfers {} B to the device, {} B from it",
+                self.device.name(),
+                how.describe(),
+                program.program().num_kernels(),
+                now.bytes_to_device - moved.bytes_to_device,
+                now.bytes_from_device - moved.bytes_from_device,
+            );
+            if let Some(bytes) = reclaimed {
+                eprintln!(
+                    "jit {name}: reclaimed {bytes} B of freed device buffers before the call \
+                     (past RUNE_JIT_RESIDENT_BUDGET)"
+                );
+            }
+        }
+        Ok(template.with_leaves(&outs))
+    }
+}
+
+/// A device failure during a call (after tracing): a panic naming the
+/// function and the device.
+fn or_fail<T>(r: Result<T, String>, name: &str, device: &str) -> T {
+    r.unwrap_or_else(|e| panic!("jit {name} on {device}: {e}"))
+}

@@ -1,0 +1,473 @@
+//! `jit` on `"CUDA"`, run on the emulated device (`tolk::device::emulated`:
+//! the CUDA dialect's source compiled by the host's C++ compiler, device
+//! memory the host may touch only through copies, gemm answered by nx).
+//! With `RUNE_TEST_REAL_CUDA=1` the same tests run against the real driver
+//! (`bench/gpu_check.sh` does that on a GPU machine).
+//!
+//! - results against eager: elementwise and movement work bit for bit;
+//!   reductions (every one a kernel on CUDA: one thread per output, f64
+//!   accumulators) within 8 epsilons of `1 + |eager|`, as `jit_op_table`'s
+//!   fused reductions; products bit for bit on the emulator (nx answers
+//!   its gemm), within 8 epsilons × k on a GPU (cuBLAS's order);
+//! - the residency rules with exact transfer counts (`jit_stats`);
+//! - the caching allocator's reuse and the resident budget;
+//! - a block's threads meeting at `__syncthreads` (the emulator runs them
+//!   as host threads);
+//! - a missing transfer: the host reading device memory without a copy is
+//!   reported by the emulator (in a child process: it aborts);
+//! - the op table's entries, each run on the device or refused naming the
+//!   device (a `JitError` at trace time).
+//!
+//! The transfer counters are process-wide, so every test holds `LOCK`.
+
+#[path = "common/bits.rs"]
+mod bits;
+#[path = "../../nx/tests/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+use common::table;
+#[path = "../../nx/tests/common/panics.rs"]
+mod panics;
+
+use bits::same_bits;
+use rune::prelude::*;
+use rune::{jit_stats, jit_with, reset_jit_stats, JitOpts};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn real() -> bool {
+    std::env::var("RUNE_TEST_REAL_CUDA").is_ok_and(|v| v == "1")
+}
+
+/// Serializes the tests and installs the emulator (unless the real driver
+/// is asked for).
+fn setup() -> MutexGuard<'static, ()> {
+    let g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !real() {
+        tolk::device::emulated::install_for_tests();
+    }
+    g
+}
+
+fn cuda() -> JitOpts {
+    JitOpts {
+        device: "CUDA".into(),
+        donate: false,
+    }
+}
+
+fn donating() -> JitOpts {
+    JitOpts {
+        device: "CUDA".into(),
+        donate: true,
+    }
+}
+
+fn device() -> Arc<tolk::device::Device> {
+    tolk::device::open("CUDA").unwrap()
+}
+
+fn ramp(n: usize, scale: f32) -> Tensor {
+    let v: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.37).sin() * scale).collect();
+    Tensor::from_slice(&v, &[n])
+}
+
+/// Within `tol` epsilons of `1 + |want|`, elementwise.
+fn close(got: &Tensor, want: &Tensor, tol: f64) -> Result<(), String> {
+    let eps = match want.dtype() {
+        DType::F16 => 9.8e-4,
+        DType::BF16 => 7.8e-3,
+        DType::F32 => f32::EPSILON as f64,
+        DType::F64 => f64::EPSILON,
+        _ => return same_bits(got, want),
+    };
+    if got.shape() != want.shape() || got.dtype() != want.dtype() {
+        return same_bits(got, want);
+    }
+    let g = got.cast(DType::F64).to_vec::<f64>();
+    let w = want.cast(DType::F64).to_vec::<f64>();
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        if !(a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= tol * eps * (1.0 + b.abs())) {
+            return Err(format!("element {i}: device {a:e}, eager {b:e} (beyond {tol} eps)"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn elementwise_work_equals_eager_bit_for_bit() {
+    let _g = setup();
+    let f = |x: &Tensor| (x.exp() * x + 1.0, x.tanh().sin(), x.sigmoid() / (x.abs() + 0.5));
+    let jf = jit_with(f, cuda());
+    for n in [1, 7, 256, 1000, 70_000] {
+        let x = ramp(n, 3.0);
+        let (a, b, c) = jf.call(&x);
+        let (ea, eb, ec) = f(&x);
+        same_bits(&a, &ea).unwrap();
+        same_bits(&b, &eb).unwrap();
+        same_bits(&c, &ec).unwrap();
+    }
+    // f64, integers, casts, a broadcast and a transpose.
+    let g = |(x, y): &(Tensor, Tensor)| {
+        let xt = x.transpose();
+        ((&xt * &xt).log1p() + y, x.cast(DType::I32) * 3.0, x.cast(DType::F16))
+    };
+    let x = Tensor::from_slice(&(0..12).map(|i| i as f64 * 0.7 - 2.0).collect::<Vec<_>>(), &[3, 4]);
+    let y = Tensor::from_slice(&[1.0f64, 2.0, 3.0], &[3]);
+    let got = jit_with(g, cuda()).call(&(x.clone(), y.clone()));
+    let want = g(&(x, y));
+    same_bits(&got.0, &want.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+    same_bits(&got.2, &want.2).unwrap();
+    assert_eq!(jf.trace_count(), 5);
+}
+
+#[test]
+fn reductions_are_kernels_within_8_eps() {
+    let _g = setup();
+    let f = |x: &Tensor| {
+        (
+            x.sum(&[1], false),
+            x.max(&[0], true),
+            (x * 2.0).exp().mean(&[1], false),
+            x.sum_all(),
+        )
+    };
+    let x = Tensor::from_slice(
+        &(0..600).map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0).collect::<Vec<_>>(),
+        &[20, 30],
+    );
+    let got = jit_with(f, cuda()).call(&x);
+    let want = f(&x);
+    close(&got.0, &want.0, 8.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap(); // max is exact
+    close(&got.2, &want.2, 8.0).unwrap();
+    close(&got.3, &want.3, 8.0).unwrap();
+}
+
+#[test]
+fn products_run_through_the_device_gemm() {
+    let _g = setup();
+    let bound = |k: usize| if real() { 8.0 * k as f64 } else { 0.0 };
+    let check = |got: &Tensor, want: &Tensor, k: usize| {
+        if bound(k) == 0.0 {
+            same_bits(got, want).unwrap()
+        } else {
+            close(got, want, bound(k)).unwrap()
+        }
+    };
+    let a = Tensor::from_slice(&(0..35).map(|i| (i as f32 * 0.3).cos()).collect::<Vec<_>>(), &[5, 7]);
+    let b = Tensor::from_slice(&(0..28).map(|i| (i as f32 * 0.7).sin()).collect::<Vec<_>>(), &[7, 4]);
+    // A product, a transposed operand (a BLAS transpose, no copy), and
+    // elementwise work on both sides.
+    let f = |(a, b): &(Tensor, Tensor)| {
+        let p = (a * 2.0).matmul(b);
+        let q = a.transpose().transpose().matmul(&(b + 1.0));
+        let r = a.matmul(&a.transpose());
+        ((p.tanh()), q, r)
+    };
+    let got = jit_with(f, cuda()).call(&(a.clone(), b.clone()));
+    let want = f(&(a.clone(), b.clone()));
+    check(&got.0, &want.0, 7);
+    check(&got.1, &want.1, 7);
+    check(&got.2, &want.2, 7);
+    // Batched, f64.
+    let x = Tensor::from_slice(&(0..60).map(|i| i as f64 * 0.01).collect::<Vec<_>>(), &[3, 4, 5]);
+    let y = Tensor::from_slice(&(0..45).map(|i| 1.0 - i as f64 * 0.02).collect::<Vec<_>>(), &[3, 5, 3]);
+    let g = |(x, y): &(Tensor, Tensor)| x.matmul(y);
+    let got = jit_with(g, cuda()).call(&(x.clone(), y.clone()));
+    check(&got, &g(&(x, y)), 5);
+}
+
+#[test]
+fn grad_of_an_mlp_loss_runs_on_the_device() {
+    let _g = setup();
+    let w = Tensor::from_slice(&(0..12).map(|i| (i as f32 * 0.41).sin() * 0.5).collect::<Vec<_>>(), &[3, 4]);
+    let x = Tensor::from_slice(&(0..24).map(|i| (i as f32 * 0.13).cos()).collect::<Vec<_>>(), &[8, 3]);
+    let loss = |(w, x): &(Tensor, Tensor)| {
+        rune::grad(|w: &Tensor| x.matmul(w).tanh().square().mean_all(), w)
+    };
+    let got = jit_with(loss, cuda()).call(&(w.clone(), x.clone()));
+    let want = loss(&(w, x));
+    close(&got, &want, if real() { 64.0 } else { 8.0 }).unwrap();
+}
+
+#[test]
+fn residency_transfers_are_counted_exactly() {
+    let _g = setup();
+    let n = 1024;
+    let bytes = (n * 4) as u64;
+    let step = jit_with(|x: &Tensor| x * 0.5 + 1.0, cuda());
+    let x = ramp(n, 1.0);
+    step.call(&x); // compile outside the counted calls
+    reset_jit_stats();
+    let base = jit_stats().resident_bytes;
+    // Inputs are copied in on every call; the output stays on the device.
+    let y = step.call(&x);
+    let s = jit_stats();
+    assert_eq!((s.bytes_to_device, s.bytes_from_device), (bytes, 0));
+    assert_eq!(s.resident_bytes - base, bytes);
+    // Metadata never transfers.
+    assert_eq!((y.shape().to_vec(), y.dtype()), (vec![n], DType::F32));
+    assert_eq!(jit_stats().bytes_from_device, 0);
+    // An unread output fed back seeds the input with no transfer.
+    let z = step.call(&y);
+    let s = jit_stats();
+    assert_eq!((s.bytes_to_device, s.bytes_from_device), (bytes, 0));
+    assert_eq!(s.resident_bytes - base, 2 * bytes);
+    // Reading moves it to the host once, for good.
+    let want = (&x * 0.5 + 1.0) * 0.5 + 1.0;
+    same_bits(&z, &want).unwrap();
+    z.to_vec::<f32>();
+    let s = jit_stats();
+    assert_eq!(s.bytes_from_device, bytes);
+    assert_eq!(s.resident_bytes - base, bytes);
+    // A read output fed back is uploaded again; dropping y releases it.
+    step.call(&z);
+    assert_eq!(jit_stats().bytes_to_device, 2 * bytes);
+    drop(y);
+    assert_eq!(jit_stats().resident_bytes, base);
+    // Writebacks: the value is read to the host and assigned.
+    let acc = jit_with(
+        |(s, x): &(Tensor, Tensor)| {
+            s.assign(&(s + x));
+            s.sum_all()
+        },
+        cuda(),
+    );
+    let s0 = Tensor::zeros(&[n], DType::F32);
+    acc.call(&(s0.clone(), x.clone()));
+    acc.call(&(s0.clone(), x.clone()));
+    same_bits(&s0, &(&x + &x)).unwrap();
+    reset_jit_stats();
+    let total = acc.call(&(s0.clone(), x.clone()));
+    let s = jit_stats();
+    assert_eq!(s.bytes_to_device, 2 * bytes, "both leaves copied in");
+    assert_eq!(s.bytes_from_device, bytes, "the writeback read back");
+    close(&total, &(&x * 3.0).sum_all(), 8.0).unwrap();
+}
+
+#[test]
+fn donation_releases_the_buffers_and_the_allocator_reuses_them() {
+    let _g = setup();
+    let n = 4096;
+    let step = jit_with(|x: &Tensor| x * 0.99 + 0.01, donating());
+    let mut state = step.call(&ramp(n, 1.0));
+    let dev = device();
+    let before = dev.alloc_stats();
+    reset_jit_stats();
+    for _ in 0..20 {
+        state = step.call(&state);
+    }
+    let after = dev.alloc_stats();
+    // A state-to-state loop takes its buffers from the cache: after the
+    // first steps nothing new reaches the device.
+    assert!(
+        after.device_allocations - before.device_allocations <= 2,
+        "{before:?} -> {after:?}"
+    );
+    assert!(after.reused - before.reused >= 18, "{before:?} -> {after:?}");
+    let s = jit_stats();
+    assert_eq!((s.bytes_to_device, s.bytes_from_device), (0, 0));
+    // The donated handle is unusable.
+    let old = state.clone();
+    let next = step.call(&state);
+    let m = panics::panic_message(|| drop(old.to_vec::<f32>()));
+    assert!(m.contains("donated"), "{m}");
+    next.to_vec::<f32>();
+    // The budget: past it, the cached buffers go back to the device.
+    std::env::set_var("RUNE_JIT_RESIDENT_BUDGET", "1");
+    let f = jit_with(|x: &Tensor| x + 1.0, cuda());
+    drop(f.call(&ramp(n, 1.0)));
+    assert!(dev.alloc_stats().cached_bytes > 0);
+    drop(f.call(&ramp(n, 1.0)));
+    std::env::remove_var("RUNE_JIT_RESIDENT_BUDGET");
+    let st = dev.alloc_stats();
+    assert!(st.cached_bytes <= 2 * (n as u64) * 4 + 4096, "{st:?}");
+}
+
+#[test]
+fn a_block_of_threads_meets_at_syncthreads() {
+    let _g = setup();
+    // A block-wide tree sum in shared memory: what a fast reduction needs
+    // of the device (the emulator runs the block's threads as host threads).
+    let src = r#"
+extern "C" __global__ void __launch_bounds__(64) block_sum(void *b0, void *b1) {
+  __shared__ float s[64];
+  const float *x = (const float *)b1;
+  float *out = (float *)b0;
+  unsigned t = threadIdx.x;
+  s[t] = x[blockIdx.x * 64 + t];
+  __syncthreads();
+  for (unsigned w = 32; w > 0; w >>= 1) {
+    if (t < w) s[t] += s[t + w];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = s[0];
+}
+"#;
+    let dev = device();
+    let m = dev.module(src).unwrap();
+    let x: Vec<f32> = (0..128).map(|i| i as f32).collect();
+    let xb = dev.upload(&x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    let out = dev.alloc(8).unwrap();
+    use tolk::device::KernelArg::Ptr;
+    dev.api().launch(m, "block_sum", 2, 64, &[Ptr(out.ptr()), Ptr(xb.ptr())]).unwrap();
+    let mut bytes = [0u8; 8];
+    dev.api().copy_out(out.ptr(), &mut bytes).unwrap();
+    let got = [
+        f32::from_le_bytes(bytes[0..4].try_into().unwrap()),
+        f32::from_le_bytes(bytes[4..8].try_into().unwrap()),
+    ];
+    assert_eq!(got, [(0..64).sum::<i32>() as f32, (64..128).sum::<i32>() as f32]);
+}
+
+/// The child of `a_host_read_without_a_copy_is_reported`: reads device
+/// memory directly (run only in that child).
+#[test]
+#[ignore]
+fn child_reads_device_memory_without_a_copy() {
+    if std::env::var("RUNE_TEST_CHILD").is_err() {
+        return;
+    }
+    let _g = setup();
+    let dev = device();
+    let b = dev.upload(&[1, 2, 3, 4]).unwrap();
+    // SAFETY: deliberately wrong: the emulator must catch this read.
+    let v = unsafe { std::ptr::read_volatile(b.ptr().0 as *const u8) };
+    println!("read {v} without a fault");
+}
+
+#[test]
+fn a_host_read_without_a_copy_is_reported() {
+    if real() {
+        return; // a real device pointer is not host memory at all
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_reads_device_memory_without_a_copy", "--ignored", "--nocapture"])
+        .env("RUNE_TEST_CHILD", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the child survived: {err}");
+    assert!(
+        err.contains("the host touched emulated device memory") && err.contains("without a copy"),
+        "{err}"
+    );
+}
+
+#[test]
+fn operations_not_on_the_device_yet_are_a_jit_error_naming_it() {
+    let _g = setup();
+    let a = Tensor::from_slice(&[1.0f32, -2.0, 3.0, 0.5, 4.0, -1.0], &[2, 3]);
+    let e = jit_with(|x: &Tensor| x.cumsum(1), cuda()).try_call(&a).err().expect("refused");
+    assert!(e.message().contains("cumsum") && e.message().contains("\"CUDA\""), "{}", e.message());
+    let e = jit_with(|x: &Tensor| x.take(&Tensor::from_slice(&[1i32, 0], &[2]), 1), cuda())
+        .try_call(&a)
+        .err()
+        .expect("refused");
+    assert!(e.message().contains("\"CUDA\""), "{}", e.message());
+}
+
+/// Entries whose run closure inspects eager memory layout, or assigns into
+/// a view (refused by jit on every device).
+const SKIP: &[&str] = &["contiguous", "assign"];
+/// Entries per compiled batch (one module per batch).
+const BATCH: usize = 64;
+
+/// Whether the program of `case` has a reduction (a kernel on CUDA, f64
+/// accumulators: held to 8 epsilons).
+fn reduces(g: &tolk::Graph) -> bool {
+    g.eqns
+        .iter()
+        .any(|e| matches!(e.as_prim(), Some(nx::Prim::Reduce { .. })))
+}
+
+/// Every op-table entry (inputs as arguments) on the device against eager:
+/// bit for bit, reductions within 8 epsilons; or refused, naming the
+/// device, before anything runs.
+#[test]
+fn the_op_table_runs_on_the_device_or_is_refused_naming_it() {
+    let _g = setup();
+    let start = std::time::Instant::now();
+    let cases = table::all_cases();
+    let mut runnable = Vec::new();
+    let (mut refused, mut checked) = (0, 0);
+    let mut failures = Vec::new();
+    for case in cases.iter().filter(|c| !SKIP.contains(&c.op)) {
+        let g = rune::make_graph(|xs: &Vec<Tensor>| (case.run)(xs), &case.inputs);
+        let red = reduces(&g);
+        match tolk::cuda::render_program(g).and_then(|p| tolk::device::exec::check(&p)) {
+            Ok(()) => runnable.push((case, red, (case.run)(&case.inputs))),
+            Err(e) if e.contains("\"CUDA\"") => refused += 1,
+            Err(e) => failures.push(format!("{}: refused without naming the device: {e}", case.name)),
+        }
+    }
+    let run = |items: &[&(&table::OpCase, bool, Vec<Tensor>)]| -> Result<Vec<Vec<Tensor>>, String> {
+        let args: Vec<Tensor> = items.iter().flat_map(|it| it.0.inputs.iter().cloned()).collect();
+        let f = |xs: &Vec<Tensor>| {
+            let mut next = 0;
+            let mut outs = Vec::new();
+            for it in items {
+                let n = it.0.inputs.len();
+                outs.push((it.0.run)(&xs[next..next + n].to_vec()));
+                next += n;
+            }
+            outs
+        };
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| jit_with(f, cuda()).try_call(&args)))
+            .map_err(|p| {
+                p.downcast_ref::<String>().cloned().unwrap_or_else(|| "a panic".into())
+            })?
+            .map_err(|e| e.message().to_string())
+    };
+    let compare = |it: &(&table::OpCase, bool, Vec<Tensor>), got: &[Tensor]| -> Result<(), String> {
+        if got.len() != it.2.len() {
+            return Err("another number of outputs".into());
+        }
+        for (g, w) in got.iter().zip(&it.2) {
+            if it.1 { close(g, w, 8.0)? } else { same_bits(g, w)? }
+        }
+        Ok(())
+    };
+    let mut not_run = Vec::new();
+    for chunk in runnable.chunks(BATCH) {
+        let refs: Vec<_> = chunk.iter().collect();
+        match run(&refs) {
+            Ok(outs) => {
+                for (it, got) in chunk.iter().zip(&outs) {
+                    match compare(it, got) {
+                        Ok(()) => checked += 1,
+                        Err(e) => failures.push(format!("{}: {e}", it.0.name)),
+                    }
+                }
+            }
+            Err(_) => {
+                for it in chunk {
+                    match run(&[it]) {
+                        Ok(o) => match compare(it, &o[0]) {
+                            Ok(()) => checked += 1,
+                            Err(e) => failures.push(format!("{}: {e}", it.0.name)),
+                        },
+                        // What the runtime does not run yet, named.
+                        Err(e) if e.contains("is not run yet") => not_run.push(format!("{}: {e}", it.0.name)),
+                        Err(e) => failures.push(format!("{}: {e}", it.0.name)),
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "op table on {}: {checked} entries equal eager, {refused} refused at trace time naming the \
+         device, {} refused at run time ({:.1} s)",
+        device().api().describe(),
+        not_run.len(),
+        start.elapsed().as_secs_f64()
+    );
+    for n in not_run.iter().take(10) {
+        eprintln!("  not run yet: {n}");
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(checked > 1000, "only {checked} entries ran");
+}
