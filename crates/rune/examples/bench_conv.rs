@@ -12,6 +12,9 @@
 //!
 //! - CV1: `x.conv(&w, Same)` forward
 //! - CV2: `grad(|(x, w)| x.conv(&w, Same).sum_all())` (forward + both gradients)
+//! - PL1: `relu(x + b).max_pool(3x3, stride 2, Same)` under jit (a pool with
+//!   overlapping, padded windows, fused with the bias and relu before it)
+//! - PL2: the gradient of `sum(avg_pool(x, 3x3, stride 2, Same)^2)` under jit
 
 #[path = "common/timing.rs"]
 mod timing;
@@ -59,5 +62,23 @@ fn main() {
         "grad of sum(conv) w.r.t. x and w, rune::jit",
         "ms",
         bench(|| jg.call(&p), warmup, repeats),
+    );
+    let b = Tensor::randn(&[1, c, 1, 1], DType::F32);
+    let pool = rune::jit(|(x, b): &(Tensor, Tensor)| (x + b).relu().max_pool(&[3, 3], &[2, 2], Padding::Same));
+    let pb = (p.0.clone(), b);
+    emit(
+        "PL1",
+        "relu(x + b).max_pool(3x3/2 same), rune::jit",
+        "ms",
+        bench(|| pool.call(&pb), warmup, repeats),
+    );
+    let avg = rune::jit(|x: &Tensor| {
+        rune::grad(|x: &Tensor| x.avg_pool(&[3, 3], &[2, 2], Padding::Same).square().sum_all(), x)
+    });
+    emit(
+        "PL2",
+        "grad of sum(avg_pool(3x3/2 same)^2), rune::jit",
+        "ms",
+        bench(|| avg.call(&p.0), warmup, repeats),
     );
 }

@@ -170,6 +170,23 @@ impl<Q: Ptree> OnDevice<Q> {
         let reclaimed = (cached > 0 && resident_bytes() + cached + incoming > budget())
             .then(|| self.device.clear_cache());
         let dev = self.device.name();
+        // Indices are checked on the host before anything runs: a leaf as
+        // it is, an unread output of this device read back (counted).
+        let checked = program.check_indices(&mut |pos| match &fed[pos] {
+            Some(buf) => {
+                let t = &leaves[pos];
+                let v = DeviceValue {
+                    buffer: buf.clone(),
+                    dtype: t.dtype(),
+                    shape: t.shape().to_vec(),
+                };
+                or_fail(download(&v), name, dev)
+            }
+            None => leaves[pos].clone(),
+        });
+        if let Err(message) = checked {
+            panic!("{message}");
+        }
         let inputs: Result<Vec<Arc<Buffer>>, String> = leaves
             .iter()
             .zip(fed)

@@ -363,11 +363,84 @@ fn operations_not_on_the_device_yet_are_a_jit_error_naming_it() {
     let a = Tensor::from_slice(&[1.0f32, -2.0, 3.0, 0.5, 4.0, -1.0], &[2, 3]);
     let e = jit_with(|x: &Tensor| x.cumsum(1), cuda()).try_call(&a).err().expect("refused");
     assert!(e.message().contains("cumsum") && e.message().contains("\"CUDA\""), "{}", e.message());
-    let e = jit_with(|x: &Tensor| x.take(&Tensor::from_slice(&[1i32, 0], &[2]), 1), cuda())
-        .try_call(&a)
-        .err()
-        .expect("refused");
-    assert!(e.message().contains("\"CUDA\""), "{}", e.message());
+}
+
+/// Gathers and scatter-adds by input or captured indices are kernels on
+/// the device, equal to eager bit for bit (a scatter adds each element's
+/// updates in eager's order, one thread per element of the updates' last
+/// dim); out-of-range indices raise eager's error before anything runs.
+#[test]
+fn gathers_and_scatters_are_kernels_equal_to_eager() {
+    let _g = setup();
+    let x = Tensor::from_slice(
+        &(0..60).map(|i| ((i * 37) % 17) as f32 * 0.25 - 2.0).collect::<Vec<_>>(),
+        &[6, 10],
+    );
+    let idx = Tensor::from_slice(&[5i32, 0, -1, 2, 2, 0, 3], &[7]);
+    // A gather fused with its neighbours: rows picked, then a sum over them.
+    let f = |(x, i): &(Tensor, Tensor)| (x.take(i, 0) * 2.0, (x.take(i, 1).exp()).sum(&[1], false));
+    let got = jit_with(f, cuda()).call(&(x.clone(), idx.clone()));
+    let want = f(&(x.clone(), idx.clone()));
+    same_bits(&got.0, &want.0).unwrap();
+    close(&got.1, &want.1, 8.0).unwrap();
+    // Captured indices; the gradient of a gather is a scatter-add.
+    let cap = idx.clone();
+    let loss = move |x: &Tensor| (x.take(&cap, 0).sin() * x.take(&cap, 0)).sum_all();
+    let g = move |x: &Tensor| rune::grad(&loss, x);
+    let got = jit_with(g.clone(), cuda()).call(&x);
+    same_bits(&got, &g(&x)).unwrap();
+    // segment_sum (scattered axis 0, repeated ids: one thread per column)
+    // and index_add along the last axis (one thread for all).
+    let ids = Tensor::from_slice(&[0i64, 2, 2, 1, 0, 2], &[6]);
+    let h = |(x, ids): &(Tensor, Tensor)| {
+        (
+            nx::segment_sum(&(x * 1.5), ids, 4),
+            x.index_add(1, &Tensor::from_slice(&[9i32, 0, 9, -1], &[4]), &x.narrow(1, 0, 4)),
+        )
+    };
+    let got = jit_with(h, cuda()).call(&(x.clone(), ids.clone()));
+    let want = h(&(x.clone(), ids));
+    same_bits(&got.0, &want.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+    // Out of range: eager's message, at every call.
+    let jf = jit_with(f, cuda());
+    let bad = Tensor::from_slice(&[1i32, 6], &[2]);
+    let m = panics::panic_message(|| drop(jf.call(&(x.clone(), bad.clone()))));
+    let e = panics::panic_message(|| drop(f(&(x.clone(), bad.clone()))));
+    assert_eq!(m, e);
+    let m = panics::panic_message(|| drop(jf.call(&(x.clone(), bad.clone()))));
+    assert_eq!(m, e);
+}
+
+/// Pools whose windows become maps or reductions run on the device:
+/// average pools of any geometry and their gradients (bit for bit), max
+/// pools over tiling windows and their gradients (a reduction: within 8
+/// epsilons; the gradient's masks exactly).
+#[test]
+fn pools_are_kernels_on_the_device() {
+    let _g = setup();
+    let x = Tensor::from_slice(
+        &(0..2 * 3 * 8 * 6).map(|i| ((i * 53) % 29) as f32 * 0.125 - 1.5).collect::<Vec<_>>(),
+        &[2, 3, 8, 6],
+    );
+    let avg = |x: &Tensor| {
+        let a = x.avg_pool(&[3, 3], &[2, 2], nx::Padding::Same);
+        let g = rune::grad(|x: &Tensor| x.avg_pool(&[2, 3], &[1, 2], nx::Padding::Valid).square().sum_all(), x);
+        (a, g)
+    };
+    let got = jit_with(avg, cuda()).call(&x);
+    let want = avg(&x);
+    same_bits(&got.0, &want.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+    let max = |x: &Tensor| {
+        let m = x.max_pool(&[2, 2], &[2, 2], nx::Padding::Valid);
+        let g = rune::grad(|x: &Tensor| x.max_pool(&[2, 3], &[2, 3], nx::Padding::Valid).exp().sum_all(), x);
+        (m, g)
+    };
+    let got = jit_with(max, cuda()).call(&x);
+    let want = max(&x);
+    close(&got.0, &want.0, 8.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
 }
 
 /// Entries whose run closure inspects eager memory layout, or assigns into

@@ -6,6 +6,8 @@
 mod common;
 
 use common::panic_message;
+#[path = "common/bits.rs"]
+mod bits;
 use rune::nx::Padding;
 use rune::prelude::*;
 
@@ -430,6 +432,76 @@ fn jit_matches_eager() {
     let again = jf.call(&x);
     assert_eq!(again.0.to_vec::<f32>(), want.0.to_vec::<f32>());
     assert_eq!(jf.trace_count(), 1);
+}
+
+/// Pools over small windows of every geometry (overlapping, padded, 1-D,
+/// 3-D) compile to maps with eager's bits: max and avg pools, their
+/// derivatives where the rule is a window sum, f32/f64/f16/bf16 and
+/// integer windows, over values with ties, signed zeros, infinities and
+/// NaN; only the padded max pools stay library steps (see
+/// `tolk::simplify`'s `windows_as_maps`).
+#[test]
+fn small_windows_compile_to_maps_with_eagers_bits() {
+    let mut rng = Rng(21);
+    let special = [0.0, -0.0, 1.0, 1.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -2.5];
+    let vals: Vec<f64> = (0..2 * 3 * 7 * 6)
+        .map(|i| if i % 5 == 0 { special[(i / 5) % 8] } else { (rng.unit() * 8.0).round() / 4.0 - 1.0 })
+        .collect();
+    let x = t(&vals, &[2, 3, 7, 6]);
+    let pools = |x: &Tensor| {
+        vec![
+            x.max_pool(&[3, 3], &[2, 2], Padding::Same),
+            x.max_pool(&[2, 3], &[1, 2], Padding::Explicit(vec![(1, 0), (2, 1)])),
+            x.avg_pool(&[3, 3], &[2, 2], Padding::Same),
+            x.avg_pool(&[2, 2], &[1, 1], Padding::Valid),
+            x.reshape(&[6, 1, 42]).max_pool(&[4], &[3], Padding::Same),
+            x.reshape(&[1, 2, 3, 7, 6]).max_pool(&[2, 2, 2], &[1, 2, 2], Padding::Valid),
+        ]
+    };
+    let sum_grad = |x: &Tensor| {
+        rune::grad(|x: &Tensor| (x.avg_pool(&[3, 2], &[2, 1], Padding::Same).square()).sum_all(), x)
+    };
+    for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        let xd = x.cast(dt);
+        let c = tolk::compile_with(rune::make_graph(pools, &xd), &opts()).expect("compiles");
+        let libs = c.program.library_steps();
+        let windows: Vec<&String> = libs.iter().filter(|s| s.starts_with("reduce_window")).collect();
+        assert!(windows == ["reduce_window_max"; 3], "{dt}: {libs:?}");
+        let got = c.program.run(&[xd.clone()]);
+        for (k, (g, w)) in got.iter().zip(pools(&xd)).enumerate() {
+            bits::same_bits(g, &w).unwrap_or_else(|e| panic!("{dt} pool {k}: {e}"));
+        }
+        let finite = Tensor::where_(&xd.isfinite(), &xd, &xd.zeros_like());
+        let got = rune::jit(sum_grad).call(&finite);
+        bits::same_bits(&got, &sum_grad(&finite)).unwrap_or_else(|e| panic!("{dt} avg_pool grad: {e}"));
+    }
+    // Integer windows: sums (wrapping) with padding, maxes without.
+    let xi = (Tensor::where_(&x.isfinite(), &x, &x.zeros_like()) * 40.0).cast(DType::I8);
+    let ints = |x: &Tensor| {
+        let s = nx::trace::bind(
+            nx::Prim::ReduceWindow {
+                op: nx::ReduceOp::Sum,
+                window: vec![1, 1, 3, 2],
+                strides: vec![1, 1, 2, 1],
+                padding: vec![(0, 0), (0, 0), (1, 1), (0, 1)],
+            },
+            &[x],
+        );
+        vec![s, x.max_pool(&[3, 2], &[1, 2], Padding::Valid)]
+    };
+    let c = tolk::compile_with(rune::make_graph(ints, &xi), &opts()).expect("compiles");
+    assert!(c.program.library_steps().is_empty(), "{:?}", c.program.library_steps());
+    for (g, w) in c.program.run(&[xi.clone()]).iter().zip(ints(&xi)) {
+        bits::same_bits(g, &w).unwrap();
+    }
+}
+
+fn opts() -> tolk::Options {
+    tolk::Options {
+        use_cache: false,
+        stream_min_bytes: None,
+        quick_first: false,
+    }
 }
 
 #[test]

@@ -5,10 +5,13 @@
 //!
 //! Every reduction is a kernel here ([`fuse::fuse_with`]): the CPU's
 //! library reductions are nx's eager kernels, which a device cannot call.
-//! The other library steps (products, convolutions, gathers, scatters,
-//! sorts, windows, cumulative ops, arg-reductions, threefry) are not
-//! rendered yet: [`render`] refuses a program holding one, naming its
-//! primitives and the device. A staged loop is a host-driven loop over
+//! Gathers and scatter-adds by input or captured indices are kernels as on
+//! the CPU (their indices checked before any kernel runs), and so are the
+//! window reductions `simplify` turns into maps or reductions (average
+//! pools, unpadded max pools). The other library steps (convolutions,
+//! sorts, padded max windows, cumulative ops, arg-reductions, threefry,
+//! gathers by computed indices) are not rendered yet: [`render`] refuses a
+//! program holding one, naming its primitives and the device. A staged loop is a host-driven loop over
 //! its body's kernels: its body is rendered as a program of its own.
 
 use crate::codegen::{self, cuda::Cuda};
@@ -129,11 +132,19 @@ fn render_with(graph: Graph, products: bool) -> Result<CudaProgram, String> {
         .zip(&code.names)
         .map(|((k, n), name)| CudaKernel {
             name: name.clone(),
-            points: n.points(),
+            // A scatter's threads part its outer loop only.
+            points: if k.scatter().is_some() {
+                n.dims[0]
+            } else {
+                n.points()
+            },
             buffers: k.out_dtypes.len() + k.arg_dtypes.len(),
             fused: k.fused.clone(),
         })
         .collect();
+    if crate::dumping() {
+        crate::dump(&g, &plan, &code.sources);
+    }
     let source = code.units.into_iter().next().unwrap_or_default();
     debug_assert!(plan
         .steps
@@ -157,9 +168,10 @@ fn refusal(prims: &[String]) -> String {
     };
     format!(
         "{what} {} {verb} not supported on device \"{DEVICE}\" yet (the CUDA dialect renders \
-         elementwise, movement, pad/concat and reduction kernels and staged loops; products, \
-         convolutions, gathers, scatters, sorts, windows, cumulative ops, arg-reductions and \
-         threefry are not rendered yet); use device \"CPU\"",
+         elementwise, movement, pad/concat, reduction, gather and scatter-add kernels, small \
+         windows and staged loops; products run as gemm steps; convolutions, sorts, padded \
+         max windows, cumulative ops, arg-reductions, threefry and gathers by computed indices \
+         are not rendered yet); use device \"CPU\"",
         prims.join(", ")
     )
 }

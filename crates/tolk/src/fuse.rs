@@ -282,12 +282,12 @@ impl Kernel {
     }
 
     /// A scatter kernel whose updates' last dim is not the scattered axis
-    /// and holds at least two blocks of [`SCATTER_BLOCK`] is reordered to
+    /// and holds at least two blocks of `block` elements is reordered to
     /// loop over those blocks outermost (`[blocks, the other dims in
     /// order, block]`): parts of its outer loop then add into disjoint
     /// elements, so the runtime splits it across threads, and each
     /// element's updates still add in row-major order (eager's bits).
-    fn split_scatter(&mut self) {
+    fn split_scatter(&mut self, block: usize) {
         let Some(&Node::Scatter {
             axis,
             ref out_shape,
@@ -298,12 +298,12 @@ impl Kernel {
         };
         let n = self.shape.len();
         let last = self.shape[n - 1];
-        if axis + 1 == n || last % SCATTER_BLOCK != 0 || last < 2 * SCATTER_BLOCK {
+        if axis + 1 == n || last % block != 0 || last < 2 * block {
             return;
         }
         let split = |shape: &[usize]| {
             let mut s = shape[..n - 1].to_vec();
-            s.extend([last / SCATTER_BLOCK, SCATTER_BLOCK]);
+            s.extend([last / block, block]);
             s
         };
         let mut perm = vec![n - 1];
@@ -421,14 +421,12 @@ fn classes(g: &Graph, def: &[Option<usize>], all_reductions: bool) -> Vec<PrimCl
                 // Compiled when its indices are a program input or constant
                 // (seen through views), which the runtime checks before any
                 // kernel runs; indices computed by the program could only
-                // be checked by the kernel that reads them. A device
-                // (`all_reductions`) has no scatter kernel yet.
+                // be checked by the kernel that reads them.
                 let mut v = e.inputs[1];
                 while let Some(i) = def[v].filter(|&i| kinds[i] == PrimClass::View) {
                     v = g.eqns[i].inputs[0];
                 }
-                let scatter = matches!(prim, Prim::ScatterAdd { .. });
-                if def[v].is_some() || (scatter && all_reductions) {
+                if def[v].is_some() {
                     PrimClass::Library
                 } else {
                     prim.class()
@@ -519,7 +517,7 @@ impl<'g> Builder<'g> {
     fn finish(self, outs: Vec<(Var, usize)>, at: usize) -> FusedKernel {
         let (g, def) = (self.g, self.def);
         let root = outs[0].0;
-        let mut kernel = Kernel {
+        let kernel = Kernel {
             shape: iteration_shape(g, def, root),
             out_dtypes: outs.iter().map(|&(v, _)| g.aval(v).dtype).collect(),
             arg_dtypes: self.args.iter().map(|&a| g.aval(a).dtype).collect(),
@@ -529,7 +527,6 @@ impl<'g> Builder<'g> {
             reduce: reduce_of(g, def, root),
             stream: false,
         };
-        kernel.split_scatter();
         FusedKernel {
             outs: outs.iter().map(|&(v, _)| v).collect(),
             at,
@@ -1159,6 +1156,12 @@ pub fn fuse_with(g: &Graph, all_reductions: bool) -> Fusion {
         if let Some(v) = need {
             buffers.insert(v);
             continue;
+        }
+        // A device's threads are many and light: one per element of the
+        // updates' last dim (a CPU thread takes a cache line of them).
+        let block = if all_reductions { 1 } else { SCATTER_BLOCK };
+        for k in &mut kernels {
+            k.kernel.split_scatter(block);
         }
         let kernels = merge_maps(g, &def, &kinds, kernels, &views);
         return Fusion {

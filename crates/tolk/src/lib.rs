@@ -74,6 +74,7 @@ pub mod device;
 pub mod fuse;
 pub mod graph;
 pub mod hash;
+pub mod index_check;
 pub mod load;
 pub mod lower;
 pub mod nvrtc;
@@ -257,7 +258,7 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let code = codegen::generate(&codegen::c::C, &g, &kernels, &nests, &plan, cores.min(4));
     let t_render = ms(t);
-    if std::env::var_os("TOLK_DUMP").is_some_and(|v| v != "0") {
+    if dumping() {
         dump(&g, &plan, &code.sources);
     }
     let meta: Vec<cache::KernelMeta> = kernels
@@ -455,10 +456,15 @@ fn load_entry(
     ))
 }
 
+/// Whether `TOLK_DUMP` asks for [`dump`].
+pub(crate) fn dumping() -> bool {
+    std::env::var_os("TOLK_DUMP").is_some_and(|v| v != "0")
+}
+
 /// `TOLK_DUMP=1`: a program's graph, its plan's steps and each kernel's C,
 /// on stderr, as it is compiled (a loop's body is a program of its own,
 /// printed when it compiles).
-fn dump(g: &Graph, plan: &plan::Plan, sources: &[(Vec<String>, String)]) {
+pub(crate) fn dump(g: &Graph, plan: &plan::Plan, sources: &[(Vec<String>, String)]) {
     let mut s = format!("tolk: graph\n{g}\ntolk: plan\n");
     for step in &plan.steps {
         match step {

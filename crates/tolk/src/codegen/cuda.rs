@@ -22,10 +22,15 @@
 //!   pairwise): the same result run to run, and the same bits as the CPU's
 //!   kernel; no column tiles, no streaming stores.
 //!
-//! What is not rendered yet: the library steps (products, convolutions,
-//! gathers, scatters, sorts, windows, cumulative ops, arg-reductions,
-//! threefry) — [`crate::cuda::render`] refuses a program holding one,
-//! naming its primitives and the device.
+//! - a gather is an indexed load like the C dialect's; a scatter kernel's
+//!   threads part its outer loop (one per element of the updates' last
+//!   dim, each setting and adding into its own elements in eager's order),
+//!   or, unsplit, one thread runs it ([`super::Dialect::single_thread`]).
+//!
+//! What is not rendered yet: the other library steps (convolutions, sorts,
+//! padded max windows, cumulative ops, arg-reductions, threefry, gathers by
+//! computed indices) — [`crate::cuda::render`] refuses a program holding
+//! one, naming its primitives and the device.
 //!
 //! Not bit-identical yet: the functions the C dialect takes from the
 //! system libm (tan, exp2, expm1, the f64 transcendentals, powf, fmod,
@@ -131,6 +136,9 @@ impl super::Dialect for Cuda {
         } else {
             format!("for (int64_t {var} = {from}; {var} < {to}; {var}++) {{")
         }
+    }
+    fn single_thread(&self) -> Option<&'static str> {
+        Some("if (blockIdx.x != 0 || threadIdx.x != 0) return;")
     }
     fn flattens_kept_dims(&self) -> bool {
         true

@@ -64,6 +64,12 @@ pub trait Dialect: Sync {
         let _ = outer;
         format!("for (int64_t {var} = {from}; {var} < {to}; {var}++) {{")
     }
+    /// A statement that ends every thread of the kernel but one, where a
+    /// launch runs many: a kernel whose work cannot be parted (an unsplit
+    /// scatter) runs on that one.
+    fn single_thread(&self) -> Option<&'static str> {
+        None
+    }
     /// A line put before a map's innermost loop saying that its iterations
     /// are independent (its outputs never alias its inputs), where the
     /// language has one.

@@ -347,13 +347,16 @@ fn small_reduction(nest: &LoopNest) -> bool {
 /// buffer's size, so within half of `i32::MAX`).
 const GATHER_I32_MAX: usize = 1 << 30;
 
-/// A scatter kernel's statements ([`Node::Scatter`]): the output set to
-/// `init`, then the loops over the updates in row-major order, each point
-/// adding its value at the element its index picks (so repeated indices
-/// add in eager's order). No lanes, no independence hint: two points may
-/// add into one element. Unsplit (`init_layout` `None`), it runs over its
-/// whole range and sets the whole output; split, each part sets the
-/// elements its range of the outer loop adds into.
+/// A scatter kernel's statements ([`Node::Scatter`]): the loops over the
+/// updates in row-major order, each point adding its value at the element
+/// its index picks (so repeated indices add in eager's order), after the
+/// output is set to `init`. No lanes: two points may add into one
+/// element. Split (`init_layout` `Some`, [`crate::fuse`]'s
+/// `split_scatter`), the points of one index of the outer loop add into
+/// elements no other index reaches: each sets its own elements first and
+/// adds into them, so the outer loop runs in parts (the CPU's threads, a
+/// GPU's grid-stride loop). Unsplit, one thread sets the whole output and
+/// runs the whole range.
 #[allow(clippy::too_many_arguments)]
 fn render_scatter(
     d: &dyn Dialect,
@@ -369,37 +372,16 @@ fn render_scatter(
         ScatterInit::Arg(a) => format!("a{a}[{at}]"),
         ScatterInit::Lit(bits) => d.literal(k.out_dtypes[0], f64::from_bits(*bits)),
     };
-    match init_layout {
-        None => {
-            let n: usize = out_shape.iter().product();
-            let _ = writeln!(
-                s,
-                "  for (int64_t j = 0; j < {n}; j++) out0[j] = {};",
-                value("j")
-            );
+    if init_layout.is_none() {
+        if let Some(line) = d.single_thread() {
+            let _ = writeln!(s, "  {line}");
         }
-        Some(l) => {
-            let mut at = String::from("0");
-            for (e, (&size, &stride)) in l.shape.iter().zip(&l.strides).enumerate() {
-                let from = if e == 0 {
-                    "lo".to_string()
-                } else {
-                    "0".to_string()
-                };
-                let to = if e == 0 {
-                    "hi".to_string()
-                } else {
-                    size.to_string()
-                };
-                let _ = writeln!(s, "  for (int64_t j{e} = {from}; j{e} < {to}; j{e}++)");
-                let _ = write!(at, " + j{e} * ({stride})");
-            }
-            let _ = writeln!(
-                s,
-                "  {{ const int64_t j = {at}; out0[j] = {}; }}",
-                value("j")
-            );
-        }
+        let n: usize = out_shape.iter().product();
+        let _ = writeln!(
+            s,
+            "  for (int64_t j = 0; j < {n}; j++) out0[j] = {};",
+            value("j")
+        );
     }
     let _ = writeln!(s, "  if (lo >= hi) {}", d.ret("0"));
     let inv = &nest.invariant;
@@ -423,12 +405,26 @@ fn render_scatter(
         } else {
             ("0".to_string(), n.to_string())
         };
+        let parts = l == 0 && init_layout.is_some();
         let _ = writeln!(
             s,
             "{indent}{}",
-            d.loop_header(&format!("i{l}"), &from, &to, l == 0)
+            d.loop_header(&format!("i{l}"), &from, &to, parts)
         );
         indent.push_str("  ");
+        if let (0, Some(layout)) = (l, init_layout) {
+            // The elements this index of the outer loop adds into.
+            let mut at = format!("i0 * ({})", layout.strides[0]);
+            for (e, (&size, &stride)) in layout.shape.iter().zip(&layout.strides).enumerate().skip(1) {
+                let _ = writeln!(s, "{indent}for (int64_t j{e} = 0; j{e} < {size}; j{e}++)");
+                let _ = write!(at, " + j{e} * ({stride})");
+            }
+            let _ = writeln!(
+                s,
+                "{indent}{{ const int64_t j = {at}; out0[j] = {}; }}",
+                value("j")
+            );
+        }
     }
     s.push_str(&body(d, k, nest, &indent, fast, &|i| !inv[i]));
     for _ in &nest.dims {

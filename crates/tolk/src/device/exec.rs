@@ -13,18 +13,21 @@
 //! contiguous device buffers: nothing here moves data between the host and
 //! the device but the constants, uploaded once by [`DeviceProgram::new`].
 //!
+//! The indices of gathers and scatters compiled into kernels are checked
+//! on the host before any kernel runs ([`DeviceProgram::check_indices`],
+//! as the CPU's runtime does): the caller hands over their host values.
+//!
 //! Not run yet (an error naming them): staged loops (the host-driven loop
-//! over the body's kernels), gathers and scatters compiled into kernels
-//! (their indices must be checked before any kernel runs, as the CPU
-//! runtime does), non-contiguous values read by a kernel, products of
-//! operands no BLAS layout describes, f16/bf16 products.
+//! over the body's kernels), non-contiguous values read by a kernel,
+//! products of operands no BLAS layout describes, f16/bf16 products.
 
 use super::{Buffer, Device, DevPtr, Gemm, KernelArg, ModuleId, Operand};
 use crate::cuda::CudaProgram;
 use crate::graph::{Op, Var};
+use crate::index_check::IndexCheck;
 use crate::plan::Step;
 use nx::layout::Layout;
-use nx::{DType, Prim};
+use nx::{DType, Prim, Tensor};
 use std::sync::Arc;
 
 /// A device value: a buffer seen through a layout (in elements).
@@ -53,6 +56,9 @@ pub struct DeviceProgram {
     consts: Vec<(Var, Arc<Buffer>)>,
     /// Bytes the constants moved to the device (once, in [`DeviceProgram::new`]).
     pub const_bytes: u64,
+    /// The indices its kernels gather or scatter by that are inputs, and
+    /// those of constants that failed their check (raised at every call).
+    index_checks: Vec<IndexCheck>,
 }
 
 /// What one call returns: per graph output and per writeback (input leaf,
@@ -92,21 +98,12 @@ fn unsupported(what: &str) -> String {
 }
 
 /// Whether this runtime runs `program`: `Err` names what it does not run
-/// yet (staged loops, gathers and scatters compiled into kernels), as
-/// [`DeviceProgram::new`] refuses it before anything runs.
+/// yet (staged loops), as [`DeviceProgram::new`] refuses it before
+/// anything runs.
 pub fn check(program: &CudaProgram) -> Result<(), String> {
-    for e in &program.graph.eqns {
-            match &e.op {
-                Op::Loop(_) => return Err(unsupported("a staged loop (scan under jit)")),
-                Op::Prim(Prim::Gather { .. } | Prim::ScatterAdd { .. }) => {
-                    return Err(unsupported(
-                        "a gather or scatter compiled into a kernel (its indices are checked \
-                         before any kernel runs on the CPU; on the device that check is not built)",
-                    ))
-                }
-                _ => {}
-            }
-        }
+    if program.graph.eqns.iter().any(|e| matches!(e.op, Op::Loop(_))) {
+        return Err(unsupported("a staged loop (scan under jit)"));
+    }
     Ok(())
 }
 
@@ -134,13 +131,51 @@ impl DeviceProgram {
             consts.push((*v, Arc::new(device.upload(host)?)));
             const_bytes += bytes as u64;
         }
+        // A constant's indices are checked once: only a failing check stays.
+        let index_checks = IndexCheck::of(g, &program.plan)
+            .into_iter()
+            .filter(|c| match g.consts.iter().find(|(v, _)| *v == c.base) {
+                Some((_, t)) => c.try_check(t).is_err(),
+                None => true,
+            })
+            .collect();
         Ok(DeviceProgram {
             device: device.clone(),
             program,
             module,
             consts,
             const_bytes,
+            index_checks,
         })
+    }
+
+    /// The positions of the inputs whose values kernels gather or scatter
+    /// by: [`DeviceProgram::check_indices`] needs their host values.
+    pub fn index_inputs(&self) -> Vec<usize> {
+        let g = &self.program.graph;
+        let mut out: Vec<usize> = self
+            .index_checks
+            .iter()
+            .filter_map(|c| g.inputs.iter().position(|&v| v == c.base))
+            .collect();
+        out.dedup();
+        out
+    }
+
+    /// Checks the indices kernels will gather or scatter by, before any
+    /// kernel runs (a kernel cannot raise halfway): `input(pos)` is the
+    /// host value of input `pos` (one of [`DeviceProgram::index_inputs`]).
+    /// `Err` is eager's message for the first index out of range.
+    pub fn check_indices(&self, input: &mut dyn FnMut(usize) -> Tensor) -> Result<(), String> {
+        let g = &self.program.graph;
+        for c in &self.index_checks {
+            let value = match g.inputs.iter().position(|&v| v == c.base) {
+                Some(pos) => input(pos),
+                None => g.consts.iter().find(|(v, _)| *v == c.base).unwrap().1.clone(),
+            };
+            c.try_check(&value)?;
+        }
+        Ok(())
     }
 
     /// The rendered program.
