@@ -60,7 +60,7 @@ pub(crate) struct ConvParams<'a> {
 }
 
 /// A float type `gemm` multiplies, with this thread's reusable scratch.
-trait ConvElem: Element {
+trait ConvElem: Element + faer::traits::ComplexField + num_traits::One {
     /// Runs `f` on this thread's scratch, grown to at least `len` elements.
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
 }
@@ -82,6 +82,42 @@ macro_rules! conv_elem {
             }
         }
     };
+}
+
+/// `dst (+)= lhs @ rhs` through faer, one-threaded: for a column-major
+/// rhs (the im2col matrix built by columns), which `gemm` 0.19 packs at
+/// half speed (see `dot::product_block`).
+///
+/// # Safety
+/// As `dot::product_block`: every element the strides address is live,
+/// `dst`'s `m x n` (row stride `dst_rs`, column stride 1) is written by no
+/// one else meanwhile, and `m, n, k > 0`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn faer_product<F: ConvElem>(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut F,
+    dst_rs: isize,
+    accumulate: bool,
+    lhs: *const F,
+    (lrs, lcs): (isize, isize),
+    rhs: *const F,
+    (rrs, rcs): (isize, isize),
+) {
+    // SAFETY: the caller's contract, read as faer's (pointer, sizes,
+    // strides) views.
+    let (l, r, d) = unsafe {
+        (
+            faer::MatRef::<F>::from_raw_parts(lhs, m, k, lrs, lcs),
+            faer::MatRef::<F>::from_raw_parts(rhs, k, n, rrs, rcs),
+            faer::MatMut::<F>::from_raw_parts_mut(dst, m, n, dst_rs, 1),
+        )
+    };
+    let accum = if accumulate {
+        faer::Accum::Add
+    } else {
+        faer::Accum::Replace
+    };
+    faer::linalg::matmul::matmul(d, accum, l, r, F::one(), faer::Par::Seq);
 }
 conv_elem!(f32, SCRATCH_F32);
 conv_elem!(f64, SCRATCH_F64);
@@ -198,6 +234,9 @@ impl Geometry {
                         if step == 1 {
                             let start = start as usize;
                             out[a..b].copy_from_slice(&x[start..start + (b - a)]);
+                        } else if step == 0 {
+                            // A broadcast input (a cotangent of ones).
+                            out[a..b].fill(x[start as usize]);
                         } else {
                             for (j, o) in out[a..b].iter_mut().enumerate() {
                                 *o = x[(start + j as isize * step) as usize];
@@ -328,7 +367,7 @@ fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor 
         // kernel gradient's convolution: its "kernel" is an image) build
         // the im2col matrix column by column, where the input is read in
         // long runs.
-        let by_columns = kprod > p;
+        let by_columns = kprod > p && std::env::var_os("NX_BYROWS").is_none();
         let base = OutPtr(out.as_mut_ptr());
         let geo = &geo;
         let run_block = |b: usize| {
@@ -443,6 +482,25 @@ fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor 
                         // + l` when built by columns), inside the `nr * bc <=
                         // rows * bc` chunk just filled. `read_dst` only after the first chunk
                         // of rows, which wrote every element of `dst`.
+                        let lhs = wdata
+                            .as_ptr()
+                            .wrapping_offset(woff + (g * geo.og) as isize * wrs + r0 as isize * wcs);
+                        if by_columns && std::env::var_os("NX_GEMMCOL").is_none() {
+                            // SAFETY: as below; faer reads and writes the
+                            // same elements.
+                            unsafe {
+                                faer_product(
+                                    (geo.og, bc, r1 - r0),
+                                    dst,
+                                    drs,
+                                    r0 > 0,
+                                    lhs,
+                                    (wrs, wcs),
+                                    col.as_ptr(),
+                                    (crs, ccs),
+                                );
+                            }
+                        } else {
                         unsafe {
                             gemm::gemm(
                                 geo.og,
@@ -452,9 +510,7 @@ fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor 
                                 1,
                                 drs,
                                 r0 > 0,
-                                wdata
-                                    .as_ptr()
-                                    .offset(woff + (g * geo.og) as isize * wrs + r0 as isize * wcs),
+                                lhs,
                                 wcs,
                                 wrs,
                                 col.as_ptr(),
@@ -467,6 +523,7 @@ fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor 
                                 false,
                                 gemm::Parallelism::None,
                             );
+                        }
                         }
                         drop(flush);
                         r0 = r1;
