@@ -141,7 +141,19 @@ fn large_convs_split_across_blocks_threads_and_row_chunks() {
         w: vec![4, 3, 4, 4],
         opts: ConvOpts::default(),
     };
-    for c in [c, tall, many] {
+    // A kernel gradient's convolution: the "kernel" an image, larger than
+    // the output (the im2col matrix built by columns, multiplied by faer),
+    // its 16K rows in several chunks accumulated into the output.
+    let weight_grad = conv_ref::Case {
+        name: "kernel larger than the output, row chunks",
+        x: vec![4, 16, 34, 34],
+        w: vec![8, 16, 32, 32],
+        opts: ConvOpts {
+            padding: Padding::Explicit(vec![(1, 0), (0, 1)]),
+            ..Default::default()
+        },
+    };
+    for c in [c, tall, many, weight_grad] {
         let xv = values(5, c.x.iter().product());
         let wv = values(6, c.w.iter().product());
         let (want, shape) = conv_ref_opts(&xv, &c.x, &wv, &c.w, &c.opts);
