@@ -30,6 +30,7 @@ const CACHE_LIMIT: usize = 1 << 30;
 static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 static PEAK_BYTES: AtomicUsize = AtomicUsize::new(0);
 static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
+static SYSTEM_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// Bytes held by live tensor storage right now.
 pub fn live_bytes() -> usize {
@@ -41,6 +42,14 @@ pub fn live_bytes() -> usize {
 /// the difference across a call is the new storage that call allocated.
 pub fn allocated_bytes() -> u64 {
     ALLOCATED_BYTES.load(Ordering::Relaxed)
+}
+
+/// Bytes of the buffers taken from the system allocator since the process
+/// started (the cache of freed buffers had none of the size): the
+/// difference across a call is the memory that call newly obtained; a
+/// steady-state call whose buffers all come back to the cache obtains none.
+pub fn system_bytes() -> u64 {
+    SYSTEM_BYTES.load(Ordering::Relaxed)
 }
 
 /// The highest `live_bytes()` since the last `reset_peak_bytes()`.
@@ -214,6 +223,7 @@ fn take_buffer(bucket: usize) -> NonNull<u8> {
             return p;
         }
     }
+    SYSTEM_BYTES.fetch_add(bucket as u64, Ordering::Relaxed);
     fresh_buffer(bucket)
 }
 

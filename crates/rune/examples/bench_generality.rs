@@ -66,6 +66,9 @@
 
 #[path = "common/timing.rs"]
 mod timing;
+#[path = "common/storage.rs"]
+mod storage;
+use storage::storage_line;
 use timing::{bench, emit, json_str};
 
 use rune::nx::{ConvOpts, Padding};
@@ -188,6 +191,7 @@ fn w12() {
         "ms",
         bench(|| jg.call(&s), 5, 100),
     );
+    storage_line("W16", || jg.call(&s));
 }
 
 // ---------------------------------------------------------------- W13
@@ -390,6 +394,7 @@ fn w12take() {
         "ms",
         bench(|| jg.call(&s), 5, 100),
     );
+    storage_line("W16", || jg.call(&s));
 }
 
 /// One classic RK4 step of the vector field `f` with step `dt`.
@@ -451,6 +456,7 @@ fn w16() {
         "ms",
         bench(|| jg.call(&s), 5, 100),
     );
+    storage_line("W16", || jg.call(&s));
 }
 
 // ---------------------------------------------------------------- W17
@@ -526,6 +532,7 @@ fn w17() {
         "ms",
         bench(|| js.call(&p), 10, 200),
     );
+    storage_line("W17", || js.call(&p));
 }
 
 // ---------------------------------------------------------------- W18

@@ -40,6 +40,9 @@
 
 #[path = "common/timing.rs"]
 mod timing;
+#[path = "common/storage.rs"]
+mod storage;
+use storage::storage_line;
 use timing::{bench, emit, json_str};
 
 use rune::prelude::*;
@@ -613,6 +616,7 @@ fn w9() {
         "ms",
         bench(|| jf.call(&inp), 5, 200),
     );
+    storage_line("W9 value_and_grad", || jf.call(&inp));
     let jfwd = rune::jit(w9_forward);
     check(
         "W9",
@@ -633,6 +637,7 @@ fn w9() {
         "ms",
         bench(|| jfwd.call(&inp), 5, 200),
     );
+    storage_line("W9 forward", || jfwd.call(&inp));
 }
 
 /// The W9 cold child: the first call (trace + compile + run) of the jitted
