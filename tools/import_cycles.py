@@ -4,7 +4,8 @@ lists them and says why nx's core knot is natural).
 
 A module's imports are the `crate::NAME` paths in its files (a folder module
 counts its files' `super::NAME` too), comments and `#[cfg(test)] mod tests`
-left out. Prints each crate's strongly connected components of more than
+left out; a NAME the crate root re-exports (`pub use tensor::Tensor;` in
+lib.rs) counts as an import of the module it comes from. Prints each crate's strongly connected components of more than
 one module.
 
     python3 tools/import_cycles.py            # list
@@ -17,8 +18,29 @@ import sys
 ALLOWED = {"nx": [["cpu", "raw", "storage", "tensor", "trace"]]}
 
 
+def reexports(src):
+    """Names lib.rs re-exports from its modules: {name: module}."""
+    lib = os.path.join(src, "lib.rs")
+    if not os.path.exists(lib):
+        return {}
+    text = open(lib).read()
+    out = {}
+    for mod, rest in re.findall(r"pub use (\w+)::([^;]*);", text):
+        if "{" in rest:
+            inner = rest[rest.index("{"):]
+            names = re.findall(r"(?:^|[{,])\s*(?:\w+::)*(\w+)(?:\s+as\s+(\w+))?", inner)
+            for name, alias in names:
+                out[alias or name] = mod
+        else:
+            m = re.match(r"(?:\w+::)*(\w+)(?:\s+as\s+(\w+))?", rest)
+            if m:
+                out[m.group(2) or m.group(1)] = mod
+    return out
+
+
 def imports(src):
     mods = {}
+    roots = reexports(src)
     for dirpath, _, files in os.walk(src):
         for f in files:
             if not f.endswith(".rs"):
@@ -36,6 +58,7 @@ def imports(src):
                 deps |= set(re.findall(r"(?:^|,)\s*(\w+)", group))
             if os.sep in rel:
                 deps |= set(re.findall(r"super::(\w+)", text))
+            deps = {roots.get(d, d) for d in deps}
             mods.setdefault(top, set()).update(d for d in deps if d != top)
     return {m: {d for d in deps if d in mods} for m, deps in mods.items()}
 

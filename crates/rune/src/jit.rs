@@ -190,6 +190,11 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
     }
 
     /// Runs the compiled function, or returns why `f` cannot be compiled.
+    ///
+    /// A `JitError` raised while tracing `f` (an operation jit refuses,
+    /// reading a traced value) travels back here by unwinding the panic it
+    /// raises inside the trace: built with `panic = "abort"`, it aborts
+    /// the process instead of returning `Err`.
     pub fn try_call(&self, p: &P) -> Result<Q, JitError> {
         if nx::trace::depth() > 0 {
             // Under a transformation (or an outer jit): let it see `f`.

@@ -39,9 +39,9 @@
 //! 5. [`lower`]: each kernel becomes a loop nest (merged dims, index
 //!    arithmetic, hoisted invariants, accumulators), independent of the
 //!    target language;
-//! 6. [`codegen`]: the nests are rendered in a dialect (C today:
-//!    [`codegen::c`], whose per-element C is bit-exact with nx's eager
-//!    kernels); identical functions are emitted once, and split into
+//! 6. [`codegen`]: the nests are rendered in a dialect ([`codegen::c`]
+//!    for the CPU, whose per-element C is bit-exact with nx's eager
+//!    kernels; [`codegen::cuda`] for NVIDIA GPUs, through [`cuda`]); identical functions are emitted once, and split into
 //!    translation units for concurrent compilers;
 //! 7. [`build`]: the system C compiler (`$CC`, else `cc`) makes one shared
 //!    object; 8. [`load`]: it is mapped and its kernels looked up, and the
