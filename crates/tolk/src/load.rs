@@ -34,6 +34,34 @@ pub fn load(path: &Path, names: &[String]) -> Result<Loaded, String> {
     Ok(Loaded { _lib: lib, fns })
 }
 
+/// Loads a shared object given as bytes (an exported program's): they are
+/// written to a file of a fresh directory only this user may enter,
+/// mapped, and both removed (the mapping outlives the file). No compiler
+/// runs; `Err` when the directory cannot be made, or the loader refuses
+/// the bytes (not a shared object for this host, a library it needs
+/// missing) or a symbol is missing.
+pub fn load_bytes(so: &[u8], names: &[String]) -> Result<Loaded, String> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = std::env::temp_dir().join(format!("tolk-load-{}", crate::cache::unique_suffix()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join("kernels.so");
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o700)
+        .open(&path)
+        .and_then(|mut f| f.write_all(so).and_then(|()| f.sync_data()))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()));
+    let loaded = written.and_then(|()| load(&path, names));
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir(&dir);
+    loaded
+}
+
 /// Source built and loaded only when first needed (kernels' exact forms,
 /// run when an input was beyond a fast form's range), then kept.
 pub struct Lazy {
@@ -49,6 +77,17 @@ impl Lazy {
             source,
             names,
             loaded: OnceLock::new(),
+        }
+    }
+
+    /// Code that defines the functions `names`, built already: `get`
+    /// builds nothing (an exported program's exact forms, loaded where no
+    /// compiler may be).
+    pub fn built(source: String, names: Vec<String>, loaded: Loaded) -> Lazy {
+        Lazy {
+            source,
+            names,
+            loaded: OnceLock::from(Ok(loaded)),
         }
     }
 
