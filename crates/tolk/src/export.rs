@@ -256,6 +256,34 @@ impl ProgramImage {
                 .sum::<usize>()
     }
 
+    /// The estimated cost of one run ([`crate::cost`] says how it is
+    /// counted), its loops' bodies included.
+    pub fn cost(&self) -> crate::cost::Cost {
+        let body = |eqn: usize| {
+            self.bodies
+                .iter()
+                .find(|(i, _)| *i == eqn)
+                .map(|(_, b)| b.cost())
+                .unwrap_or_default()
+        };
+        crate::cost::program_cost(&self.graph, &self.entry.plan, &body)
+    }
+
+    /// The bytes of the program's arena (intermediates kernels write),
+    /// its loops' bodies' included.
+    pub fn arena_bytes(&self) -> usize {
+        self.arena_slots
+            .1
+            .iter()
+            .map(|b| b.next_multiple_of(64))
+            .sum::<usize>()
+            + self
+                .bodies
+                .iter()
+                .map(|(_, b)| b.arena_bytes())
+                .sum::<usize>()
+    }
+
     /// The number of loop bodies, over every nesting level.
     pub fn num_bodies(&self) -> usize {
         self.bodies.iter().map(|(_, b)| 1 + b.num_bodies()).sum()

@@ -68,6 +68,7 @@
 pub mod build;
 pub mod cache;
 pub mod codegen;
+pub mod cost;
 pub mod cuda;
 pub mod cuda_probe;
 pub mod device;
