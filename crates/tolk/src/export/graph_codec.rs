@@ -497,8 +497,33 @@ fn read_prim(r: &mut Reader) -> Result<Prim, ReadError> {
     })
 }
 
-/// A tensor's elements in row-major order, little-endian (whatever its
-/// strides: a strided constant is stored as its contiguous copy).
+/// The axis order in which a non-contiguous tensor's elements lie densely
+/// in memory (a transposed or permuted view): `perm` such that
+/// `t.permute(perm)` is row-major without gaps. `None` for a contiguous
+/// tensor, and for other views (slices with steps, broadcasts, flips),
+/// which are stored as their contiguous copy: their values are the same,
+/// and library steps read them as eager reads a copy.
+fn memory_order(t: &Tensor) -> Option<Vec<usize>> {
+    if t.is_contiguous() {
+        return None;
+    }
+    let (strides, shape) = (t.strides()?, t.shape());
+    let mut perm: Vec<usize> = (0..shape.len()).collect();
+    perm.sort_by_key(|&a| std::cmp::Reverse(strides[a]));
+    let mut dense = 1isize;
+    for &a in perm.iter().rev() {
+        if shape[a] == 1 {
+            continue;
+        }
+        if strides[a] != dense {
+            return None;
+        }
+        dense *= shape[a] as isize;
+    }
+    Some(perm)
+}
+
+/// A tensor's elements in row-major order, little-endian.
 fn tensor_bytes(t: &Tensor) -> Result<Vec<u8>, String> {
     macro_rules! le {
         ($t:ty) => {
@@ -611,7 +636,20 @@ pub fn write_graph(w: &mut Writer, g: &Graph) -> Result<(), String> {
     w.usize(g.consts.len());
     for (v, t) in &g.consts {
         w.usize(*v);
-        w.bytes(&tensor_bytes(t)?);
+        // A permuted view is stored in memory order and permuted back on
+        // reading: the library steps that read it (a product through its
+        // column-major path) see the strides eager saw.
+        match memory_order(t) {
+            Some(perm) => {
+                w.usizes(&perm);
+                let p: Vec<isize> = perm.iter().map(|&a| a as isize).collect();
+                w.bytes(&tensor_bytes(&t.permute(&p))?);
+            }
+            None => {
+                w.usizes(&[]);
+                w.bytes(&tensor_bytes(t)?);
+            }
+        }
     }
     w.usize(g.eqns.len());
     for e in &g.eqns {
@@ -677,7 +715,31 @@ fn read_graph_at(r: &mut Reader, depth: usize) -> Result<Graph, ReadError> {
     for _ in 0..n_consts {
         let v = r.usize("constant")?;
         define(&mut defined, v, "constant")?;
-        let t = tensor_from_bytes(&avals[v], r.bytes("constant data")?)?;
+        let aval = &avals[v];
+        let perm = r.usizes("constant axis order")?;
+        let t = if perm.is_empty() {
+            tensor_from_bytes(aval, r.bytes("constant data")?)?
+        } else {
+            let mut seen = vec![false; aval.shape.len()];
+            for &a in &perm {
+                match seen.get_mut(a) {
+                    Some(s) if !*s => *s = true,
+                    _ => return Err(format!("constant axis order {perm:?}")),
+                }
+            }
+            if perm.len() != aval.shape.len() {
+                return Err(format!("constant axis order {perm:?}"));
+            }
+            let stored = Aval::new(
+                &perm.iter().map(|&a| aval.shape[a]).collect::<Vec<_>>(),
+                aval.dtype,
+            );
+            let mut inverse = vec![0isize; perm.len()];
+            for (i, &a) in perm.iter().enumerate() {
+                inverse[a] = i as isize;
+            }
+            tensor_from_bytes(&stored, r.bytes("constant data")?)?.permute(&inverse)
+        };
         consts.push((v, t));
     }
     let n_eqns = r.count(2, "equations")?;
