@@ -456,6 +456,9 @@ impl Exported {
     /// assert!(matches!(e, rune::ExportError::Truncated { .. }));
     /// ```
     pub fn from_bytes(bytes: &[u8]) -> Result<Exported, ExportError> {
+        // As jit does: the GEMM libraries' one-time setup runs on a thread
+        // of its own while the file is checked and decoded.
+        nx::raw::warm_up_in_background();
         let found = bytes.len() as u64;
         let least = (HEADER + CHECKSUM) as u64;
         let prefix = bytes.len().min(MAGIC.len());

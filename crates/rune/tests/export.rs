@@ -60,7 +60,10 @@ fn assert_close(got: &[Tensor], want: &[Tensor], what: &str) {
             same_bits(g, w).unwrap_or_else(|e| panic!("{what}: output {i}: {e}"));
             continue;
         }
-        let (g64, w64) = (g.cast(DType::F64).to_vec::<f64>(), w.cast(DType::F64).to_vec::<f64>());
+        let (g64, w64) = (
+            g.cast(DType::F64).to_vec::<f64>(),
+            w.cast(DType::F64).to_vec::<f64>(),
+        );
         for (j, (a, b)) in g64.iter().zip(&w64).enumerate() {
             let tol = (4.0 * f32::EPSILON as f64 * b.abs()).max(1e-6);
             assert!(
@@ -80,7 +83,11 @@ fn round_trip<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, args: &P, tag: &str) -> E
     jitted.export(args, &path).unwrap();
     let m = Exported::load(&path).unwrap();
     let got = m.call(args).unwrap();
-    assert_same(&got, &jitted.call(args).leaves(), &format!("{tag} against jit"));
+    assert_same(
+        &got,
+        &jitted.call(args).leaves(),
+        &format!("{tag} against jit"),
+    );
     assert_close(&got, &f(args).leaves(), &format!("{tag} against eager"));
     m
 }
@@ -164,7 +171,11 @@ fn a_program_with_captured_constants_round_trips_them() {
     };
     let x = data(&[5, 4], 12);
     let m = round_trip(f, &x, "consts");
-    assert_eq!(m.inputs().len(), 1, "captured tensors are constants, not inputs");
+    assert_eq!(
+        m.inputs().len(),
+        1,
+        "captured tensors are constants, not inputs"
+    );
 }
 
 #[derive(Ptree, Clone)]
@@ -200,7 +211,16 @@ fn pytree_inputs_and_outputs_round_trip_with_their_structure() {
     assert_eq!(got.1 .1.keys().collect::<Vec<_>>(), ["max", "mean"]);
     // The wrong output template is a named error.
     let e = m.call_as(&batch, &data(&[1], 0)).err().unwrap();
-    assert!(matches!(e, ExportError::Structure { which: "output", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            ExportError::Structure {
+                which: "output",
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -256,11 +276,23 @@ fn calls_with_another_signature_are_named_errors() {
         "{e}"
     );
     let e = m.call(&x.cast(DType::F64)).err().unwrap();
-    assert!(matches!(&e, ExportError::InputMismatch { found, .. } if found.dtype == DType::F64), "{e}");
+    assert!(
+        matches!(&e, ExportError::InputMismatch { found, .. } if found.dtype == DType::F64),
+        "{e}"
+    );
     let e = m.call_leaves(&[x.clone(), x.clone()]).err().unwrap();
-    assert_eq!(e, ExportError::InputCount { expected: 1, found: 2 });
+    assert_eq!(
+        e,
+        ExportError::InputCount {
+            expected: 1,
+            found: 2
+        }
+    );
     let e = m.call(&vec![x.clone()]).err().unwrap();
-    assert!(matches!(e, ExportError::Structure { which: "input", .. }), "{e}");
+    assert!(
+        matches!(e, ExportError::Structure { which: "input", .. }),
+        "{e}"
+    );
     // Under a transformation: refused, not traced through.
     let e = std::cell::RefCell::new(None);
     let _ = rune::grad(
@@ -347,7 +379,11 @@ fn another_version_platform_or_missing_cpu_feature_is_a_named_error() {
     let (bytes, x, want) = small_export("compat");
     // The rewriting itself keeps a loadable file.
     let same = rewrite_body(&bytes, |_, _| {});
-    assert_same(&Exported::from_bytes(&same).unwrap().call(&x).unwrap(), &[want], "rewritten");
+    assert_same(
+        &Exported::from_bytes(&same).unwrap().call(&x).unwrap(),
+        &[want],
+        "rewritten",
+    );
 
     let mut v2 = bytes.clone();
     v2[8..12].copy_from_slice(&2u32.to_le_bytes());
@@ -388,7 +424,10 @@ fn another_version_platform_or_missing_cpu_feature_is_a_named_error() {
     assert!(matches!(Exported::load(&path), Err(ExportError::Io { .. })));
     let garbage = temp_dir("garbage").join("garbage.rune");
     std::fs::write(&garbage, b"not an export at all").unwrap();
-    assert_eq!(Exported::load(&garbage).err().unwrap(), ExportError::NotAnExport);
+    assert_eq!(
+        Exported::load(&garbage).err().unwrap(),
+        ExportError::NotAnExport
+    );
 }
 
 #[test]
@@ -402,7 +441,10 @@ fn lowered_prints_the_program_and_compiled_reports_sources_and_costs() {
     }
     let c = lowered.compile();
     assert!(!c.kernel_sources().is_empty());
-    assert!(c.kernel_sources().iter().all(|(_, src)| src.contains("tk_k")));
+    assert!(c
+        .kernel_sources()
+        .iter()
+        .all(|(_, src)| src.contains("tk_k")));
     let cost = c.cost_analysis();
     // The product: 2·8·16·4; the scale and the sum: one each per element
     // of the [8, 4] product; tanh a transcendental per element.
@@ -410,13 +452,24 @@ fn lowered_prints_the_program_and_compiled_reports_sources_and_costs() {
     assert_eq!(cost.transcendentals, 8 * 4);
     // The product reads both operands and writes [8, 4]; the fused kernel
     // reads that and writes [8].
-    assert_eq!(cost.bytes_accessed, 4 * (8 * 16 + 16 * 4 + 8 * 4) + 4 * (8 * 4 + 8));
+    assert_eq!(
+        cost.bytes_accessed,
+        4 * (8 * 16 + 16 * 4 + 8 * 4) + 4 * (8 * 4 + 8)
+    );
     let jitted = rune::jit(f).call(&args);
     assert_same(&[c.call(&args).unwrap()], &[jitted.clone()], "compiled");
-    assert_close(&[c.call(&args).unwrap()], &[f(&args)], "compiled against eager");
+    assert_close(
+        &[c.call(&args).unwrap()],
+        &[f(&args)],
+        "compiled against eager",
+    );
     let path = temp_dir("compiled").join("compiled.rune");
     c.export(&path).unwrap();
-    assert_same(&Exported::load(&path).unwrap().call(&args).unwrap(), &[jitted], "compiled export");
+    assert_same(
+        &Exported::load(&path).unwrap().call(&args).unwrap(),
+        &[jitted],
+        "compiled export",
+    );
 }
 
 /// The function the child runs: `exp` has a guarded fast form whose exact
@@ -436,17 +489,27 @@ fn child_input() -> Tensor {
 fn a_child_with_no_compiler_and_an_empty_cache_runs_the_export() {
     let dir = temp_dir("child");
     let path = dir.join("child.rune");
-    rune::jit(child_function).export(&child_input(), &path).unwrap();
+    rune::jit(child_function)
+        .export(&child_input(), &path)
+        .unwrap();
     // The file carries the exact forms (the plan's text names them), which
     // the child's input (80.0 and NaN) sends `exp` to.
     let bytes = std::fs::read(&path).unwrap();
-    assert!(bytes.windows(6).any(|w| w == b"_exact"), "no exact forms exported");
+    assert!(
+        bytes.windows(6).any(|w| w == b"_exact"),
+        "no exact forms exported"
+    );
     let empty_bin = dir.join("bin");
     let cache = dir.join("cache");
     std::fs::create_dir_all(&empty_bin).unwrap();
     std::fs::create_dir_all(&cache).unwrap();
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["child_loads_without_a_compiler", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "child_loads_without_a_compiler",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, &path)
         .env("CC", empty_bin.join("cc"))
         .env("PATH", &empty_bin)
@@ -483,7 +546,10 @@ fn child_loads_without_a_compiler() {
     };
     // No compiler here: jit cannot compile a new function.
     let fresh = rune::jit(|x: &Tensor| x.cos() * 3.0 + x);
-    let e = fresh.try_call(&data(&[5], 3)).err().expect("jit compiled without a compiler");
+    let e = fresh
+        .try_call(&data(&[5], 3))
+        .err()
+        .expect("jit compiled without a compiler");
     assert!(e.message().contains("C compiler"), "{}", e.message());
     // The export loads and runs, the exact forms included.
     let m = Exported::load(Path::new(&path)).unwrap();

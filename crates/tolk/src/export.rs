@@ -221,12 +221,10 @@ impl ProgramImage {
             let names: Vec<String> = meta.iter().map(|k| k.name.clone()).collect();
             let loaded = load::load_bytes(&self.so, &names)?;
             let exact_names = crate::exact_names(meta);
-            let lazy = if exact_names.is_empty() {
-                load::Lazy::new(String::new(), Vec::new())
-            } else {
-                let exact = load::load_bytes(&self.exact_so, &exact_names)?;
-                load::Lazy::built(self.entry.exact.clone(), exact_names, exact)
-            };
+            // The exact forms are mapped only if a guard ever fails, as
+            // the disk cache's are built only then.
+            let lazy =
+                load::Lazy::built(self.entry.exact.clone(), exact_names, self.exact_so.clone());
             let entries = crate::entries_with(&loaded, meta, Arc::new(lazy));
             Program::new(
                 self.graph.clone(),

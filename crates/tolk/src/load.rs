@@ -54,7 +54,7 @@ pub fn load_bytes(so: &[u8], names: &[String]) -> Result<Loaded, String> {
         .create_new(true)
         .mode(0o700)
         .open(&path)
-        .and_then(|mut f| f.write_all(so).and_then(|()| f.sync_data()))
+        .and_then(|mut f| f.write_all(so))
         .map_err(|e| format!("cannot write {}: {e}", path.display()));
     let loaded = written.and_then(|()| load(&path, names));
     let _ = std::fs::remove_file(&path);
@@ -63,10 +63,13 @@ pub fn load_bytes(so: &[u8], names: &[String]) -> Result<Loaded, String> {
 }
 
 /// Source built and loaded only when first needed (kernels' exact forms,
-/// run when an input was beyond a fast form's range), then kept.
+/// run when an input was beyond a fast form's range), then kept; or, for
+/// an exported program, its shared object's bytes, loaded on first need.
 pub struct Lazy {
     source: String,
     names: Vec<String>,
+    /// The built shared object, when it came built (no compiler runs).
+    built: Option<Vec<u8>>,
     loaded: OnceLock<Result<Loaded, String>>,
 }
 
@@ -76,18 +79,21 @@ impl Lazy {
         Lazy {
             source,
             names,
+            built: None,
             loaded: OnceLock::new(),
         }
     }
 
-    /// Code that defines the functions `names`, built already: `get`
-    /// builds nothing (an exported program's exact forms, loaded where no
+    /// Code that defines the functions `names`, built already into the
+    /// shared object `so`: `get` maps it ([`load_bytes`]) and builds
+    /// nothing (an exported program's exact forms, loaded where no
     /// compiler may be).
-    pub fn built(source: String, names: Vec<String>, loaded: Loaded) -> Lazy {
+    pub fn built(source: String, names: Vec<String>, so: Vec<u8>) -> Lazy {
         Lazy {
             source,
             names,
-            loaded: OnceLock::from(Ok(loaded)),
+            built: Some(so),
+            loaded: OnceLock::new(),
         }
     }
 
@@ -96,15 +102,18 @@ impl Lazy {
         &self.source
     }
 
-    /// Function `i` of the names given to [`Lazy::new`], building and
-    /// loading the code on the first call.
+    /// Function `i` of the names given to [`Lazy::new`], building (or, for
+    /// code given built, mapping) and loading the code on the first call.
     ///
     /// # Panics
     ///
     /// If the code does not build (a compiler that ran for the rest of the
-    /// program failing now).
+    /// program failing now) or, given built, does not load.
     pub fn get(&self, i: usize) -> KernelFn {
         let loaded = self.loaded.get_or_init(|| {
+            if let Some(so) = &self.built {
+                return load_bytes(so, &self.names);
+            }
             let so =
                 crate::build::scratch_dir().join(format!("{}.so", crate::cache::unique_suffix()));
             crate::build::build_units(std::slice::from_ref(&self.source), &so, &[])?;
