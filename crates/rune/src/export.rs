@@ -403,7 +403,9 @@ pub(crate) fn run_checked(
 }
 
 /// A program loaded from an exported file: call it like the function it
-/// was exported from, with no tracing and no C compiler.
+/// was exported from, with no tracing and no C compiler. `Send` but not
+/// `Sync` (like a `Jit`: a call uses the program's arena): move it to the
+/// thread that calls it, or load one per thread.
 ///
 /// ```
 /// use rune::prelude::*;

@@ -255,6 +255,51 @@ fn a_function_that_cannot_stage_is_a_named_error() {
     assert!(!path.exists());
 }
 
+#[test]
+fn writebacks_are_replayed_into_the_callers_tensors() {
+    // An optimizer-style update in place: `v` and `w` are assigned.
+    let f = |p: &(Tensor, Tensor, Tensor)| {
+        let (w, v, g) = p;
+        v.assign(&(v * 0.9 + g));
+        w.assign(&(w - v * 0.1));
+        (w * w).sum_all()
+    };
+    let make = || (data(&[6], 20), data(&[6], 21), data(&[6], 22));
+    let path = temp_dir("writeback").join("writeback.rune");
+    rune::jit(f).export(&make(), &path).unwrap();
+    let m = Exported::load(&path).unwrap();
+    let (exported_args, eager_args) = (make(), make());
+    for _ in 0..3 {
+        let got = m.call(&exported_args).unwrap();
+        let want = f(&eager_args);
+        assert_close(&got, &[want], "writeback output");
+    }
+    assert_close(
+        &exported_args.leaves(),
+        &eager_args.leaves(),
+        "the assigned inputs",
+    );
+}
+
+#[test]
+fn an_index_out_of_range_while_running_is_a_named_error() {
+    let table = data(&[5, 3], 23);
+    let f = |i: &Tensor| table.take(i, 0) * 2.0;
+    let i = Tensor::from_slice(&[0i32, 4, -1], &[3]);
+    let path = temp_dir("run").join("run.rune");
+    rune::jit(f).export(&i, &path).unwrap();
+    let m = Exported::load(&path).unwrap();
+    assert_same(&m.call(&i).unwrap(), &[f(&i)], "in range");
+    let bad = Tensor::from_slice(&[0i32, 5, 1], &[3]);
+    let e = m.call(&bad).err().unwrap();
+    assert!(
+        matches!(&e, ExportError::Run { message } if message.contains("out of")),
+        "{e}"
+    );
+    // The program still runs after the error.
+    assert_same(&m.call(&i).unwrap(), &[f(&i)], "after the error");
+}
+
 /// A small export and its bytes, for the damage tests.
 fn small_export(tag: &str) -> (Vec<u8>, Tensor, Tensor) {
     let f = |x: &Tensor| (x.exp() + 1.0).log();
