@@ -602,3 +602,44 @@ fn child_loads_without_a_compiler() {
     assert_close(&m.call(&x).unwrap(), &[child_function(&x)], "child");
     println!("child: exported program ran");
 }
+
+/// Bytes changed behind a valid checksum (what only a forger or a bug
+/// writes) outside the shared objects: loading returns an error or a
+/// program, and never panics while decoding. Every fourth byte (a load
+/// that succeeds maps the code: about 10 ms each).
+#[test]
+fn decoding_forged_bytes_outside_the_native_code_never_panics() {
+    let (bytes, ..) = small_export("forged");
+    let elf: Vec<(usize, usize)> = {
+        let mut v = Vec::new();
+        let mut i = 0;
+        while let Some(at) = bytes[i..].windows(4).position(|w| w == b"\x7fELF") {
+            let start = i + at;
+            let len = u64::from_le_bytes(bytes[start - 8..start].try_into().unwrap()) as usize;
+            v.push((start - 8, start + len));
+            i = start + len;
+        }
+        v
+    };
+    assert!(!elf.is_empty());
+    let body = 20..bytes.len() - 4;
+    let mut panics = Vec::new();
+    for i in body.clone().step_by(4) {
+        if elf.iter().any(|&(a, b)| (a..b).contains(&i)) {
+            continue;
+        }
+        let mut b = bytes.clone();
+        b[i] ^= 0x5a;
+        let n = b.len();
+        let sum = crc32fast::hash(&b[..n - 4]);
+        b[n - 4..].copy_from_slice(&sum.to_le_bytes());
+        let r = std::panic::catch_unwind(|| Exported::from_bytes(&b).map(|_| ()));
+        if r.is_err() {
+            panics.push(i);
+        }
+    }
+    assert!(
+        panics.is_empty(),
+        "decoding panicked for bytes changed at {panics:?}"
+    );
+}
