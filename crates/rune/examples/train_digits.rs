@@ -17,7 +17,13 @@
 //!   97%), saves the parameters as a safetensors checkpoint (`nx::save`),
 //!   loads it back (`nx::load`) and checks that it predicts the same, and
 //!   draws held-out digits with their predictions (green right, red wrong;
-//!   the mistakes first) as SVG; both files go to `target/` or `--out DIR`.
+//!   the mistakes first) as SVG; both files go to `target/` or `--out DIR`;
+//! - it exports the trained predictor (`jit(predict).export`: the
+//!   parameters as captured constants, the held-out batch's shape as the
+//!   signature) to `digits.rune` beside them, checks that the exported
+//!   program predicts what the model does, and prints the command that runs
+//!   it: `examples/predict_digits.rs` loads it and classifies the held-out
+//!   digits with no tracing and no C compiler.
 
 use std::time::Instant;
 
@@ -220,6 +226,32 @@ fn main() {
         if same { "identical" } else { "DIFFER" }
     );
 
+    // The exported predictor: the parameters are captured constants, the
+    // input is a batch of the held-out set's shape.
+    let model = dir.join("digits.rune");
+    let predictor = rune::jit(|x: &Tensor| {
+        let logits = params.forward(x);
+        (logits.argmax(-1, false), logits.softmax(-1))
+    });
+    let t_export = Instant::now();
+    if let Err(e) = predictor.export(&x_test, &model) {
+        eprintln!("cannot export the predictor to {}: {e}", model.display());
+        std::process::exit(2);
+    }
+    let export_ms = t_export.elapsed().as_secs_f64() * 1e3;
+    let exported = rune::Exported::load(&model)
+        .and_then(|m| m.call(&x_test))
+        .unwrap_or_else(|e| panic!("{}: {e}", model.display()));
+    let exported_same = exported[0].to_vec::<i32>() == predicted.to_vec::<i32>();
+    println!(
+        "exported predictor: {} ({} bytes, {export_ms:.0} ms); its predictions {}; run it with \
+         `cargo run --release --example predict_digits -- {}`",
+        model.display(),
+        std::fs::metadata(&model).map_or(0, |m| m.len()),
+        if exported_same { "identical" } else { "DIFFER" },
+        model.display()
+    );
+
     // The picture: every held-out mistake, then right answers, 40 in all.
     let (guesses, labels) = (predicted.to_vec::<i32>(), y_test.to_vec::<i32>());
     let pixels = x_test.to_vec::<f32>();
@@ -253,6 +285,10 @@ fn main() {
 
     if !same {
         eprintln!("the reloaded checkpoint predicts differently");
+        std::process::exit(1);
+    }
+    if !exported_same {
+        eprintln!("the exported predictor predicts differently");
         std::process::exit(1);
     }
     if test_acc < MIN_ACCURACY {

@@ -10,12 +10,15 @@
 //! device runs through `crate::placed` (as pmap's do).
 
 use crate::device::{backend_or_panic, is_host, Backend};
+use crate::export::ExportError;
+use crate::lower::Lowered;
 use crate::on_device::OnDevice;
 use crate::placed::{Axes, Placed};
 use crate::signatures::{catch_jit, debug_level, or_panic, stage, Lookup, SignatureCache};
 use crate::stage::JitError;
 use nx::Ptree;
 use std::marker::PhantomData;
+use std::path::Path;
 
 /// Options of [`jit_with`].
 #[derive(Clone, Debug)]
@@ -54,6 +57,8 @@ struct HostProgram<Q> {
 pub struct Jit<F, P, Q> {
     f: F,
     name: &'static str,
+    /// The device it was made for (export names it when it refuses).
+    device: String,
     /// On the host: its programs, through tolk's disk cache.
     programs: SignatureCache<HostProgram<Q>>,
     /// On a host device with memory of its own (`CPU:n`): how it runs there.
@@ -123,6 +128,7 @@ pub fn jit_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: JitOpts) -> Jit<
     Jit {
         f,
         name: std::any::type_name::<F>(),
+        device: opts.device.clone(),
         programs: SignatureCache::new(true, true),
         on_device: cuda.then(|| OnDevice::new(&opts.device, opts.donate)),
         placed: (!host && !cuda).then(|| {
@@ -259,6 +265,69 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
             );
         }
         Ok(entry.template.with_leaves(&outs))
+    }
+
+    /// `f` traced for `p`'s signature, not compiled (JAX's `lower`):
+    /// print it, [`compile`](Lowered::compile) it to inspect its kernels
+    /// and cost, call or export that. Panics with the `JitError`'s message
+    /// when `f` cannot be staged ([`try_lower`](Self::try_lower) returns it).
+    /// Lowering compiles for the host, whatever the device.
+    ///
+    /// ```
+    /// use rune::prelude::*;
+    /// let f = rune::jit(|x: &Tensor| x.exp().sum(&[0], false));
+    /// let lowered = f.lower(&Tensor::zeros(&[3], DType::F32));
+    /// println!("{lowered}"); // { lambda %0:f32[3] . %1:f32[3] = exp %0 ... }
+    /// let compiled = lowered.compile();
+    /// assert_eq!(compiled.cost_analysis().transcendentals, 3);
+    /// ```
+    pub fn lower(&self, p: &P) -> Lowered<P, Q> {
+        or_panic(self.try_lower(p))
+    }
+
+    /// [`lower`](Self::lower), returning why `f` cannot be staged.
+    ///
+    /// ```
+    /// use rune::prelude::*;
+    /// let f = rune::jit(|x: &Tensor| if x.sum_all().item::<f32>() > 0.0 { x.clone() } else { -x });
+    /// assert!(f.try_lower(&Tensor::ones(&[2], DType::F32)).is_err()); // a branch on a traced value
+    /// ```
+    pub fn try_lower(&self, p: &P) -> Result<Lowered<P, Q>, JitError> {
+        let (graph, template) = catch_jit(|| stage(&self.f, p))?;
+        Ok(Lowered::new(graph, p, template))
+    }
+
+    /// Compiles `f` for `example`'s signature and writes it to `path` as one
+    /// self-contained file: the kernels' native code, the plan, the arena
+    /// layout, the signature and tree structure, the captured constants,
+    /// the CPU features the code needs, a format version and a checksum
+    /// ([`crate::export`] has the layout). [`Exported::load`](crate::Exported::load)
+    /// runs it with no tracing and no C compiler. Staged loops (`scan`)
+    /// are included, their bodies compiled as programs of their own.
+    ///
+    /// Works for jit on the host (`"CPU"`) and on host devices (`"CPU:n"`,
+    /// whose code is the host's); a function jitted for `"CUDA"` is
+    /// [`ExportError::UnsupportedDevice`]. A function that cannot be staged
+    /// or compiled is [`ExportError::Jit`].
+    ///
+    /// ```
+    /// use rune::prelude::*;
+    /// let f = rune::jit(|x: &Tensor| x.relu() * 2.0);
+    /// let x = Tensor::from_slice(&[-1.0f32, 3.0], &[2]);
+    /// let path = std::env::temp_dir().join(format!("rune_doc_export_{}.rune", std::process::id()));
+    /// f.export(&x, &path).unwrap();
+    /// let m = rune::Exported::load(&path).unwrap();
+    /// assert_eq!(m.call(&x).unwrap()[0].to_vec::<f32>(), vec![0.0, 6.0]);
+    /// std::fs::remove_file(&path).unwrap();
+    /// ```
+    pub fn export(&self, example: &P, path: impl AsRef<Path>) -> Result<(), ExportError> {
+        if self.on_device.is_some() {
+            return Err(ExportError::UnsupportedDevice {
+                device: self.device.clone(),
+            });
+        }
+        let lowered = self.try_lower(example).map_err(ExportError::Jit)?;
+        lowered.export(path.as_ref())
     }
 
     /// How many times `f` has been traced (once per new signature).

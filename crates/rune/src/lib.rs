@@ -131,6 +131,7 @@ mod custom;
 mod debug;
 mod device;
 mod differentiate;
+pub mod export;
 #[cfg(feature = "mpi")]
 pub mod distributed;
 mod gradient_control;
@@ -139,6 +140,7 @@ mod jit;
 mod jvp;
 mod linalg_derivatives;
 mod loops;
+mod lower;
 mod on_device;
 mod placed;
 mod pmap;
@@ -161,7 +163,9 @@ pub use differentiate::{
 };
 pub use gradient_control::{detach, no_grad};
 pub use jacobian::{hessian, jacfwd, jacrev};
+pub use export::{ExportError, Exported, LeafSpec};
 pub use jit::{device_kernels, jit, jit_with, make_graph, Jit, JitOpts};
+pub use lower::{Compiled, CostAnalysis, Lowered};
 pub use pmap::{pmap, pmap_with, Pmap, PmapOpts};
 pub use stage::JitError;
 pub use tolk;

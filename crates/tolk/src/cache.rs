@@ -141,6 +141,7 @@ pub fn cuda_key(structure: &str, options: &[&str], target: &CudaTarget) -> Strin
 }
 
 /// What an entry's `.meta` holds.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
     /// The program's plan of steps over buffers.
     pub plan: Plan,
@@ -191,8 +192,12 @@ fn dtype_from_name(n: &str) -> Option<DType> {
     .find(|d| d.name() == n)
 }
 
-fn encode(e: &Entry, so_hash: &str) -> String {
-    let mut s = format!("{FORMAT}\nso {so_hash}\n");
+/// The text of an entry's plan, kernels and exact forms: the serialization
+/// the cache's `.meta` files hold after their header, and what an exported
+/// program ([`crate::export`]) stores per program. [`parse_entry_text`]
+/// reads it back.
+pub fn entry_text(e: &Entry) -> String {
+    let mut s = String::new();
     for k in &e.kernels {
         s.push_str(&format!(
             "kernel {} {} {} {} {} [{}]\n",
@@ -219,6 +224,11 @@ fn encode(e: &Entry, so_hash: &str) -> String {
     }
     // Last, as it is: the lines above never hold "exact ".
     s.push_str(&format!("exact {}\n{}", e.exact.len(), e.exact));
+    s
+}
+
+fn encode(e: &Entry, so_hash: &str) -> String {
+    let mut s = format!("{FORMAT}\nso {so_hash}\n{}", entry_text(e));
     let sum = hash(&[s.as_bytes()]);
     s.push_str(&format!("end {sum}\n"));
     s
@@ -234,23 +244,34 @@ fn decode(text: &str) -> Option<(Entry, String)> {
     if tail.trim_end() != format!("end {}", hash(&[body.as_bytes()])) {
         return None;
     }
-    let at = body.find("\nexact ")?;
-    let (body, tail) = body.split_at(at + 1);
+    let body = body.strip_prefix(FORMAT)?.strip_prefix('\n')?;
+    let (so_line, rest) = body.split_once('\n')?;
+    let so_hash = so_line.strip_prefix("so ")?.to_string();
+    Some((parse_entry_text(rest)?, so_hash))
+}
+
+/// Reads [`entry_text`]'s text back: `None` when it is not such a text
+/// (a line of another form, a number that does not parse, an exact
+/// source of another length than its header says). Values are not
+/// checked against any program here (the loader does that).
+pub fn parse_entry_text(text: &str) -> Option<Entry> {
+    // The exact source is last and may hold anything: split it off first.
+    let at = if text.starts_with("exact ") {
+        0
+    } else {
+        text.find("\nexact ")? + 1
+    };
+    let (body, tail) = text.split_at(at);
     let (len, exact) = tail.strip_prefix("exact ")?.split_once('\n')?;
     if exact.len() != len.parse::<usize>().ok()? {
         return None;
     }
-    let mut lines = body.lines();
-    if lines.next()? != FORMAT {
-        return None;
-    }
-    let so_hash = lines.next()?.strip_prefix("so ")?.to_string();
     let mut kernels = Vec::new();
     let mut plan = Plan {
         steps: Vec::new(),
         frees: Vec::new(),
     };
-    for line in lines {
+    for line in body.lines() {
         let w: Vec<&str> = line.split(' ').collect();
         match w.as_slice() {
             ["kernel", name, exact_name, outer, weight, dt, shape] => kernels.push(KernelMeta {
@@ -278,15 +299,11 @@ fn decode(text: &str) -> Option<(Entry, String)> {
             _ => return None,
         }
     }
-    let exact = exact.to_string();
-    Some((
-        Entry {
-            plan,
-            kernels,
-            exact,
-        },
-        so_hash,
-    ))
+    Some(Entry {
+        plan,
+        kernels,
+        exact: exact.to_string(),
+    })
 }
 
 /// The entry's paths.

@@ -68,9 +68,11 @@
 pub mod build;
 pub mod cache;
 pub mod codegen;
+pub mod cost;
 pub mod cuda;
 pub mod cuda_probe;
 pub mod device;
+pub mod export;
 pub mod fuse;
 pub mod graph;
 pub mod hash;
@@ -175,28 +177,7 @@ pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
     // Each loop's body is a program of its own (through the cache like
     // any program), compiled on a thread of its own while this one
     // compiles the rest: the C compilers run concurrently.
-    let loops: Vec<(usize, Graph)> = g
-        .eqns
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| match &e.op {
-            Op::Loop(lp) => {
-                // A loop const that is a captured constant here is one in
-                // the body too (its indices then checked and inverted at
-                // compile time, its values folded).
-                let known: Vec<(usize, nx::Tensor)> = e.inputs[..lp.n_consts]
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(k, v)| {
-                        let (_, t) = g.consts.iter().find(|(c, _)| c == v)?;
-                        Some((k, t.clone()))
-                    })
-                    .collect();
-                Some((i, lp.body.clone().with_constant_inputs(known)))
-            }
-            Op::Prim(_) => None,
-        })
-        .collect();
+    let loops = loop_bodies(&g);
     let (bodies, compiled) = std::thread::scope(|s| {
         let threads: Vec<_> = loops
             .into_iter()
@@ -218,6 +199,79 @@ pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
     let mut compiled = compiled?;
     compiled.program.bodies = bodies?;
     Ok(compiled)
+}
+
+/// The body of each loop equation of a simplified graph, by equation
+/// index, as a graph to compile as a program of its own.
+pub(crate) fn loop_bodies(g: &Graph) -> Vec<(usize, Graph)> {
+    g.eqns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.op {
+            Op::Loop(lp) => {
+                // A loop const that is a captured constant here is one in
+                // the body too (its indices then checked and inverted at
+                // compile time, its values folded).
+                let known: Vec<(usize, nx::Tensor)> = e.inputs[..lp.n_consts]
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, v)| {
+                        let (_, t) = g.consts.iter().find(|(c, _)| c == v)?;
+                        Some((k, t.clone()))
+                    })
+                    .collect();
+                Some((i, lp.body.clone().with_constant_inputs(known)))
+            }
+            Op::Prim(_) => None,
+        })
+        .collect()
+}
+
+/// A simplified graph's kernels, plan and C: fuse, plan, lower, render.
+pub(crate) struct Generated {
+    /// The distinct kernels the plan's steps index.
+    pub kernels: Vec<fuse::Kernel>,
+    /// The steps and when buffers die.
+    pub plan: plan::Plan,
+    /// Per kernel: what the runtime (and the cache) needs besides its code.
+    pub meta: Vec<cache::KernelMeta>,
+    /// The translation units, names and sources.
+    pub code: codegen::Code,
+}
+
+/// Fuses, plans, lowers and renders a simplified graph (the C dialect);
+/// returns what was made and the milliseconds planning and rendering took.
+pub(crate) fn generate(g: &Graph, stream_min_bytes: Option<usize>) -> (Generated, f64, f64) {
+    let ms = |since: Instant| since.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let fusion = fuse::fuse(g);
+    let (kernels, plan) = plan::plan(g, fusion, stream_min_bytes);
+    let t_plan = ms(t);
+    let t = Instant::now();
+    let nests: Vec<lower::LoopNest> = kernels.iter().map(lower::lower).collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let code = codegen::generate(&codegen::c::C, g, &kernels, &nests, &plan, cores.min(4));
+    let t_render = ms(t);
+    let meta: Vec<cache::KernelMeta> = kernels
+        .iter()
+        .zip(&nests)
+        .zip(code.names.iter().zip(&code.exact_names))
+        .map(|((k, n), (name, exact_name))| cache::KernelMeta {
+            name: name.clone(),
+            exact_name: exact_name.clone(),
+            outer: n.outer(),
+            weight: k.weight(),
+            out_dtypes: k.out_dtypes.clone(),
+            shape: k.out_shape().to_vec(),
+        })
+        .collect();
+    let generated = Generated {
+        kernels,
+        plan,
+        meta,
+        code,
+    };
+    (generated, t_plan, t_render)
 }
 
 /// [`compile_with`] of a simplified graph, its loops' bodies aside: the
@@ -249,31 +303,19 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
             }
         }
     }
-    let t = Instant::now();
-    let fusion = fuse::fuse(&g);
-    let (kernels, plan) = plan::plan(&g, fusion, opts.stream_min_bytes);
-    let t_plan = ms(t);
-    let t = Instant::now();
-    let nests: Vec<lower::LoopNest> = kernels.iter().map(lower::lower).collect();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let code = codegen::generate(&codegen::c::C, &g, &kernels, &nests, &plan, cores.min(4));
-    let t_render = ms(t);
+    let (
+        Generated {
+            kernels,
+            plan,
+            meta,
+            code,
+        },
+        t_plan,
+        t_render,
+    ) = generate(&g, opts.stream_min_bytes);
     if dumping() {
         dump(&g, &plan, &code.sources);
     }
-    let meta: Vec<cache::KernelMeta> = kernels
-        .iter()
-        .zip(&nests)
-        .zip(code.names.iter().zip(&code.exact_names))
-        .map(|((k, n), (name, exact_name))| cache::KernelMeta {
-            name: name.clone(),
-            exact_name: exact_name.clone(),
-            outer: n.outer(),
-            weight: k.weight(),
-            out_dtypes: k.out_dtypes.clone(),
-            shape: k.out_shape().to_vec(),
-        })
-        .collect();
     let weights: Vec<usize> = meta.iter().map(|k| k.weight).collect();
     if kernels.is_empty() {
         return Ok(Compiled {
@@ -390,13 +432,30 @@ fn starts_eager(
         && g.eqns.iter().all(|e| matches!(e.op, Op::Prim(_)))
 }
 
+/// The names of the exact forms `meta`'s kernels call, sorted, each once:
+/// the functions of the unit [`cache::Entry::exact`] defines, in the order
+/// a [`load::Lazy`] of them indexes them.
+pub(crate) fn exact_names(meta: &[cache::KernelMeta]) -> Vec<String> {
+    let mut names: Vec<String> = meta.iter().filter_map(|k| k.exact_name.clone()).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// The runtime's view of each kernel: its function, its exact form (built
 /// on first use from `exact`, the unit defining them), its output.
 fn entries(loaded: &load::Loaded, meta: &[cache::KernelMeta], exact: String) -> Vec<KernelEntry> {
-    let mut exact_names: Vec<String> = meta.iter().filter_map(|k| k.exact_name.clone()).collect();
-    exact_names.sort();
-    exact_names.dedup();
-    let lazy = std::sync::Arc::new(load::Lazy::new(exact, exact_names.clone()));
+    let lazy = std::sync::Arc::new(load::Lazy::new(exact, exact_names(meta)));
+    entries_with(loaded, meta, lazy)
+}
+
+/// [`entries`] with the exact forms given (built already, or to build).
+pub(crate) fn entries_with(
+    loaded: &load::Loaded,
+    meta: &[cache::KernelMeta],
+    lazy: std::sync::Arc<load::Lazy>,
+) -> Vec<KernelEntry> {
+    let exact_names = exact_names(meta);
     loaded
         .fns
         .iter()
@@ -414,6 +473,26 @@ fn entries(loaded: &load::Loaded, meta: &[cache::KernelMeta], exact: String) -> 
         .collect()
 }
 
+/// Whether `entry`'s plan refers only to `g`'s variables and equations and
+/// to its own kernels (so running it indexes nothing out of range).
+pub(crate) fn entry_fits(g: &Graph, entry: &cache::Entry) -> bool {
+    entry.plan.steps.len() == entry.plan.frees.len()
+        && entry.plan.steps.iter().all(|s| match s {
+            plan::Step::Kernel { kernel, outs, args } => {
+                *kernel < entry.kernels.len()
+                    && outs.len() == entry.kernels[*kernel].out_dtypes.len()
+                    && outs.iter().chain(args).all(|v| *v < g.avals.len())
+            }
+            plan::Step::Library { eqn } => *eqn < g.eqns.len(),
+        })
+        && entry
+            .plan
+            .frees
+            .iter()
+            .flatten()
+            .all(|v| *v < g.avals.len())
+}
+
 /// A program from a valid cache entry (the graph is the one being compiled:
 /// the key covers its structure).
 fn load_entry(
@@ -422,15 +501,7 @@ fn load_entry(
     key: &str,
     entry: cache::Entry,
 ) -> Result<Program, String> {
-    let steps_ok = entry.plan.steps.iter().all(|s| match s {
-        plan::Step::Kernel { kernel, outs, args } => {
-            *kernel < entry.kernels.len()
-                && outs.len() == entry.kernels[*kernel].out_dtypes.len()
-                && outs.iter().chain(args).all(|v| *v < g.avals.len())
-        }
-        plan::Step::Library { eqn } => *eqn < g.eqns.len(),
-    });
-    if !steps_ok {
+    if !entry_fits(g, &entry) {
         return Err("jit cache: entry does not match the program".into());
     }
     let weights: Vec<usize> = entry.kernels.iter().map(|k| k.weight).collect();

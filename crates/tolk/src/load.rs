@@ -34,11 +34,42 @@ pub fn load(path: &Path, names: &[String]) -> Result<Loaded, String> {
     Ok(Loaded { _lib: lib, fns })
 }
 
+/// Loads a shared object given as bytes (an exported program's): they are
+/// written to a file of a fresh directory only this user may enter,
+/// mapped, and both removed (the mapping outlives the file). No compiler
+/// runs; `Err` when the directory cannot be made, or the loader refuses
+/// the bytes (not a shared object for this host, a library it needs
+/// missing) or a symbol is missing.
+pub fn load_bytes(so: &[u8], names: &[String]) -> Result<Loaded, String> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = std::env::temp_dir().join(format!("tolk-load-{}", crate::cache::unique_suffix()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join("kernels.so");
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o700)
+        .open(&path)
+        .and_then(|mut f| f.write_all(so))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()));
+    let loaded = written.and_then(|()| load(&path, names));
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir(&dir);
+    loaded
+}
+
 /// Source built and loaded only when first needed (kernels' exact forms,
-/// run when an input was beyond a fast form's range), then kept.
+/// run when an input was beyond a fast form's range), then kept; or, for
+/// an exported program, its shared object's bytes, loaded on first need.
 pub struct Lazy {
     source: String,
     names: Vec<String>,
+    /// The built shared object, when it came built (no compiler runs).
+    built: Option<Vec<u8>>,
     loaded: OnceLock<Result<Loaded, String>>,
 }
 
@@ -48,6 +79,20 @@ impl Lazy {
         Lazy {
             source,
             names,
+            built: None,
+            loaded: OnceLock::new(),
+        }
+    }
+
+    /// Code that defines the functions `names`, built already into the
+    /// shared object `so`: `get` maps it ([`load_bytes`]) and builds
+    /// nothing (an exported program's exact forms, loaded where no
+    /// compiler may be).
+    pub fn built(source: String, names: Vec<String>, so: Vec<u8>) -> Lazy {
+        Lazy {
+            source,
+            names,
+            built: Some(so),
             loaded: OnceLock::new(),
         }
     }
@@ -57,15 +102,18 @@ impl Lazy {
         &self.source
     }
 
-    /// Function `i` of the names given to [`Lazy::new`], building and
-    /// loading the code on the first call.
+    /// Function `i` of the names given to [`Lazy::new`], building (or, for
+    /// code given built, mapping) and loading the code on the first call.
     ///
     /// # Panics
     ///
     /// If the code does not build (a compiler that ran for the rest of the
-    /// program failing now).
+    /// program failing now) or, given built, does not load.
     pub fn get(&self, i: usize) -> KernelFn {
         let loaded = self.loaded.get_or_init(|| {
+            if let Some(so) = &self.built {
+                return load_bytes(so, &self.names);
+            }
             let so =
                 crate::build::scratch_dir().join(format!("{}.so", crate::cache::unique_suffix()));
             crate::build::build_units(std::slice::from_ref(&self.source), &so, &[])?;
