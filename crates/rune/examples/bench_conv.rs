@@ -64,7 +64,9 @@ fn main() {
         bench(|| jg.call(&p), warmup, repeats),
     );
     let b = Tensor::randn(&[1, c, 1, 1], DType::F32);
-    let pool = rune::jit(|(x, b): &(Tensor, Tensor)| (x + b).relu().max_pool(&[3, 3], &[2, 2], Padding::Same));
+    let pool = rune::jit(|(x, b): &(Tensor, Tensor)| {
+        (x + b).relu().max_pool(&[3, 3], &[2, 2], Padding::Same)
+    });
     let pb = (p.0.clone(), b);
     emit(
         "PL1",
@@ -73,7 +75,14 @@ fn main() {
         bench(|| pool.call(&pb), warmup, repeats),
     );
     let avg = rune::jit(|x: &Tensor| {
-        rune::grad(|x: &Tensor| x.avg_pool(&[3, 3], &[2, 2], Padding::Same).square().sum_all(), x)
+        rune::grad(
+            |x: &Tensor| {
+                x.avg_pool(&[3, 3], &[2, 2], Padding::Same)
+                    .square()
+                    .sum_all()
+            },
+            x,
+        )
     });
     emit(
         "PL2",

@@ -64,10 +64,10 @@
 //! checks the result against eager. The runner starts one fresh process per
 //! measurement with `JITCACHE=0` (no persistent compilation cache).
 
-#[path = "common/timing.rs"]
-mod timing;
 #[path = "common/storage.rs"]
 mod storage;
+#[path = "common/timing.rs"]
+mod timing;
 use storage::storage_line;
 use timing::{bench, emit, json_str};
 

@@ -38,10 +38,10 @@
 //!   eager and jitted (compiled beforehand; what the program keeps between
 //!   calls, its arena, counts as live during the call).
 
-#[path = "common/timing.rs"]
-mod timing;
 #[path = "common/storage.rs"]
 mod storage;
+#[path = "common/timing.rs"]
+mod timing;
 use storage::storage_line;
 use timing::{bench, emit, json_str};
 

@@ -131,9 +131,9 @@ mod custom;
 mod debug;
 mod device;
 mod differentiate;
-pub mod export;
 #[cfg(feature = "mpi")]
 pub mod distributed;
+pub mod export;
 mod gradient_control;
 mod jacobian;
 mod jit;
@@ -161,9 +161,9 @@ pub use device::{jit_stats, reset_jit_stats, JitStats};
 pub use differentiate::{
     grad, hvp, jvp, jvp_aux, value_and_grad, value_and_grad_aux, vjp, vjp_fun, Pullback,
 };
+pub use export::{ExportError, Exported, LeafSpec};
 pub use gradient_control::{detach, no_grad};
 pub use jacobian::{hessian, jacfwd, jacrev};
-pub use export::{ExportError, Exported, LeafSpec};
 pub use jit::{device_kernels, jit, jit_with, make_graph, Jit, JitOpts};
 pub use lower::{Compiled, CostAnalysis, Lowered};
 pub use pmap::{pmap, pmap_with, Pmap, PmapOpts};

@@ -146,8 +146,7 @@ impl<Q: Ptree> OnDevice<Q> {
             |_| Ok(()),
             |graph, template| {
                 let rendered = tolk::cuda::render_program(graph).map_err(JitError::new)?;
-                let program =
-                    DeviceProgram::new(&self.device, rendered).map_err(JitError::new)?;
+                let program = DeviceProgram::new(&self.device, rendered).map_err(JitError::new)?;
                 count_transfers(program.const_bytes, 0);
                 Ok(((program, template), tolk::Origin::Compiled))
             },
@@ -199,7 +198,11 @@ impl<Q: Ptree> OnDevice<Q> {
             let host = or_fail(download(v), name, dev);
             nx::raw::eval(Prim::Assign, &[&leaves[*leaf], &host]);
         }
-        let outs: Vec<Tensor> = run.outputs.into_iter().map(DeviceResident::output).collect();
+        let outs: Vec<Tensor> = run
+            .outputs
+            .into_iter()
+            .map(DeviceResident::output)
+            .collect();
         if self.donate {
             // Unread outputs fed in are consumed now that the call is done.
             for t in &leaves {

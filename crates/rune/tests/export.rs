@@ -643,3 +643,73 @@ fn decoding_forged_bytes_outside_the_native_code_never_panics() {
         "decoding panicked for bytes changed at {panics:?}"
     );
 }
+
+/// The built examples' directory (`target/<profile>/examples`, beside this
+/// test binary's `deps/`), if `train_digits` and `predict_digits` are
+/// there: `cargo test` builds the examples with the tests.
+fn examples_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?.parent()?.join("examples");
+    let found = |name: &str| {
+        dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
+            .exists()
+    };
+    (found("train_digits") && found("predict_digits")).then_some(dir)
+}
+
+/// The held-out accuracy line's percentage in an example's output.
+fn held_out_accuracy(stdout: &str) -> Option<f64> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("held-out accuracy "))?;
+    line["held-out accuracy ".len()..]
+        .split('%')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The user's path end to end: `train_digits` trains and exports its
+/// predictor; `predict_digits`, run with `CC` and `PATH` where no compiler
+/// lives and an empty cache directory, loads it and classifies the
+/// held-out digits with the accuracy training reported.
+#[test]
+fn the_digits_predictor_runs_with_no_compiler() {
+    let Some(examples) = examples_dir() else {
+        eprintln!("skipped: the examples are not built (cargo test --workspace builds them)");
+        return;
+    };
+    let dir = temp_dir("predictor");
+    let train = std::process::Command::new(examples.join("train_digits"))
+        .args(["--out".as_ref(), dir.as_os_str()])
+        .output()
+        .unwrap();
+    let trained = String::from_utf8_lossy(&train.stdout);
+    assert!(
+        train.status.success(),
+        "train_digits failed:\n{trained}\n{}",
+        String::from_utf8_lossy(&train.stderr)
+    );
+    let want = held_out_accuracy(&trained).expect("train_digits prints its held-out accuracy");
+    let (empty_bin, cache) = (dir.join("bin"), dir.join("cache"));
+    std::fs::create_dir_all(&empty_bin).unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
+    let predict = std::process::Command::new(examples.join("predict_digits"))
+        .arg(dir.join("digits.rune"))
+        .env("CC", empty_bin.join("cc"))
+        .env("PATH", &empty_bin)
+        .env("XDG_CACHE_HOME", &cache)
+        .env("JITCACHE", "1")
+        .output()
+        .unwrap();
+    let predicted = String::from_utf8_lossy(&predict.stdout);
+    assert!(
+        predict.status.success(),
+        "predict_digits failed:\n{predicted}\n{}",
+        String::from_utf8_lossy(&predict.stderr)
+    );
+    let got = held_out_accuracy(&predicted).expect("predict_digits prints its accuracy");
+    assert_eq!(got, want, "{predicted}");
+    assert!(got >= 97.0, "{predicted}");
+    assert!(walk(&cache).is_empty(), "the predictor wrote to its cache");
+}
