@@ -104,18 +104,8 @@ impl Drop for DeviceResident {
 /// `t`'s bytes on the device (contiguous first), counted in
 /// `bytes_to_device`.
 fn upload(device: &Arc<Device>, t: &Tensor) -> Result<Arc<Buffer>, String> {
-    let t = if t.is_contiguous() && t.offset() == Some(0) {
-        t.clone()
-    } else {
-        t.copy()
-    };
-    let bytes = t.numel() * t.dtype().size_in_bytes();
-    let r = nx::raw::read(&t);
-    // SAFETY: `t` is contiguous: `bytes` bytes from its first element are
-    // its elements, alive while `r` is.
-    let host = unsafe { std::slice::from_raw_parts(r.ptr(), bytes) };
-    let b = device.upload(host)?;
-    count_transfers(bytes as u64, 0);
+    let b = device.upload_tensor(t)?;
+    count_transfers((t.numel() * t.dtype().size_in_bytes()) as u64, 0);
     Ok(Arc::new(b))
 }
 

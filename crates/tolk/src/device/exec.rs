@@ -118,18 +118,8 @@ impl DeviceProgram {
         let mut consts = Vec::new();
         let mut const_bytes = 0;
         for (v, t) in &g.consts {
-            let t = if t.is_contiguous() && t.offset() == Some(0) {
-                t.clone()
-            } else {
-                t.copy()
-            };
-            let bytes = t.numel() * t.dtype().size_in_bytes();
-            let r = nx::raw::read(&t);
-            // SAFETY: `t` is contiguous: `bytes` bytes from its first
-            // element are its elements, alive while `r` is.
-            let host = unsafe { std::slice::from_raw_parts(r.ptr(), bytes) };
-            consts.push((*v, Arc::new(device.upload(host)?)));
-            const_bytes += bytes as u64;
+            consts.push((*v, Arc::new(device.upload_tensor(t)?)));
+            const_bytes += (t.numel() * t.dtype().size_in_bytes()) as u64;
         }
         // A constant's indices are checked once: only a failing check stays.
         let index_checks = IndexCheck::of(g, &program.plan)

@@ -298,6 +298,22 @@ impl Device {
         Ok(b)
     }
 
+    /// A host tensor's elements in a new device buffer (a contiguous copy
+    /// first if it is not contiguous from its first element).
+    pub fn upload_tensor(self: &Arc<Self>, t: &nx::Tensor) -> Result<Buffer, String> {
+        let t = if t.is_contiguous() && t.offset() == Some(0) {
+            t.clone()
+        } else {
+            t.copy()
+        };
+        let bytes = t.numel() * t.dtype().size_in_bytes();
+        let r = nx::raw::read(&t);
+        // SAFETY: `t` is contiguous: `bytes` bytes from its first element
+        // are its elements, alive while `r` is.
+        let host = unsafe { std::slice::from_raw_parts(r.ptr(), bytes) };
+        self.upload(host)
+    }
+
     /// Returns the cached freed buffers to the device; the bytes returned.
     pub fn clear_cache(&self) -> usize {
         let drained: Vec<(usize, Vec<DevPtr>)> = self.cache.lock().unwrap().drain().collect();
