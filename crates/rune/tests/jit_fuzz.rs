@@ -394,6 +394,12 @@ struct Counts {
     grad: usize,
     /// Cases with a `scan` (a staged loop).
     scans: usize,
+    /// Cases with a gather (`take`), a scatter-add (`segment_sum`,
+    /// `index_add`) or a pool, and those with one inside a scan's body.
+    gathers: usize,
+    scatters: usize,
+    pools: usize,
+    in_scan_bodies: usize,
     assign: usize,
     noncontiguous_inputs: usize,
     captured: usize,
@@ -402,6 +408,15 @@ struct Counts {
     /// bound is widest there).
     scaled_past_100: usize,
     failures: Vec<String>,
+}
+
+/// Whether `instrs` (with `in_body`: only those inside a scan's body),
+/// scans' bodies included, hold an instruction `pick` selects.
+fn has_instr(instrs: &[Instr], pick: &dyn Fn(&Instr) -> bool, in_body: bool) -> bool {
+    instrs.iter().any(|i| match i {
+        Instr::Scan(_, _, body, _) => has_instr(&body.instrs, pick, false),
+        i => !in_body && pick(i),
+    })
 }
 
 /// Whether the program runs eagerly (the generator tracks shapes, but an
@@ -464,6 +479,17 @@ fn fuzz(first_seed: u64, n: usize, batch: usize) -> Counts {
         }
         counts.grad += prog.grad as usize;
         counts.scans += prog.instrs.iter().any(|i| matches!(i, Instr::Scan(..))) as usize;
+        let gather = |i: &Instr| matches!(i, Instr::Take(..));
+        let scatter = |i: &Instr| matches!(i, Instr::SegmentSum(..) | Instr::IndexAdd(..));
+        let pool = |i: &Instr| matches!(i, Instr::Pool(..));
+        counts.gathers += has_instr(&prog.instrs, &gather, false) as usize;
+        counts.scatters += has_instr(&prog.instrs, &scatter, false) as usize;
+        counts.pools += has_instr(&prog.instrs, &pool, false) as usize;
+        counts.in_scan_bodies += has_instr(
+            &prog.instrs,
+            &|i: &Instr| gather(i) || scatter(i) || pool(i),
+            true,
+        ) as usize;
         counts.assign += prog.assign.is_some() as usize;
         counts.noncontiguous_inputs +=
             prog.inputs.iter().any(|i| i.layout != NonContig::No) as usize;
@@ -482,7 +508,9 @@ fn fuzz(first_seed: u64, n: usize, batch: usize) -> Counts {
 fn report(c: &Counts, secs: f64) {
     println!(
         "{} cases in {secs:.1} s: {} elementwise/movement-only, {} with reductions or matmul, \
-         {} grad, {} with a scan, {} with a writeback, {} with non-contiguous inputs, {} with captures \
+         {} grad, {} with a scan, {} with a gather, {} with a scatter-add, {} with a pool, \
+         {} with one of those three inside a scan, {} with a writeback, \
+         {} with non-contiguous inputs, {} with captures \
          ({} generated programs skipped: they panic eagerly; {} compared within a bound \
          scaled past 100 by their values' magnitudes); {} failures",
         c.cases,
@@ -490,6 +518,10 @@ fn report(c: &Counts, secs: f64) {
         c.with_library,
         c.grad,
         c.scans,
+        c.gathers,
+        c.scatters,
+        c.pools,
+        c.in_scan_bodies,
         c.assign,
         c.noncontiguous_inputs,
         c.captured,
