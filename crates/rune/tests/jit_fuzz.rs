@@ -12,7 +12,11 @@
 //! movement ops), casts between float and integer dtypes (f16/bf16
 //! included), views (reshape, permute, slice with steps including negative
 //! ones, flip, broadcast, expand, unsqueeze), compare + where, reductions
-//! (sum/max/mean over random axes, keepdims or not), matmul, non-contiguous
+//! (sum/max/mean over random axes, keepdims or not), matmul, gathers
+//! (`take`), scatter-adds (`segment_sum` and `index_add`) and max/avg pools
+//! (tiling, overlapping, SAME and explicitly padded windows over 1 to 3
+//! spatial axes), each by captured indices in range (repeats, negatives,
+//! both bounds), anywhere a scan's body too, non-contiguous
 //! inputs (transposed, stride-2 and reversed views), captured constants, an
 //! `scan`s (staged as loops: a carry over the rows of a value, a body of
 //! 1-4 instructions from the same menu, scans of scans, each `unroll` from
