@@ -2641,18 +2641,22 @@ fn indexing(c: &mut Vec<OpCase>) {
         );
     }
     // segment_sum: repeated ids, both bounds, negative ids (from the end),
-    // segments no row lands in, empty ids; integer sums wrap.
+    // segments no row lands in, empty ids.
     for dt in NUMERIC {
         let d = dt.name();
+        // One element per tensor at an extreme of the integer dtype (its
+        // largest value; 2^63 for 64-bit types, which wraps to i64's
+        // lowest), so that sums wrap.
         let (_, hi) = int_range(if dt.is_float() { DType::I8 } else { dt });
+        let extreme = if hi > 1 << 62 { 2f64.powi(63) } else { hi as f64 };
         let vals = |n: usize, seed: usize| -> Vec<f64> {
             (0..n)
                 .map(|k| {
                     let v = ((k * 7 + seed) % 9) as f64;
                     if dt.is_float() {
                         (v - 4.0) * 0.75 + 0.125 * (k % 3) as f64
-                    } else if k == 1 && !dt.is_float() {
-                        hi as f64
+                    } else if k == 1 {
+                        extreme
                     } else if dt.is_signed_int() {
                         v - 4.0
                     } else {
