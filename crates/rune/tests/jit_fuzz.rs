@@ -571,6 +571,7 @@ fn every_random_program_under_jit_equals_eager() {
     );
     report(&c, start.elapsed().as_secs_f64());
     assert!(c.elementwise_only > 50 && c.with_library > 50 && c.grad > 30 && c.assign > 30);
+    assert!(c.gathers > 30 && c.scatters > 30 && c.pools > 20 && c.in_scan_bodies > 20);
 }
 
 /// The long mode (see the module doc for the sanitized command).

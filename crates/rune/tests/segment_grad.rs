@@ -3,7 +3,9 @@
 //! their closed forms (a gather of the cotangent), `<vjp(ct), t> ==
 //! <ct, jvp(t)>`, vmap against a loop (ids captured and ids mapped), jit
 //! against eager bit for bit (ids as inputs and as captured constants,
-//! gradients, a scan; a fused reduction's value within 8 epsilons).
+//! gradients, a scan; a fused reduction's value within 8 epsilons);
+//! out-of-range ids under jit raise eager's panic (ids as inputs, captured,
+//! carried through a scan).
 
 mod common;
 
