@@ -314,7 +314,10 @@ fn jit_matches_eager_bit_for_bit() {
 /// equals eager.
 #[test]
 fn out_of_range_ids_under_jit_raise_eagers_error() {
-    let d = t(&(0..12).map(|i| i as f64 * 0.5).collect::<Vec<_>>(), &[4, 3]);
+    let d = t(
+        &(0..12).map(|i| i as f64 * 0.5).collect::<Vec<_>>(),
+        &[4, 3],
+    );
     let seg = |(d, i): &(Tensor, Tensor)| nx::segment_sum(&(d * 2.0), i, 3);
     let add = |(d, i): &(Tensor, Tensor)| d.index_add(1, i, &d.narrow(1, 0, 2));
     let (jseg, jadd) = (rune::jit(seg), rune::jit(add));
@@ -330,7 +333,10 @@ fn out_of_range_ids_under_jit_raise_eagers_error() {
         let cap = bad.clone();
         let g = rune::jit(move |d: &Tensor| nx::segment_sum(d, &cap, 3).exp());
         let m = common::panic_message(|| drop(g.call(&d)));
-        assert_eq!(m, common::panic_message(|| drop(nx::segment_sum(&d, &bad, 3))));
+        assert_eq!(
+            m,
+            common::panic_message(|| drop(nx::segment_sum(&d, &bad, 3)))
+        );
     }
     for bad in [[2i32, 3], [0, -4]] {
         let bad = ids(&bad.map(i64::from), DType::I32);
@@ -345,7 +351,13 @@ fn out_of_range_ids_under_jit_raise_eagers_error() {
         let steps = Tensor::zeros(&[3, 1], DType::F64);
         let ((x, _), ()) = rune::scan(
             |(x, i): &(Tensor, Tensor), _: &Tensor| {
-                ((nx::segment_sum(x, i, 4) * 0.5 + x.narrow(0, 0, 4), i.clone()), ())
+                (
+                    (
+                        nx::segment_sum(x, i, 4) * 0.5 + x.narrow(0, 0, 4),
+                        i.clone(),
+                    ),
+                    (),
+                )
             },
             &(d.clone(), i.clone()),
             &steps,

@@ -396,7 +396,11 @@ fn a_loop_with_a_gather_and_a_product_differentiated_under_jit_equals_the_eager_
         let ys = Tensor::stack(&ys, 0);
         h.square().sum_all() + (&ys * ys.sin()).sum_all()
     };
-    let p = (data(&[4, 4], 21) * 0.5, data(&[6, 4], 22), data(&[9, 6, 4], 23));
+    let p = (
+        data(&[4, 4], 21) * 0.5,
+        data(&[6, 4], 22),
+        data(&[9, 6, 4], 23),
+    );
     let vg = |p: &(Tensor, Tensor, Tensor)| rune::value_and_grad(scanned, p);
     // Staged: the forward and the reverse pass are loops, not 9 steps.
     let g = rune::make_graph(vg, &p);
@@ -405,7 +409,11 @@ fn a_loop_with_a_gather_and_a_product_differentiated_under_jit_equals_the_eager_
     let (v, (gw, gh, gx)) = jit(vg).call(&p);
     let (ve, (gwe, ghe, gxe)) = rune::value_and_grad(looped, &p);
     close(&v, &ve, "value");
-    close(&gw, &gwe, "d/dw (the product's matrix, a capture of the body)");
+    close(
+        &gw,
+        &gwe,
+        "d/dw (the product's matrix, a capture of the body)",
+    );
     close(&gh, &ghe, "d/dh0");
     close(&gx, &gxe, "d/dxs");
     close(&jit(scanned).call(&p), &ve, "forward only");

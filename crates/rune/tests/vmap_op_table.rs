@@ -96,7 +96,12 @@ fn prepare(
         .collect();
     let per_lane: Vec<Vec<Tensor>> = lanes.iter().map(|ins| (case.run)(ins)).collect();
     let expected = (0..per_lane[0].len())
-        .map(|j| Tensor::stack(&per_lane.iter().map(|e| e[j].clone()).collect::<Vec<_>>(), 0))
+        .map(|j| {
+            Tensor::stack(
+                &per_lane.iter().map(|e| e[j].clone()).collect::<Vec<_>>(),
+                0,
+            )
+        })
         .collect();
     let args: Vec<Tensor> = (0..case.inputs.len())
         .map(|i| match axes[i] {
@@ -268,7 +273,9 @@ fn indexing_and_pool_entries_under_jit_of_vmap_equal_eager() {
                     for (it, got) in chunk.iter().zip(&outs) {
                         match compare(it, got) {
                             Ok(()) => checked += 1,
-                            Err(e) => failures.push(format!("{} ({mode}, jit of vmap): {e}", it.0.name)),
+                            Err(e) => {
+                                failures.push(format!("{} ({mode}, jit of vmap): {e}", it.0.name))
+                            }
                         }
                     }
                 }
@@ -276,7 +283,9 @@ fn indexing_and_pool_entries_under_jit_of_vmap_equal_eager() {
                     for it in chunk {
                         match run(&[it]).and_then(|o| compare(it, &o[0])) {
                             Ok(()) => checked += 1,
-                            Err(e) => failures.push(format!("{} ({mode}, jit of vmap): {e}", it.0.name)),
+                            Err(e) => {
+                                failures.push(format!("{} ({mode}, jit of vmap): {e}", it.0.name))
+                            }
                         }
                     }
                 }
@@ -291,7 +300,12 @@ fn indexing_and_pool_entries_under_jit_of_vmap_equal_eager() {
         failures.is_empty(),
         "{} failures (first 40):\n{}",
         failures.len(),
-        failures.iter().take(40).cloned().collect::<Vec<_>>().join("\n")
+        failures
+            .iter()
+            .take(40)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert!(checked > 150, "only {checked} pairs checked");
 }

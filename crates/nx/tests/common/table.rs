@@ -2648,7 +2648,11 @@ fn indexing(c: &mut Vec<OpCase>) {
         // largest value; 2^63 for 64-bit types, which wraps to i64's
         // lowest), so that sums wrap.
         let (_, hi) = int_range(if dt.is_float() { DType::I8 } else { dt });
-        let extreme = if hi > 1 << 62 { 2f64.powi(63) } else { hi as f64 };
+        let extreme = if hi > 1 << 62 {
+            2f64.powi(63)
+        } else {
+            hi as f64
+        };
         let vals = |n: usize, seed: usize| -> Vec<f64> {
             (0..n)
                 .map(|k| {
@@ -2774,9 +2778,27 @@ type PoolGeom = (
 
 fn pool_geoms() -> Vec<PoolGeom> {
     vec![
-        ("tiling_2x2", vec![2, 3, 6, 4], vec![2, 2], vec![2, 2], Some(vec![])),
-        ("overlap_3x3_same", vec![2, 3, 6, 4], vec![3, 3], vec![1, 1], None),
-        ("3x2_s2x1_same", vec![2, 3, 6, 4], vec![3, 2], vec![2, 1], None),
+        (
+            "tiling_2x2",
+            vec![2, 3, 6, 4],
+            vec![2, 2],
+            vec![2, 2],
+            Some(vec![]),
+        ),
+        (
+            "overlap_3x3_same",
+            vec![2, 3, 6, 4],
+            vec![3, 3],
+            vec![1, 1],
+            None,
+        ),
+        (
+            "3x2_s2x1_same",
+            vec![2, 3, 6, 4],
+            vec![3, 2],
+            vec![2, 1],
+            None,
+        ),
         (
             "2x3_s1x2_explicit",
             vec![2, 3, 6, 4],
@@ -2784,12 +2806,30 @@ fn pool_geoms() -> Vec<PoolGeom> {
             vec![1, 2],
             Some(vec![(1, 0), (2, 1)]),
         ),
-        ("1d_w3_s2_valid", vec![2, 2, 7], vec![3], vec![2], Some(vec![])),
+        (
+            "1d_w3_s2_valid",
+            vec![2, 2, 7],
+            vec![3],
+            vec![2],
+            Some(vec![]),
+        ),
         ("1d_w4_s3_same", vec![2, 2, 7], vec![4], vec![3], None),
-        ("3d_2x2x2", vec![1, 2, 3, 4, 4], vec![2, 2, 2], vec![1, 2, 2], Some(vec![])),
+        (
+            "3d_2x2x2",
+            vec![1, 2, 3, 4, 4],
+            vec![2, 2, 2],
+            vec![1, 2, 2],
+            Some(vec![]),
+        ),
         // The first window lies entirely in the padding (max: -inf, the
         // lowest integer).
-        ("1d_padding_only_window", vec![1, 2, 5], vec![2], vec![1], Some(vec![(2, 0)])),
+        (
+            "1d_padding_only_window",
+            vec![1, 2, 5],
+            vec![2],
+            vec![1],
+            Some(vec![(2, 0)]),
+        ),
     ]
 }
 
@@ -2805,7 +2845,14 @@ fn pool_padding(p: &Option<Vec<(usize, usize)>>) -> nx::Padding {
 /// overlapping and padded windows (SAME, explicit), 1-D to 3-D, ties,
 /// extremes and special floats.
 fn pools(c: &mut Vec<OpCase>) {
-    let some = [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::U8];
+    let some = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::U8,
+    ];
     for (geom, shape, window, strides, pad) in pool_geoms() {
         let every = ["tiling_2x2", "2x3_s1x2_explicit", "1d_padding_only_window"].contains(&geom);
         let kinds: &[&str] = if ["tiling_2x2", "overlap_3x3_same"].contains(&geom) {

@@ -134,7 +134,13 @@ enum Instr {
     /// `a.max_pool(..)` (`true`) or `a.avg_pool(..)` over an `[N, C,
     /// spatial..]` value: window, strides, padding (`None`: SAME, empty:
     /// VALID, else explicit pairs).
-    Pool(bool, usize, Vec<usize>, Vec<usize>, Option<Vec<(usize, usize)>>),
+    Pool(
+        bool,
+        usize,
+        Vec<usize>,
+        Vec<usize>,
+        Option<Vec<(usize, usize)>>,
+    ),
     /// `where(a cmp fit(b), a, fit(c))`.
     Where(Cmp, usize, usize, Fit, usize, Fit),
     /// `scan` with carry `a` over the rows of `xs` (`scan_with`'s
@@ -535,7 +541,11 @@ impl Gen {
                     src[axis] = k;
                     let b = self.value();
                     let f = self.fit_to(&src, d);
-                    let ax = if self.rng.chance(0.5) { axis as isize } else { axis as isize - r as isize };
+                    let ax = if self.rng.chance(0.5) {
+                        axis as isize
+                    } else {
+                        axis as isize - r as isize
+                    };
                     return (Instr::IndexAdd(a, b, f, idx, ax), s, d);
                 }
                 20 => {
@@ -550,7 +560,11 @@ impl Gen {
                     let pad = match self.rng.below(3) {
                         0 => Some(vec![]),
                         1 => None,
-                        _ => Some(sp.iter().map(|_| (self.rng.below(2), self.rng.below(2))).collect()),
+                        _ => Some(
+                            sp.iter()
+                                .map(|_| (self.rng.below(2), self.rng.below(2)))
+                                .collect(),
+                        ),
                     };
                     let lohi: Vec<(usize, usize)> = match &pad {
                         Some(p) if p.is_empty() => vec![(0, 0); sp.len()],
@@ -560,7 +574,11 @@ impl Gen {
                     // SAME pads as needed; VALID and explicit windows must fit.
                     let window: Vec<usize> = (0..sp.len())
                         .map(|i| {
-                            let most = if pad.is_none() { 3 } else { (sp[i] + lohi[i].0 + lohi[i].1).min(3) };
+                            let most = if pad.is_none() {
+                                3
+                            } else {
+                                (sp[i] + lohi[i].0 + lohi[i].1).min(3)
+                            };
                             self.rng.range(1, most)
                         })
                         .collect();
@@ -961,4 +979,3 @@ fn make_input(i: &Input) -> Tensor {
         }
     }
 }
-
