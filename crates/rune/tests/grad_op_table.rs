@@ -110,7 +110,7 @@ fn at_a_kink(case: &OpCase) -> bool {
         "floor" | "ceil" | "round" | "trunc" | "rem" | "op %" => {
             any(&|v| (v - v.round()).abs() < 1e-3 || (v - v.round()).abs() > 0.499)
         }
-        "maximum" | "minimum" | "max" | "min" | "clamp" | "argmax" | "argmin" => {
+        "maximum" | "minimum" | "max" | "min" | "clamp" | "argmax" | "argmin" | "max_pool" => {
             has_ties() || op == "clamp"
         }
         "sqrt" | "rsqrt" | "log" | "log2" | "pow" => any(&|v| v <= 1e-3),

@@ -379,6 +379,14 @@ fn scatter_add_compiles_to_a_kernel_equal_to_eager() {
             Tensor::zeros(&[0, 4], DType::F32),
         ],
     );
+    // Empty captured indices: no update lands anywhere (a copy of x; it
+    // once became a gather reading the empty updates at index 0).
+    let none = Tensor::zeros(&[0, 4], DType::I32);
+    scatter_same_as_eager(
+        "empty captured indices",
+        &|p| vec![p[0].scatter_add(0, &none, &p[1]) * 2.0],
+        &[x.clone(), Tensor::zeros(&[0, 4], DType::F32)],
+    );
     // Out of range: eager's message, before anything runs.
     let f = jit(|(x, i, u): &(Tensor, Tensor, Tensor)| x.scatter_add(0, i, u));
     let bad = Tensor::from_slice(&[0i32, 6, 1, 1], &[4, 1]).broadcast_to(&[4, 4]);

@@ -3,7 +3,9 @@
 //! their closed forms (a gather of the cotangent), `<vjp(ct), t> ==
 //! <ct, jvp(t)>`, vmap against a loop (ids captured and ids mapped), jit
 //! against eager bit for bit (ids as inputs and as captured constants,
-//! gradients, a scan; a fused reduction's value within 8 epsilons).
+//! gradients, a scan; a fused reduction's value within 8 epsilons);
+//! out-of-range ids under jit raise eager's panic (ids as inputs, captured,
+//! carried through a scan).
 
 mod common;
 
@@ -304,4 +306,66 @@ fn jit_matches_eager_bit_for_bit() {
     let hg = |x0: &Tensor| rune::grad(|x0: &Tensor| h(x0).square().sum_all(), x0);
     same_leaves(&rune::jit(h).call(&d), &h(&d), "scan");
     same_leaves(&rune::jit(hg).call(&d), &hg(&d), "grad of scan");
+}
+
+/// Out-of-range ids and indices (past either bound) under jit raise eager's
+/// panic, on every call, before any kernel runs: ids as inputs, as captured
+/// constants, and inside a staged loop; an in-range call afterwards still
+/// equals eager.
+#[test]
+fn out_of_range_ids_under_jit_raise_eagers_error() {
+    let d = t(
+        &(0..12).map(|i| i as f64 * 0.5).collect::<Vec<_>>(),
+        &[4, 3],
+    );
+    let seg = |(d, i): &(Tensor, Tensor)| nx::segment_sum(&(d * 2.0), i, 3);
+    let add = |(d, i): &(Tensor, Tensor)| d.index_add(1, i, &d.narrow(1, 0, 2));
+    let (jseg, jadd) = (rune::jit(seg), rune::jit(add));
+    for bad in [[0i64, 3, 1, 1], [-4, 0, 2, -1]] {
+        let bad = ids(&bad, DType::I64);
+        let eager = common::panic_message(|| drop(seg(&(d.clone(), bad.clone()))));
+        assert!(eager.contains("scatter_add"), "{eager}");
+        for _ in 0..2 {
+            let m = common::panic_message(|| drop(jseg.call(&(d.clone(), bad.clone()))));
+            assert_eq!(m, eager, "segment_sum, ids as inputs");
+        }
+        // Captured.
+        let cap = bad.clone();
+        let g = rune::jit(move |d: &Tensor| nx::segment_sum(d, &cap, 3).exp());
+        let m = common::panic_message(|| drop(g.call(&d)));
+        assert_eq!(
+            m,
+            common::panic_message(|| drop(nx::segment_sum(&d, &bad, 3)))
+        );
+    }
+    for bad in [[2i32, 3], [0, -4]] {
+        let bad = ids(&bad.map(i64::from), DType::I32);
+        let eager = common::panic_message(|| drop(add(&(d.clone(), bad.clone()))));
+        let m = common::panic_message(|| drop(jadd.call(&(d.clone(), bad.clone()))));
+        assert_eq!(m, eager, "index_add");
+    }
+    let ok = ids(&[2, -3, 0, 2], DType::I64);
+    same_bits(&jseg.call(&(d.clone(), ok.clone())), &seg(&(d.clone(), ok))).unwrap();
+    // Inside a scan: the ids carried through the loop, one out of range.
+    let looped = |(d, i): &(Tensor, Tensor)| {
+        let steps = Tensor::zeros(&[3, 1], DType::F64);
+        let ((x, _), ()) = rune::scan(
+            |(x, i): &(Tensor, Tensor), _: &Tensor| {
+                (
+                    (
+                        nx::segment_sum(x, i, 4) * 0.5 + x.narrow(0, 0, 4),
+                        i.clone(),
+                    ),
+                    (),
+                )
+            },
+            &(d.clone(), i.clone()),
+            &steps,
+        );
+        x
+    };
+    let bad = ids(&[0, 1, 4, 2], DType::I32);
+    let eager = common::panic_message(|| drop(looped(&(d.clone(), bad.clone()))));
+    let m = common::panic_message(|| drop(rune::jit(looped).call(&(d.clone(), bad.clone()))));
+    assert_eq!(m, eager, "inside a scan");
 }

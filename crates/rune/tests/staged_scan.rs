@@ -366,3 +366,56 @@ fn kernel_only_bodies_with_swapped_and_passed_through_carries_equal_eager() {
         );
     }
 }
+
+/// Issue 44: a loop whose body holds a gather (neighbours by captured
+/// indices: repeats, negatives, both bounds) and a matrix product, staged
+/// as one loop and differentiated under jit, equals the same steps run as
+/// an eager Rust loop, value and gradient (with respect to the product's
+/// matrix, a capture of the body; the initial carry; the per-step inputs);
+/// `check_grads` holds on the staged scan itself.
+#[test]
+fn a_loop_with_a_gather_and_a_product_differentiated_under_jit_equals_the_eager_loop() {
+    let nbr = Tensor::from_slice(&[5i32, 0, -1, 2, 2, -6], &[6]);
+    let step = |w: &Tensor, h: &Tensor, x: &Tensor| {
+        let h = (h.take(&nbr, 0).matmul(w) * 0.8 + x + h * 0.1).tanh();
+        let y = h.sum(&[1], false);
+        (h, y)
+    };
+    let scanned = |(w, h0, xs): &(Tensor, Tensor, Tensor)| {
+        let (h, ys) = rune::scan(|h: &Tensor, x: &Tensor| step(w, h, x), h0, xs);
+        h.square().sum_all() + (&ys * ys.sin()).sum_all()
+    };
+    let looped = |(w, h0, xs): &(Tensor, Tensor, Tensor)| {
+        let mut h = h0.clone();
+        let mut ys = vec![];
+        for t in 0..xs.shape()[0] {
+            let (next, y) = step(w, &h, &xs.get(t));
+            h = next;
+            ys.push(y);
+        }
+        let ys = Tensor::stack(&ys, 0);
+        h.square().sum_all() + (&ys * ys.sin()).sum_all()
+    };
+    let p = (
+        data(&[4, 4], 21) * 0.5,
+        data(&[6, 4], 22),
+        data(&[9, 6, 4], 23),
+    );
+    let vg = |p: &(Tensor, Tensor, Tensor)| rune::value_and_grad(scanned, p);
+    // Staged: the forward and the reverse pass are loops, not 9 steps.
+    let g = rune::make_graph(vg, &p);
+    assert!(format!("{g}").matches("scan{").count() >= 2, "{g}");
+    assert!(g.eqns.len() < 60, "{g}");
+    let (v, (gw, gh, gx)) = jit(vg).call(&p);
+    let (ve, (gwe, ghe, gxe)) = rune::value_and_grad(looped, &p);
+    close(&v, &ve, "value");
+    close(
+        &gw,
+        &gwe,
+        "d/dw (the product's matrix, a capture of the body)",
+    );
+    close(&gh, &ghe, "d/dh0");
+    close(&gx, &gxe, "d/dxs");
+    close(&jit(scanned).call(&p), &ve, "forward only");
+    rune::check_grads(scanned, &p).unwrap();
+}

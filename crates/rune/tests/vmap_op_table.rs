@@ -1,7 +1,15 @@
 //! Every operation of nx's op table under `vmap`: the mapped result equals
 //! the stack of the operation applied lane by lane, with the batch axis at 0,
 //! at the end, and with only the first input mapped (the others constants).
+//! The indexing and window entries (gathers, scatter-adds, segment sums,
+//! index adds, one-hot, pools) also under `jit` of `vmap`, against eager
+//! `vmap` bit for bit.
 
+#[path = "common/bits.rs"]
+mod bits;
+#[path = "common/compiled_call.rs"]
+mod compiled_call;
+use compiled_call::compiled_call;
 #[path = "../../nx/tests/common/mod.rs"]
 mod common;
 
@@ -70,9 +78,13 @@ fn attempt(check: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
     })
 }
 
-/// Runs `case` under vmap with the given per-input axes (None: unbatched,
-/// lane 0's input used as the constant) and compares against the loop.
-fn check(case: &OpCase, axes: &[Option<usize>]) -> Result<(), String> {
+/// For per-input axes `axes` (None: unbatched, lane 0's input used as the
+/// constant): the batched arguments, vmap's `in_axes`, and the loop's
+/// outputs (each stacked over the lanes at axis 0).
+fn prepare(
+    case: &OpCase,
+    axes: &[Option<usize>],
+) -> (Vec<Tensor>, Vec<Option<isize>>, Vec<Tensor>) {
     let lanes: Vec<Vec<Tensor>> = (0..LANES)
         .map(|k| {
             case.inputs
@@ -82,7 +94,15 @@ fn check(case: &OpCase, axes: &[Option<usize>]) -> Result<(), String> {
                 .collect()
         })
         .collect();
-    let expected: Vec<Vec<Tensor>> = lanes.iter().map(|ins| (case.run)(ins)).collect();
+    let per_lane: Vec<Vec<Tensor>> = lanes.iter().map(|ins| (case.run)(ins)).collect();
+    let expected = (0..per_lane[0].len())
+        .map(|j| {
+            Tensor::stack(
+                &per_lane.iter().map(|e| e[j].clone()).collect::<Vec<_>>(),
+                0,
+            )
+        })
+        .collect();
     let args: Vec<Tensor> = (0..case.inputs.len())
         .map(|i| match axes[i] {
             Some(a) => {
@@ -93,20 +113,29 @@ fn check(case: &OpCase, axes: &[Option<usize>]) -> Result<(), String> {
         })
         .collect();
     let in_axes: Vec<Option<isize>> = axes.iter().map(|a| a.map(|a| a as isize)).collect();
-    let got = rune::vmap_with(
+    (args, in_axes, expected)
+}
+
+/// `case` under vmap of `args` with `in_axes`, the batch axis of every
+/// output at 0.
+fn vmap_of(case: &OpCase, args: &[Tensor], in_axes: &[Option<isize>]) -> Vec<Tensor> {
+    rune::vmap_with(
         |xs: &Vec<Tensor>| (case.run)(xs),
-        &args,
+        &args.to_vec(),
         rune::VmapOpts {
-            in_axes: Some(in_axes),
+            in_axes: Some(in_axes.to_vec()),
             out_axis: 0,
         },
-    );
+    )
+}
+
+/// Runs `case` under vmap with the given per-input axes (None: unbatched,
+/// lane 0's input used as the constant) and compares against the loop.
+fn check(case: &OpCase, axes: &[Option<usize>]) -> Result<(), String> {
+    let (args, in_axes, expected) = prepare(case, axes);
+    let got = vmap_of(case, &args, &in_axes);
     for (j, g) in got.iter().enumerate() {
-        let want = Tensor::stack(
-            &expected.iter().map(|e| e[j].clone()).collect::<Vec<_>>(),
-            0,
-        );
-        same(g, &want).map_err(|e| format!("output {j}: {e}"))?;
+        same(g, &expected[j]).map_err(|e| format!("output {j}: {e}"))?;
     }
     Ok(())
 }
@@ -154,4 +183,129 @@ fn every_operation_under_vmap_equals_the_loop() {
     );
     println!("{checked} (case, mode) pairs checked");
     assert!(checked > 3000);
+}
+
+/// The indexing and window operations (gathers, scatter-adds, segment
+/// sums, index adds, one-hot, pools: the kernel classes of issue 44).
+const INDEXING_OPS: &[&str] = &[
+    "take",
+    "take_along_axis",
+    "gather",
+    "scatter_add",
+    "index_add",
+    "segment_sum",
+    "one_hot",
+    "max_pool",
+    "avg_pool",
+];
+
+/// Entries per jitted batch.
+const BATCH: usize = 48;
+
+/// The op table's indexing and window entries over F32, F64 and I32 data
+/// (every index dtype) under `jit` of `vmap` (every input mapped at axis
+/// 0; only the first mapped, the rest unbatched arguments): equal to eager
+/// `vmap` bit for bit, and so to the loop over the lanes. One compile per
+/// batch of entries; a failing batch is rerun entry by entry to name it.
+#[test]
+fn indexing_and_pool_entries_under_jit_of_vmap_equal_eager() {
+    let start = std::time::Instant::now();
+    let cases: Vec<OpCase> = all_cases()
+        .into_iter()
+        .filter(|c| INDEXING_OPS.contains(&c.op))
+        .filter(|c| {
+            let dt = c.name.split('/').nth(1).unwrap_or("");
+            ["f32", "f64", "i32"].contains(&dt)
+        })
+        .collect();
+    let mut failures = vec![];
+    let mut checked = 0;
+    for mode in ["axis 0", "first input only"] {
+        // (case, batched args, in_axes, eager vmap's outputs)
+        let mut items = vec![];
+        for case in &cases {
+            let n = case.inputs.len();
+            let axes: Vec<Option<usize>> = match mode {
+                "axis 0" => vec![Some(0); n],
+                _ if n == 1 => continue,
+                _ => (0..n).map(|i| (i == 0).then_some(0)).collect(),
+            };
+            let (args, in_axes, expected) = prepare(case, &axes);
+            let mut want = vec![];
+            let ok = attempt(|| {
+                want = vmap_of(case, &args, &in_axes);
+                for (j, g) in want.iter().enumerate() {
+                    same(g, &expected[j]).map_err(|e| format!("output {j}: {e}"))?;
+                }
+                Ok(())
+            });
+            if let Err(e) = ok {
+                failures.push(format!("{} ({mode}, eager vmap): {e}", case.name));
+                continue;
+            }
+            items.push((case, args, in_axes, want));
+        }
+        type Item<'a> = (&'a OpCase, Vec<Tensor>, Vec<Option<isize>>, Vec<Tensor>);
+        let run = |items: &[&Item]| -> Result<Vec<Vec<Tensor>>, String> {
+            let flat: Vec<Tensor> = items.iter().flat_map(|it| it.1.iter().cloned()).collect();
+            let f = |xs: &Vec<Tensor>| {
+                let mut next = 0;
+                let mut outs = vec![];
+                for it in items {
+                    let n = it.1.len();
+                    outs.push(vmap_of(it.0, &xs[next..next + n], &it.2));
+                    next += n;
+                }
+                outs
+            };
+            compiled_call(&rune::jit(f), &flat)
+        };
+        let compare = |it: &Item, got: &[Tensor]| -> Result<(), String> {
+            for (j, (g, w)) in got.iter().zip(&it.3).enumerate() {
+                bits::same_bits(g, w).map_err(|e| format!("output {j}: {e}"))?;
+            }
+            Ok(())
+        };
+        for chunk in items.chunks(BATCH) {
+            let refs: Vec<&Item> = chunk.iter().collect();
+            match run(&refs) {
+                Ok(outs) => {
+                    for (it, got) in chunk.iter().zip(&outs) {
+                        match compare(it, got) {
+                            Ok(()) => checked += 1,
+                            Err(e) => {
+                                failures.push(format!("{} ({mode}, jit of vmap): {e}", it.0.name))
+                            }
+                        }
+                    }
+                }
+                Err(_) => {
+                    for it in chunk {
+                        match run(&[it]).and_then(|o| compare(it, &o[0])) {
+                            Ok(()) => checked += 1,
+                            Err(e) => {
+                                failures.push(format!("{} ({mode}, jit of vmap): {e}", it.0.name))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "{checked} (entry, mode) pairs under jit of vmap equal eager, {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures (first 40):\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(40)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(checked > 150, "only {checked} pairs checked");
 }

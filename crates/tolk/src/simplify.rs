@@ -448,7 +448,8 @@ fn consecutive_run(idx: &Tensor, axis: usize, n: usize) -> Option<usize> {
 /// For indices `idx` (I32 or I64) scattering along `axis` into `out_shape`:
 /// per output element, the position along `axis` of the one update that
 /// lands there (I32), and which elements one lands on (`None` when all
-/// do); `None` when two land on one element or an index is out of range.
+/// do); `None` when two land on one element, an index is out of range or
+/// there is no index.
 fn inverse_map(idx: &Tensor, out_shape: &[usize], axis: usize) -> Option<(Tensor, Option<Tensor>)> {
     let shape = idx.shape().to_vec();
     let n = out_shape[axis] as i64;
@@ -456,6 +457,11 @@ fn inverse_map(idx: &Tensor, out_shape: &[usize], axis: usize) -> Option<(Tensor
         return None;
     }
     let values = idx.cast(nx::DType::I64).to_vec::<i64>();
+    // No updates: the gather would read an empty axis (at the index 0 of
+    // every element no update lands on); the scatter copies `x`.
+    if values.is_empty() {
+        return None;
+    }
     let out_strides = nx::shape::contiguous_strides(out_shape);
     let total = nx::shape::numel(out_shape);
     let mut inverse = vec![0i32; total];

@@ -1237,6 +1237,175 @@ pub fn scatter_add(a: &RefArray, ax: isize, idx: &RefArray, src: &RefArray) -> R
     }
 }
 
+/// `segment_sum(data, ids, num)` as nx documents it: shape `[num, rest..]`
+/// of zeros, `data[i, ..]` added into row `ids[i]` (negative ids count from
+/// the end; the entries hold only ids in `[-num, num)`).
+pub fn segment_sum(data: &RefArray, ids: &RefArray, num: usize) -> RefArray {
+    assert_eq!(ids.ndim(), 1);
+    assert_eq!(ids.shape[0], data.shape[0]);
+    let mut shape = data.shape.clone();
+    shape[0] = num;
+    let iv = ids.i().to_vec();
+    let mut out_f = vec![0.0; numel(&shape)];
+    let mut out_i = vec![0i128; numel(&shape)];
+    for p in all_indices(&data.shape) {
+        let mut d = p.clone();
+        d[0] = norm_index(iv[p[0]], num);
+        let (k, s) = (ravel(&d, &shape), ravel(&p, &data.shape));
+        if data.is_float() {
+            out_f[k] += data.f()[s];
+        } else {
+            out_i[k] += data.i()[s];
+        }
+    }
+    if data.is_float() {
+        RefArray::floats(data.dtype, &shape, out_f)
+    } else {
+        RefArray::ints(data.dtype, &shape, out_i)
+    }
+}
+
+/// `a.index_add(axis, idx, src)`: a copy of `a` with the slice `j` of
+/// `src` along `axis` added into the slice `idx[j]` (negative indices count
+/// from the end).
+pub fn index_add(a: &RefArray, ax: isize, idx: &RefArray, src: &RefArray) -> RefArray {
+    let x = axis(ax, a.ndim());
+    assert_eq!(idx.ndim(), 1);
+    let iv = idx.i().to_vec();
+    let mut want = a.shape.clone();
+    want[x] = iv.len();
+    assert_eq!(src.shape, want, "reference index_add: source shape");
+    let mut out_f: Vec<f64> = if a.is_float() { a.f().to_vec() } else { vec![] };
+    let mut out_i: Vec<i128> = if a.is_float() { vec![] } else { a.i().to_vec() };
+    for p in all_indices(&src.shape) {
+        let mut d = p.clone();
+        d[x] = norm_index(iv[p[x]], a.shape[x]);
+        let (k, s) = (ravel(&d, &a.shape), ravel(&p, &src.shape));
+        if a.is_float() {
+            out_f[k] += src.f()[s];
+        } else {
+            out_i[k] += src.i()[s];
+        }
+    }
+    if a.is_float() {
+        RefArray::floats(a.dtype, &a.shape, out_f)
+    } else {
+        RefArray::ints(a.dtype, &a.shape, out_i)
+    }
+}
+
+/// A pool's padding, per spatial axis: explicit pairs, or `None` for
+/// JAX's SAME (output `ceil(n / stride)`, the total padding
+/// `max((out - 1) * stride + window - n, 0)`, the odd one at the end), or
+/// all zeros for VALID (`Some(vec![])`).
+pub fn pool_pads(
+    spatial: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: Option<&[(usize, usize)]>,
+) -> Vec<(usize, usize)> {
+    match pads {
+        Some([]) => vec![(0, 0); spatial.len()],
+        Some(p) => p.to_vec(),
+        None => (0..spatial.len())
+            .map(|d| {
+                let out = spatial[d].div_ceil(strides[d]);
+                let total = ((out - 1) * strides[d] + window[d]).saturating_sub(spatial[d]);
+                (total / 2, total - total / 2)
+            })
+            .collect(),
+    }
+}
+
+/// The output shape of a pool over `[N, C, spatial..]` and, per output
+/// position (row-major), the flat positions of its window's in-bounds
+/// input elements. `pads`: resolved (`pool_pads`).
+fn pool_windows(
+    a: &RefArray,
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let sp = a.ndim() - 2;
+    assert!((1..=3).contains(&sp) && window.len() == sp && strides.len() == sp);
+    let mut shape = a.shape[..2].to_vec();
+    for d in 0..sp {
+        let padded = a.shape[2 + d] + pads[d].0 + pads[d].1;
+        shape.push((padded - window[d]) / strides[d] + 1);
+    }
+    let wins = all_indices(&shape)
+        .into_iter()
+        .map(|o| {
+            let mut inside = vec![];
+            for w in all_indices(window) {
+                let mut src = o[..2].to_vec();
+                let mut ok = true;
+                for d in 0..sp {
+                    let pos = (o[2 + d] * strides[d] + w[d]) as isize - pads[d].0 as isize;
+                    ok &= pos >= 0 && (pos as usize) < a.shape[2 + d];
+                    src.push(pos.max(0) as usize);
+                }
+                if ok {
+                    inside.push(ravel(&src, &a.shape));
+                }
+            }
+            inside
+        })
+        .collect();
+    (shape, wins)
+}
+
+/// Max pool: the largest in-bounds element of each window (NaN if any is
+/// NaN); padding counts as -inf (the dtype's lowest integer), so a window
+/// entirely in the padding gives that.
+pub fn max_pool(
+    a: &RefArray,
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+) -> RefArray {
+    let (shape, wins) = pool_windows(a, window, strides, pads);
+    if a.is_float() {
+        let v = a.f();
+        let out = wins
+            .iter()
+            .map(|ks| {
+                if ks.iter().any(|&k| v[k].is_nan()) {
+                    f64::NAN
+                } else {
+                    ks.iter().map(|&k| v[k]).fold(f64::NEG_INFINITY, f64::max)
+                }
+            })
+            .collect();
+        RefArray::floats(a.dtype, &shape, out)
+    } else {
+        let v = a.i();
+        let lowest = super::int_range(a.dtype).0;
+        let out = wins
+            .iter()
+            .map(|ks| ks.iter().map(|&k| v[k]).fold(lowest, i128::max))
+            .collect();
+        RefArray::ints(a.dtype, &shape, out)
+    }
+}
+
+/// Average pool: each window's sum of in-bounds elements divided by their
+/// number (padding not counted).
+pub fn avg_pool(
+    a: &RefArray,
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+) -> RefArray {
+    let (shape, wins) = pool_windows(a, window, strides, pads);
+    let v = a.f();
+    let out = wins
+        .iter()
+        .map(|ks| ks.iter().map(|&k| v[k]).sum::<f64>() / ks.len() as f64)
+        .collect();
+    RefArray::floats(a.dtype, &shape, out)
+}
+
 /// `one_hot`: F32, rows of zeros for values outside `0..n`.
 pub fn one_hot(a: &RefArray, n: usize) -> RefArray {
     let mut shape = a.shape.clone();

@@ -214,6 +214,7 @@ pub fn all_cases() -> Vec<OpCase> {
     composites(&mut c);
     reductions(&mut c);
     indexing(&mut c);
+    pools(&mut c);
     linalg(&mut c);
     c
 }
@@ -330,6 +331,16 @@ pub const REQUIRED_OPS: &[&str] = &[
     "copy",
     "assign",
     "blit",
+    // indexing and windows
+    "take",
+    "take_along_axis",
+    "gather",
+    "scatter_add",
+    "index_add",
+    "segment_sum",
+    "one_hot",
+    "max_pool",
+    "avg_pool",
 ];
 
 fn creation(c: &mut Vec<OpCase>) {
@@ -2629,6 +2640,86 @@ fn indexing(c: &mut Vec<OpCase>) {
             .tol(2.0),
         );
     }
+    // segment_sum: repeated ids, both bounds, negative ids (from the end),
+    // segments no row lands in, empty ids.
+    for dt in NUMERIC {
+        let d = dt.name();
+        // One element per tensor at an extreme of the integer dtype (its
+        // largest value; 2^63 for 64-bit types, which wraps to i64's
+        // lowest), so that sums wrap.
+        let (_, hi) = int_range(if dt.is_float() { DType::I8 } else { dt });
+        let extreme = if hi > 1 << 62 {
+            2f64.powi(63)
+        } else {
+            hi as f64
+        };
+        let vals = |n: usize, seed: usize| -> Vec<f64> {
+            (0..n)
+                .map(|k| {
+                    let v = ((k * 7 + seed) % 9) as f64;
+                    if dt.is_float() {
+                        (v - 4.0) * 0.75 + 0.125 * (k % 3) as f64
+                    } else if k == 1 {
+                        extreme
+                    } else if dt.is_signed_int() {
+                        v - 4.0
+                    } else {
+                        v
+                    }
+                })
+                .collect()
+        };
+        let cases: Vec<(&str, Vec<usize>, Vec<i128>, usize)> = vec![
+            ("repeated", vec![6, 3], vec![0, 2, 2, 1, 0, 2], 4),
+            ("bounds_negative", vec![6, 3], vec![-1, 0, 3, -4, 3, -1], 4),
+            ("rank1", vec![5], vec![1, 1, -2, 0, 1], 3),
+            ("rank3", vec![4, 2, 3], vec![2, -3, 0, 2], 3),
+            ("one_segment", vec![3, 2], vec![0, -1, 0], 1),
+            ("empty", vec![0, 3], vec![], 3),
+        ];
+        for (k, (what, shape, ids, num)) in cases.into_iter().enumerate() {
+            let idt = if k % 2 == 0 { DType::I32 } else { DType::I64 };
+            let data = tensor(dt, &shape, &vals(super::numel(&shape), k));
+            let ids = tensor_i(idt, &[ids.len()], &ids);
+            c.push(
+                OpCase::new(
+                    "segment_sum",
+                    format!("{d}/{}/{what}", idt.name()),
+                    vec![data, ids],
+                    move |x| nx::segment_sum(&x[0], &x[1], num),
+                    move |x| r::segment_sum(&x[0], &x[1], num),
+                )
+                .tol(2.0),
+            );
+        }
+        // index_add: repeated indices add up in order, both bounds, negative
+        // ones, any axis, empty indices (a copy).
+        let base = block(dt);
+        let cases: Vec<(&str, isize, Vec<i128>)> = vec![
+            ("axis1_repeated", 1, vec![2, 0, 2, -1, -3]),
+            ("last_bounds", -1, vec![3, -4, 0, 3]),
+            ("axis0_negative", 0, vec![1, 1, -2]),
+            ("empty", 1, vec![]),
+        ];
+        for (k, (what, ax, idx)) in cases.into_iter().enumerate() {
+            let idt = if k % 2 == 0 { DType::I64 } else { DType::I32 };
+            let a = r::axis(ax, 3);
+            let mut ss = vec![2, 3, 4];
+            ss[a] = idx.len();
+            let src = tensor(dt, &ss, &vals(super::numel(&ss), k + 3));
+            let idx = tensor_i(idt, &[idx.len()], &idx);
+            c.push(
+                OpCase::new(
+                    "index_add",
+                    format!("{d}/{}/{what}", idt.name()),
+                    vec![base.clone(), idx, src],
+                    move |x| x[0].index_add(ax, &x[1], &x[2]),
+                    move |x| r::index_add(&x[0], ax, &x[1], &x[2]),
+                )
+                .tol(2.0),
+            );
+        }
+    }
     // one_hot: integers; out-of-range and negative values give zero rows.
     for dt in INTS {
         let (lo, hi) = int_range(dt);
@@ -2644,6 +2735,171 @@ fn indexing(c: &mut Vec<OpCase>) {
                 )
                 .exact(),
             );
+        }
+    }
+}
+
+/// Pool inputs: `distinct` values (a permutation of a ramp), `ties` (a
+/// few values repeated; integers with the dtype's extremes), or
+/// `specials` (signed zeros, infinities, NaN among the ramp).
+fn pool_input(dt: DType, shape: &[usize], kind: &str) -> Tensor {
+    let n = super::numel(shape);
+    let (lo, hi) = int_range(if dt.is_float() { DType::I8 } else { dt });
+    let vals: Vec<f64> = (0..n)
+        .map(|i| {
+            let k = (i * 37 + 11) % n;
+            let ramp = k as f64 - (n / 2) as f64;
+            match kind {
+                "distinct" if dt.is_float() => ramp * 0.125,
+                "distinct" if dt.is_signed_int() => ramp,
+                "distinct" => k as f64,
+                "ties" if !dt.is_float() && i == 1 => hi as f64,
+                "ties" if !dt.is_float() && i == 2 => lo as f64,
+                "ties" if dt.is_float() => ((i * 7) % 5) as f64 * 0.5 - 1.0,
+                "ties" => ((i * 7) % 5) as f64,
+                "specials" if i % 4 == 0 => SPECIALS[(i / 4) % SPECIALS.len()],
+                "specials" => ramp * 0.125,
+                _ => unreachable!(),
+            }
+        })
+        .collect();
+    tensor(dt, shape, &vals)
+}
+
+/// A pool's geometry: input shape, window, strides, padding (`None`:
+/// SAME, `Some(vec![])`: VALID, else explicit pairs).
+type PoolGeom = (
+    &'static str,
+    Vec<usize>,
+    Vec<usize>,
+    Vec<usize>,
+    Option<Vec<(usize, usize)>>,
+);
+
+fn pool_geoms() -> Vec<PoolGeom> {
+    vec![
+        (
+            "tiling_2x2",
+            vec![2, 3, 6, 4],
+            vec![2, 2],
+            vec![2, 2],
+            Some(vec![]),
+        ),
+        (
+            "overlap_3x3_same",
+            vec![2, 3, 6, 4],
+            vec![3, 3],
+            vec![1, 1],
+            None,
+        ),
+        (
+            "3x2_s2x1_same",
+            vec![2, 3, 6, 4],
+            vec![3, 2],
+            vec![2, 1],
+            None,
+        ),
+        (
+            "2x3_s1x2_explicit",
+            vec![2, 3, 6, 4],
+            vec![2, 3],
+            vec![1, 2],
+            Some(vec![(1, 0), (2, 1)]),
+        ),
+        (
+            "1d_w3_s2_valid",
+            vec![2, 2, 7],
+            vec![3],
+            vec![2],
+            Some(vec![]),
+        ),
+        ("1d_w4_s3_same", vec![2, 2, 7], vec![4], vec![3], None),
+        (
+            "3d_2x2x2",
+            vec![1, 2, 3, 4, 4],
+            vec![2, 2, 2],
+            vec![1, 2, 2],
+            Some(vec![]),
+        ),
+        // The first window lies entirely in the padding (max: -inf, the
+        // lowest integer).
+        (
+            "1d_padding_only_window",
+            vec![1, 2, 5],
+            vec![2],
+            vec![1],
+            Some(vec![(2, 0)]),
+        ),
+    ]
+}
+
+fn pool_padding(p: &Option<Vec<(usize, usize)>>) -> nx::Padding {
+    match p {
+        None => nx::Padding::Same,
+        Some(v) if v.is_empty() => nx::Padding::Valid,
+        Some(v) => nx::Padding::Explicit(v.clone()),
+    }
+}
+
+/// max_pool (every numeric dtype) and avg_pool (floats): tiling,
+/// overlapping and padded windows (SAME, explicit), 1-D to 3-D, ties,
+/// extremes and special floats.
+fn pools(c: &mut Vec<OpCase>) {
+    let some = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::U8,
+    ];
+    for (geom, shape, window, strides, pad) in pool_geoms() {
+        let every = ["tiling_2x2", "2x3_s1x2_explicit", "1d_padding_only_window"].contains(&geom);
+        let kinds: &[&str] = if ["tiling_2x2", "overlap_3x3_same"].contains(&geom) {
+            &["distinct", "ties", "specials"]
+        } else {
+            &["distinct"]
+        };
+        for &kind in kinds {
+            let max_dtypes: Vec<DType> = match kind {
+                "distinct" if every => NUMERIC.to_vec(),
+                "distinct" => some.to_vec(),
+                "ties" => vec![DType::F32, DType::F64, DType::I8, DType::U8, DType::I64],
+                _ => FLOATS.to_vec(),
+            };
+            let spatial = shape[2..].to_vec();
+            let pads = r::pool_pads(&spatial, &window, &strides, pad.as_deref());
+            for dt in max_dtypes {
+                let (w, s, p, q) = (window.clone(), strides.clone(), pad.clone(), pads.clone());
+                let (w2, s2) = (window.clone(), strides.clone());
+                c.push(
+                    OpCase::new(
+                        "max_pool",
+                        format!("{dt}/{geom}/{kind}"),
+                        vec![pool_input(dt, &shape, kind)],
+                        move |x| x[0].max_pool(&w, &s, pool_padding(&p)),
+                        move |x| r::max_pool(&x[0], &w2, &s2, &q),
+                    )
+                    .exact(),
+                );
+            }
+            if geom == "1d_padding_only_window" || kind == "ties" {
+                continue;
+            }
+            for dt in FLOATS {
+                let (w, s, p, q) = (window.clone(), strides.clone(), pad.clone(), pads.clone());
+                let (w2, s2) = (window.clone(), strides.clone());
+                c.push(
+                    OpCase::new(
+                        "avg_pool",
+                        format!("{dt}/{geom}/{kind}"),
+                        vec![pool_input(dt, &shape, kind)],
+                        move |x| x[0].avg_pool(&w, &s, pool_padding(&p)),
+                        move |x| r::avg_pool(&x[0], &w2, &s2, &q),
+                    )
+                    .tol(2.0),
+                );
+            }
         }
     }
 }

@@ -126,6 +126,21 @@ enum Instr {
     /// `a.take(indices, axis)`, the indices captured (a constant: a
     /// gather compiled into the kernels; its gradient a scatter).
     Take(usize, Vec<i32>, isize),
+    /// `nx::segment_sum(a, ids, num)`, the ids captured (I64; repeated,
+    /// negative, both bounds): a scatter-add into zeros.
+    SegmentSum(usize, Vec<i64>, usize),
+    /// `a.index_add(axis, idx, fit(b))`, the indices captured (I32).
+    IndexAdd(usize, usize, Fit, Vec<i32>, isize),
+    /// `a.max_pool(..)` (`true`) or `a.avg_pool(..)` over an `[N, C,
+    /// spatial..]` value: window, strides, padding (`None`: SAME, empty:
+    /// VALID, else explicit pairs).
+    Pool(
+        bool,
+        usize,
+        Vec<usize>,
+        Vec<usize>,
+        Option<Vec<(usize, usize)>>,
+    ),
     /// `where(a cmp fit(b), a, fit(c))`.
     Where(Cmp, usize, usize, Fit, usize, Fit),
     /// `scan` with carry `a` over the rows of `xs` (`scan_with`'s
@@ -256,6 +271,26 @@ fn interpret(p: &Prog, mut vals: Vec<Tensor>) -> Vec<Tensor> {
             Instr::Take(a, idx, axis) => {
                 let i = Tensor::from_slice(idx, &[idx.len()]);
                 vals[*a].take(&i, *axis)
+            }
+            Instr::SegmentSum(a, ids, num) => {
+                let i = Tensor::from_slice(ids, &[ids.len()]);
+                nx::segment_sum(&vals[*a], &i, *num)
+            }
+            Instr::IndexAdd(a, b, f, idx, axis) => {
+                let i = Tensor::from_slice(idx, &[idx.len()]);
+                vals[*a].index_add(*axis, &i, &fit(&vals[*b], f))
+            }
+            Instr::Pool(max, a, window, strides, pad) => {
+                let padding = match pad {
+                    None => nx::Padding::Same,
+                    Some(p) if p.is_empty() => nx::Padding::Valid,
+                    Some(p) => nx::Padding::Explicit(p.clone()),
+                };
+                if *max {
+                    vals[*a].max_pool(window, strides, padding)
+                } else {
+                    vals[*a].avg_pool(window, strides, padding)
+                }
             }
             Instr::Where(c, a, b, fb, x, fx) => {
                 let cond = compare(*c, &vals[*a], &fit(&vals[*b], fb));
@@ -466,7 +501,99 @@ impl Gen {
             let a = self.value();
             let (s, d) = self.avals[a].clone();
             let r = s.len();
-            match self.rng.below(18) {
+            match self.rng.below(21) {
+                18 => {
+                    // A segment sum of the rows of `a` by captured ids.
+                    if r == 0 || s[0] == 0 {
+                        continue;
+                    }
+                    let num = self.rng.range(1, 5);
+                    let m = num as i64;
+                    let ids: Vec<i64> = (0..s[0])
+                        .map(|_| match self.rng.below(3) {
+                            0 => self.rng.pick(&[0, m - 1, -m, -1]),
+                            _ => self.rng.below(2 * num) as i64 - m,
+                        })
+                        .collect();
+                    let mut out = s.clone();
+                    out[0] = num;
+                    return (Instr::SegmentSum(a, ids, num), out, d);
+                }
+                19 => {
+                    // index_add along an axis, captured indices (repeats,
+                    // negatives, both bounds), the source fitted from `b`.
+                    if r == 0 {
+                        continue;
+                    }
+                    let axis = self.rng.below(r);
+                    let n = s[axis] as i32;
+                    if n == 0 {
+                        continue;
+                    }
+                    let k = self.rng.range(1, 6);
+                    let idx: Vec<i32> = (0..k)
+                        .map(|_| match self.rng.below(3) {
+                            0 => self.rng.pick(&[0, n - 1, -n, -1]),
+                            _ => self.rng.below(2 * n as usize) as i32 - n,
+                        })
+                        .collect();
+                    let mut src = s.clone();
+                    src[axis] = k;
+                    let b = self.value();
+                    let f = self.fit_to(&src, d);
+                    let ax = if self.rng.chance(0.5) {
+                        axis as isize
+                    } else {
+                        axis as isize - r as isize
+                    };
+                    return (Instr::IndexAdd(a, b, f, idx, ax), s, d);
+                }
+                20 => {
+                    // A max or avg pool over the spatial axes of an [N, C,
+                    // spatial..] value: tiling, overlapping or padded windows.
+                    if !(3..=5).contains(&r) {
+                        continue;
+                    }
+                    let max = !is_float(d) || self.rng.chance(0.5);
+                    let sp = &s[2..];
+                    let strides: Vec<usize> = sp.iter().map(|_| self.rng.range(1, 3)).collect();
+                    let pad = match self.rng.below(3) {
+                        0 => Some(vec![]),
+                        1 => None,
+                        _ => Some(
+                            sp.iter()
+                                .map(|_| (self.rng.below(2), self.rng.below(2)))
+                                .collect(),
+                        ),
+                    };
+                    let lohi: Vec<(usize, usize)> = match &pad {
+                        Some(p) if p.is_empty() => vec![(0, 0); sp.len()],
+                        Some(p) => p.clone(),
+                        None => vec![(1, 1); sp.len()],
+                    };
+                    // SAME pads as needed; VALID and explicit windows must fit.
+                    let window: Vec<usize> = (0..sp.len())
+                        .map(|i| {
+                            let most = if pad.is_none() {
+                                3
+                            } else {
+                                (sp[i] + lohi[i].0 + lohi[i].1).min(3)
+                            };
+                            self.rng.range(1, most)
+                        })
+                        .collect();
+                    let padding = match &pad {
+                        None => nx::Padding::Same,
+                        Some(p) if p.is_empty() => nx::Padding::Valid,
+                        Some(p) => nx::Padding::Explicit(p.clone()),
+                    };
+                    let pads = padding.resolve("pool", sp, &window, &strides);
+                    let mut out = s[..2].to_vec();
+                    for i in 0..sp.len() {
+                        out.push((sp[i] + pads[i].0 + pads[i].1 - window[i]) / strides[i] + 1);
+                    }
+                    return (Instr::Pool(max, a, window, strides, pad), out, d);
+                }
                 17 => {
                     // A gather by captured indices: in range, negative
                     // ones, repeats, both bounds.
@@ -852,4 +979,3 @@ fn make_input(i: &Input) -> Tensor {
         }
     }
 }
-
