@@ -16,7 +16,6 @@ pub fn simplify(g: Graph) -> Graph {
     let g = fold_constants(g);
     let g = injective_scatters(g);
     let g = rotating_gathers(g);
-    let g = tiled_max_windows(g);
     let g = windows_as_maps(g);
     let g = cse(g);
     let g = shared_transposes(g);
@@ -166,89 +165,12 @@ fn rotating_gathers(mut g: Graph) -> Graph {
     g
 }
 
-/// A max over windows that tile the input (stride = window, no padding: a
-/// 2x2/2 max pool) is a max over the window axes of the input seen as
-/// `[o_0, o_1, .., w_0, w_1, ..]` (a slice drops what no window covers, a
-/// reshape and a permute split each axis): a reduction the scheduler fuses
-/// with what produces its input (bias, relu) and what consumes it, where
-/// `reduce_window` is a library step. The same values: a max is exact, and
-/// both propagate NaN (a tie between -0.0 and 0.0 may pick the other).
-fn tiled_max_windows(mut g: Graph) -> Graph {
-    let tiles = |g: &Graph, e: &Eqn| match e.as_prim() {
-        Some(Prim::ReduceWindow {
-            op: nx::ReduceOp::Max,
-            window,
-            strides,
-            padding,
-        }) => {
-            window == strides && padding.iter().all(|&p| p == (0, 0)) && g.aval(e.out()).numel() > 0
-        }
-        _ => false,
-    };
-    if !g.eqns.iter().any(|e| tiles(&g, e)) {
-        return g;
-    }
-    let eqns = std::mem::take(&mut g.eqns);
-    let mut out = Vec::with_capacity(eqns.len());
-    for e in eqns {
-        let Some(Prim::ReduceWindow { window, .. }) = e.as_prim().filter(|_| tiles(&g, &e)) else {
-            out.push(e);
-            continue;
-        };
-        let window = window.clone();
-        let x = g.aval(e.inputs[0]).clone();
-        let o = g.aval(e.out()).shape.clone();
-        let nd = o.len();
-        let covered: Vec<usize> = (0..nd).map(|d| o[d] * window[d]).collect();
-        let mut v = e.inputs[0];
-        let mut step = |g: &mut Graph, out: &mut Vec<Eqn>, prim: Prim, shape: &[usize]| {
-            let next = g.new_var(nx::Aval::new(shape, x.dtype));
-            out.push(Eqn::prim(prim, vec![v], next));
-            v = next;
-        };
-        if covered != x.shape {
-            let prim = Prim::Slice {
-                start: vec![0; nd],
-                end: covered.clone(),
-                step: vec![1; nd],
-            };
-            step(&mut g, &mut out, prim, &covered);
-        }
-        let split: Vec<usize> = (0..nd).flat_map(|d| [o[d], window[d]]).collect();
-        step(
-            &mut g,
-            &mut out,
-            Prim::Reshape {
-                shape: split.clone(),
-            },
-            &split,
-        );
-        let perm: Vec<usize> = (0..nd)
-            .map(|d| 2 * d)
-            .chain((0..nd).map(|d| 2 * d + 1))
-            .collect();
-        let moved: Vec<usize> = perm.iter().map(|&a| split[a]).collect();
-        step(&mut g, &mut out, Prim::Permute { perm }, &moved);
-        out.push(Eqn::prim(
-            Prim::Reduce {
-                op: nx::ReduceOp::Max,
-                axes: (nd..2 * nd).collect(),
-            },
-            vec![v],
-            e.out(),
-        ));
-    }
-    g.eqns = out;
-    g
-}
-
 /// Window reductions of at most this many points per window become maps
 /// ([`windows_as_maps`]): each point is one load per output.
 const WINDOW_MAP_MAX: usize = 32;
 
 /// A window reduction (`reduce_window`: max and sum pools, the transpose
-/// of a strided sum pool) over small windows that [`tiled_max_windows`]
-/// left becomes elementwise work: per window position, in row-major
+/// of a strided sum pool) over small windows becomes elementwise work: per window position, in row-major
 /// window order, the strided slice of the (padded) input holding that
 /// position of every window, folded into an accumulator as nx's eager
 /// kernel folds it (a sum from `0 +`, f16/bf16 summed in f32; a max as
