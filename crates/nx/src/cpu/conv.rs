@@ -361,7 +361,10 @@ fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor 
         let threads = pool::threads();
         let mut nb = cols.div_ceil(BLOCK_COLS);
         if macs >= PAR_MACS {
-            nb = nb.max(threads.min(cols));
+            // A whole number of blocks per thread: a kernel gradient's
+            // 576 columns in 3 blocks kept one of 2 threads idle a third
+            // of the time (20.1 -> 15 ms over [32, 64, 32, 32]).
+            nb = (nb.max(threads).div_ceil(threads) * threads).min(cols);
         }
         let bc_max = cols.div_ceil(nb);
         let rc = (COL_ELEMS / bc_max).clamp(1, geo.r);
