@@ -33,7 +33,7 @@
 //! f32 and f64 go to `gemm`; f16 and bf16 are converted to f32, convolved
 //! and rounded back.
 
-use super::dot::{keep_gemm_buffers_mapped, FlushSubnormals, OutPtr};
+use super::dot::{faer_matmul, keep_gemm_buffers_mapped, FlushSubnormals, OutPtr};
 use super::elementwise::cast;
 use super::pool;
 use crate::dtype::{DType, Element};
@@ -86,41 +86,6 @@ macro_rules! conv_elem {
     };
 }
 
-/// `dst (+)= lhs @ rhs` through faer, one-threaded: for a column-major
-/// rhs (the im2col matrix built by columns), which `gemm` 0.19 packs at
-/// half speed (see `dot::product_block`).
-///
-/// # Safety
-/// As `dot::product_block`: every element the strides address is live,
-/// `dst`'s `m x n` (row stride `dst_rs`, column stride 1) is written by no
-/// one else meanwhile, and `m, n, k > 0`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn faer_product<F: ConvElem>(
-    (m, n, k): (usize, usize, usize),
-    dst: *mut F,
-    dst_rs: isize,
-    accumulate: bool,
-    lhs: *const F,
-    (lrs, lcs): (isize, isize),
-    rhs: *const F,
-    (rrs, rcs): (isize, isize),
-) {
-    // SAFETY: the caller's contract, read as faer's (pointer, sizes,
-    // strides) views.
-    let (l, r, d) = unsafe {
-        (
-            faer::MatRef::<F>::from_raw_parts(lhs, m, k, lrs, lcs),
-            faer::MatRef::<F>::from_raw_parts(rhs, k, n, rrs, rcs),
-            faer::MatMut::<F>::from_raw_parts_mut(dst, m, n, dst_rs, 1),
-        )
-    };
-    let accum = if accumulate {
-        faer::Accum::Add
-    } else {
-        faer::Accum::Replace
-    };
-    faer::linalg::matmul::matmul(d, accum, l, r, F::one(), faer::Par::Seq);
-}
 conv_elem!(f32, SCRATCH_F32);
 conv_elem!(f64, SCRATCH_F64);
 
@@ -493,10 +458,10 @@ fn conv_gemm<T: ConvElem>(x: &Value, w: &Value, prm: &ConvParams<'_>) -> Tensor 
                         );
                         if by_columns {
                             // The chunk built by columns is a column-major
-                            // rhs: faer (see `faer_product`).
+                            // rhs: faer (see `dot::product_block`).
                             // SAFETY: see the comment above.
                             unsafe {
-                                faer_product(
+                                faer_matmul(
                                     (geo.og, bc, r1 - r0),
                                     dst,
                                     drs,

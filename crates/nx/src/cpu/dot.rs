@@ -575,10 +575,55 @@ unsafe fn faer_block<F: faer::traits::ComplexField + num_traits::One>(
     rhs: *const F,
     (rrs, rcs): (isize, isize),
 ) {
-    let l = faer::MatRef::<F>::from_raw_parts(lhs, m, k, lrs, lcs);
-    let r = faer::MatRef::<F>::from_raw_parts(rhs, k, n, rrs, rcs);
-    let d = faer::MatMut::<F>::from_raw_parts_mut(dst, m, n, dst_rs, 1);
-    faer::linalg::matmul::matmul(d, faer::Accum::Replace, l, r, F::one(), faer::Par::Seq);
+    // SAFETY: the caller's contract, which is `faer_matmul`'s.
+    unsafe {
+        faer_matmul(
+            (m, n, k),
+            dst,
+            dst_rs,
+            false,
+            lhs,
+            (lrs, lcs),
+            rhs,
+            (rrs, rcs),
+        )
+    }
+}
+
+/// `dst = lhs @ rhs`, or `dst += lhs @ rhs` when `accumulate`, through
+/// faer, one-threaded (also the convolution's product of a column-major
+/// im2col chunk).
+///
+/// # Safety
+/// As [`product_block`]: every element the strides address is live,
+/// `dst`'s `m x n` (row stride `dst_rs`, column stride 1) is read and
+/// written by no one else meanwhile, and `m, n, k > 0`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn faer_matmul<F: faer::traits::ComplexField + num_traits::One>(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut F,
+    dst_rs: isize,
+    accumulate: bool,
+    lhs: *const F,
+    (lrs, lcs): (isize, isize),
+    rhs: *const F,
+    (rrs, rcs): (isize, isize),
+) {
+    // SAFETY: the caller's contract, read as faer's (pointer, sizes,
+    // strides) views.
+    let (l, r, d) = unsafe {
+        (
+            faer::MatRef::<F>::from_raw_parts(lhs, m, k, lrs, lcs),
+            faer::MatRef::<F>::from_raw_parts(rhs, k, n, rrs, rcs),
+            faer::MatMut::<F>::from_raw_parts_mut(dst, m, n, dst_rs, 1),
+        )
+    };
+    let accum = if accumulate {
+        faer::Accum::Add
+    } else {
+        faer::Accum::Replace
+    };
+    faer::linalg::matmul::matmul(d, accum, l, r, F::one(), faer::Par::Seq);
 }
 
 /// The product's shape: the batch dims, the lhs free dims, the rhs free dims.
