@@ -215,6 +215,19 @@ fn reduce_typed<T: Element, A: Copy + Send + Sync>(
     // output still combines its elements in row-major window order.
     let last = window.len() - 1;
     let tiled_last = strides[last] == window[last] && pad[last] == (0, 0);
+    // Otherwise the outputs whose window lies inside the row along the
+    // last axis (`inner`) take one strided pass per window offset, in
+    // offset order (so each output's order is unchanged); the edges, where
+    // padding cuts the window, go element by element.
+    let (w, st, lo) = (window[last], strides[last], g.lo[k] as isize);
+    let n_in = g.ins[k] as isize;
+    let first_in = ((lo + st as isize - 1) / st as isize) as usize;
+    let end_in = if n_in + lo >= w as isize {
+        (((n_in + lo - w as isize) / st as isize) as usize + 1).min(len)
+    } else {
+        0
+    };
+    let inner = first_in.min(end_in)..end_in;
     split_rows(o, len, p.work, &|r0, o| {
         let mut acc = vec![init; len];
         let (mut oc, mut wc) = (vec![0; k], vec![0; k]);
@@ -242,7 +255,20 @@ fn reduce_typed<T: Element, A: Copy + Send + Sync>(
                     }
                     return;
                 }
+                for j in 0..w {
+                    let off = (inner.start * st) as isize + j as isize - lo;
+                    if inner.is_empty() {
+                        break;
+                    }
+                    let src = &row[off as usize..];
+                    for (a, c) in acc[inner.clone()].iter_mut().zip(src.chunks(st)) {
+                        *a = comb(*a, load(c[0]));
+                    }
+                }
                 for (ox, a) in acc.iter_mut().enumerate() {
+                    if inner.contains(&ox) {
+                        continue;
+                    }
                     let (w0, w1, start) = g.last_range(ox);
                     let s = (start + w0 as isize) as usize;
                     let mut v = *a;
