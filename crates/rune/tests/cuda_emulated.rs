@@ -89,7 +89,9 @@ fn close(got: &Tensor, want: &Tensor, tol: f64) -> Result<(), String> {
     let w = want.cast(DType::F64).to_vec::<f64>();
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
         if !(a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= tol * eps * (1.0 + b.abs())) {
-            return Err(format!("element {i}: device {a:e}, eager {b:e} (beyond {tol} eps)"));
+            return Err(format!(
+                "element {i}: device {a:e}, eager {b:e} (beyond {tol} eps)"
+            ));
         }
     }
     Ok(())
@@ -98,7 +100,13 @@ fn close(got: &Tensor, want: &Tensor, tol: f64) -> Result<(), String> {
 #[test]
 fn elementwise_work_equals_eager_bit_for_bit() {
     let _g = setup();
-    let f = |x: &Tensor| (x.exp() * x + 1.0, x.tanh().sin(), x.sigmoid() / (x.abs() + 0.5));
+    let f = |x: &Tensor| {
+        (
+            x.exp() * x + 1.0,
+            x.tanh().sin(),
+            x.sigmoid() / (x.abs() + 0.5),
+        )
+    };
     let jf = jit_with(f, cuda());
     for n in [1, 7, 256, 1000, 70_000] {
         let x = ramp(n, 3.0);
@@ -111,9 +119,16 @@ fn elementwise_work_equals_eager_bit_for_bit() {
     // f64, integers, casts, a broadcast and a transpose.
     let g = |(x, y): &(Tensor, Tensor)| {
         let xt = x.transpose();
-        ((&xt * &xt).log1p() + y, x.cast(DType::I32) * 3.0, x.cast(DType::F16))
+        (
+            (&xt * &xt).log1p() + y,
+            x.cast(DType::I32) * 3.0,
+            x.cast(DType::F16),
+        )
     };
-    let x = Tensor::from_slice(&(0..12).map(|i| i as f64 * 0.7 - 2.0).collect::<Vec<_>>(), &[3, 4]);
+    let x = Tensor::from_slice(
+        &(0..12).map(|i| i as f64 * 0.7 - 2.0).collect::<Vec<_>>(),
+        &[3, 4],
+    );
     let y = Tensor::from_slice(&[1.0f64, 2.0, 3.0], &[3]);
     let got = jit_with(g, cuda()).call(&(x.clone(), y.clone()));
     let want = g(&(x, y));
@@ -135,7 +150,9 @@ fn reductions_are_kernels_within_8_eps() {
         )
     };
     let x = Tensor::from_slice(
-        &(0..600).map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0).collect::<Vec<_>>(),
+        &(0..600)
+            .map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0)
+            .collect::<Vec<_>>(),
         &[20, 30],
     );
     let got = jit_with(f, cuda()).call(&x);
@@ -157,8 +174,14 @@ fn products_run_through_the_device_gemm() {
             close(got, want, bound(k)).unwrap()
         }
     };
-    let a = Tensor::from_slice(&(0..35).map(|i| (i as f32 * 0.3).cos()).collect::<Vec<_>>(), &[5, 7]);
-    let b = Tensor::from_slice(&(0..28).map(|i| (i as f32 * 0.7).sin()).collect::<Vec<_>>(), &[7, 4]);
+    let a = Tensor::from_slice(
+        &(0..35).map(|i| (i as f32 * 0.3).cos()).collect::<Vec<_>>(),
+        &[5, 7],
+    );
+    let b = Tensor::from_slice(
+        &(0..28).map(|i| (i as f32 * 0.7).sin()).collect::<Vec<_>>(),
+        &[7, 4],
+    );
     // A product, a transposed operand (a BLAS transpose, no copy), and
     // elementwise work on both sides.
     let f = |(a, b): &(Tensor, Tensor)| {
@@ -173,8 +196,14 @@ fn products_run_through_the_device_gemm() {
     check(&got.1, &want.1, 7);
     check(&got.2, &want.2, 7);
     // Batched, f64.
-    let x = Tensor::from_slice(&(0..60).map(|i| i as f64 * 0.01).collect::<Vec<_>>(), &[3, 4, 5]);
-    let y = Tensor::from_slice(&(0..45).map(|i| 1.0 - i as f64 * 0.02).collect::<Vec<_>>(), &[3, 5, 3]);
+    let x = Tensor::from_slice(
+        &(0..60).map(|i| i as f64 * 0.01).collect::<Vec<_>>(),
+        &[3, 4, 5],
+    );
+    let y = Tensor::from_slice(
+        &(0..45).map(|i| 1.0 - i as f64 * 0.02).collect::<Vec<_>>(),
+        &[3, 5, 3],
+    );
     let g = |(x, y): &(Tensor, Tensor)| x.matmul(y);
     let got = jit_with(g, cuda()).call(&(x.clone(), y.clone()));
     check(&got, &g(&(x, y)), 5);
@@ -183,8 +212,16 @@ fn products_run_through_the_device_gemm() {
 #[test]
 fn grad_of_an_mlp_loss_runs_on_the_device() {
     let _g = setup();
-    let w = Tensor::from_slice(&(0..12).map(|i| (i as f32 * 0.41).sin() * 0.5).collect::<Vec<_>>(), &[3, 4]);
-    let x = Tensor::from_slice(&(0..24).map(|i| (i as f32 * 0.13).cos()).collect::<Vec<_>>(), &[8, 3]);
+    let w = Tensor::from_slice(
+        &(0..12)
+            .map(|i| (i as f32 * 0.41).sin() * 0.5)
+            .collect::<Vec<_>>(),
+        &[3, 4],
+    );
+    let x = Tensor::from_slice(
+        &(0..24).map(|i| (i as f32 * 0.13).cos()).collect::<Vec<_>>(),
+        &[8, 3],
+    );
     let loss = |(w, x): &(Tensor, Tensor)| {
         rune::grad(|w: &Tensor| x.matmul(w).tanh().square().mean_all(), w)
     };
@@ -267,7 +304,10 @@ fn donation_releases_the_buffers_and_the_allocator_reuses_them() {
         after.device_allocations - before.device_allocations <= 2,
         "{before:?} -> {after:?}"
     );
-    assert!(after.reused - before.reused >= 18, "{before:?} -> {after:?}");
+    assert!(
+        after.reused - before.reused >= 18,
+        "{before:?} -> {after:?}"
+    );
     let s = jit_stats();
     assert_eq!((s.bytes_to_device, s.bytes_from_device), (0, 0));
     // The donated handle is unusable.
@@ -310,17 +350,24 @@ extern "C" __global__ void __launch_bounds__(64) block_sum(void *b0, void *b1) {
     let dev = device();
     let m = dev.module(src).unwrap();
     let x: Vec<f32> = (0..128).map(|i| i as f32).collect();
-    let xb = dev.upload(&x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    let xb = dev
+        .upload(&x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
+        .unwrap();
     let out = dev.alloc(8).unwrap();
     use tolk::device::KernelArg::Ptr;
-    dev.api().launch(m, "block_sum", 2, 64, &[Ptr(out.ptr()), Ptr(xb.ptr())]).unwrap();
+    dev.api()
+        .launch(m, "block_sum", 2, 64, &[Ptr(out.ptr()), Ptr(xb.ptr())])
+        .unwrap();
     let mut bytes = [0u8; 8];
     dev.api().copy_out(out.ptr(), &mut bytes).unwrap();
     let got = [
         f32::from_le_bytes(bytes[0..4].try_into().unwrap()),
         f32::from_le_bytes(bytes[4..8].try_into().unwrap()),
     ];
-    assert_eq!(got, [(0..64).sum::<i32>() as f32, (64..128).sum::<i32>() as f32]);
+    assert_eq!(
+        got,
+        [(0..64).sum::<i32>() as f32, (64..128).sum::<i32>() as f32]
+    );
 }
 
 /// The child of `a_host_read_without_a_copy_is_reported`: reads device
@@ -345,7 +392,12 @@ fn a_host_read_without_a_copy_is_reported() {
         return; // a real device pointer is not host memory at all
     }
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_reads_device_memory_without_a_copy", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "child_reads_device_memory_without_a_copy",
+            "--ignored",
+            "--nocapture",
+        ])
         .env("RUNE_TEST_CHILD", "1")
         .output()
         .unwrap();
@@ -361,8 +413,15 @@ fn a_host_read_without_a_copy_is_reported() {
 fn operations_not_on_the_device_yet_are_a_jit_error_naming_it() {
     let _g = setup();
     let a = Tensor::from_slice(&[1.0f32, -2.0, 3.0, 0.5, 4.0, -1.0], &[2, 3]);
-    let e = jit_with(|x: &Tensor| x.cumsum(1), cuda()).try_call(&a).err().expect("refused");
-    assert!(e.message().contains("cumsum") && e.message().contains("\"CUDA\""), "{}", e.message());
+    let e = jit_with(|x: &Tensor| x.cumsum(1), cuda())
+        .try_call(&a)
+        .err()
+        .expect("refused");
+    assert!(
+        e.message().contains("cumsum") && e.message().contains("\"CUDA\""),
+        "{}",
+        e.message()
+    );
 }
 
 /// Gathers and scatter-adds by input or captured indices are kernels on
@@ -373,7 +432,9 @@ fn operations_not_on_the_device_yet_are_a_jit_error_naming_it() {
 fn gathers_and_scatters_are_kernels_equal_to_eager() {
     let _g = setup();
     let x = Tensor::from_slice(
-        &(0..60).map(|i| ((i * 37) % 17) as f32 * 0.25 - 2.0).collect::<Vec<_>>(),
+        &(0..60)
+            .map(|i| ((i * 37) % 17) as f32 * 0.25 - 2.0)
+            .collect::<Vec<_>>(),
         &[6, 10],
     );
     let idx = Tensor::from_slice(&[5i32, 0, -1, 2, 2, 0, 3], &[7]);
@@ -395,7 +456,11 @@ fn gathers_and_scatters_are_kernels_equal_to_eager() {
     let h = |(x, ids): &(Tensor, Tensor)| {
         (
             nx::segment_sum(&(x * 1.5), ids, 4),
-            x.index_add(1, &Tensor::from_slice(&[9i32, 0, 9, -1], &[4]), &x.narrow(1, 0, 4)),
+            x.index_add(
+                1,
+                &Tensor::from_slice(&[9i32, 0, 9, -1], &[4]),
+                &x.narrow(1, 0, 4),
+            ),
         )
     };
     let got = jit_with(h, cuda()).call(&(x.clone(), ids.clone()));
@@ -420,12 +485,21 @@ fn gathers_and_scatters_are_kernels_equal_to_eager() {
 fn pools_are_kernels_on_the_device() {
     let _g = setup();
     let x = Tensor::from_slice(
-        &(0..2 * 3 * 8 * 6).map(|i| ((i * 53) % 29) as f32 * 0.125 - 1.5).collect::<Vec<_>>(),
+        &(0..2 * 3 * 8 * 6)
+            .map(|i| ((i * 53) % 29) as f32 * 0.125 - 1.5)
+            .collect::<Vec<_>>(),
         &[2, 3, 8, 6],
     );
     let avg = |x: &Tensor| {
         let a = x.avg_pool(&[3, 3], &[2, 2], nx::Padding::Same);
-        let g = rune::grad(|x: &Tensor| x.avg_pool(&[2, 3], &[1, 2], nx::Padding::Valid).square().sum_all(), x);
+        let g = rune::grad(
+            |x: &Tensor| {
+                x.avg_pool(&[2, 3], &[1, 2], nx::Padding::Valid)
+                    .square()
+                    .sum_all()
+            },
+            x,
+        );
         (a, g)
     };
     let got = jit_with(avg, cuda()).call(&x);
@@ -434,7 +508,14 @@ fn pools_are_kernels_on_the_device() {
     same_bits(&got.1, &want.1).unwrap();
     let max = |x: &Tensor| {
         let m = x.max_pool(&[2, 2], &[2, 2], nx::Padding::Valid);
-        let g = rune::grad(|x: &Tensor| x.max_pool(&[2, 3], &[2, 3], nx::Padding::Valid).exp().sum_all(), x);
+        let g = rune::grad(
+            |x: &Tensor| {
+                x.max_pool(&[2, 3], &[2, 3], nx::Padding::Valid)
+                    .exp()
+                    .sum_all()
+            },
+            x,
+        );
         (m, g)
     };
     let got = jit_with(max, cuda()).call(&x);
@@ -474,11 +555,17 @@ fn the_op_table_runs_on_the_device_or_is_refused_naming_it() {
         match tolk::cuda::render_program(g).and_then(|p| tolk::device::exec::check(&p)) {
             Ok(()) => runnable.push((case, red, (case.run)(&case.inputs))),
             Err(e) if e.contains("\"CUDA\"") => refused += 1,
-            Err(e) => failures.push(format!("{}: refused without naming the device: {e}", case.name)),
+            Err(e) => failures.push(format!(
+                "{}: refused without naming the device: {e}",
+                case.name
+            )),
         }
     }
     let run = |items: &[&(&table::OpCase, bool, Vec<Tensor>)]| -> Result<Vec<Vec<Tensor>>, String> {
-        let args: Vec<Tensor> = items.iter().flat_map(|it| it.0.inputs.iter().cloned()).collect();
+        let args: Vec<Tensor> = items
+            .iter()
+            .flat_map(|it| it.0.inputs.iter().cloned())
+            .collect();
         let f = |xs: &Vec<Tensor>| {
             let mut next = 0;
             let mut outs = Vec::new();
@@ -489,21 +576,30 @@ fn the_op_table_runs_on_the_device_or_is_refused_naming_it() {
             }
             outs
         };
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| jit_with(f, cuda()).try_call(&args)))
-            .map_err(|p| {
-                p.downcast_ref::<String>().cloned().unwrap_or_else(|| "a panic".into())
-            })?
-            .map_err(|e| e.message().to_string())
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            jit_with(f, cuda()).try_call(&args)
+        }))
+        .map_err(|p| {
+            p.downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "a panic".into())
+        })?
+        .map_err(|e| e.message().to_string())
     };
-    let compare = |it: &(&table::OpCase, bool, Vec<Tensor>), got: &[Tensor]| -> Result<(), String> {
-        if got.len() != it.2.len() {
-            return Err("another number of outputs".into());
-        }
-        for (g, w) in got.iter().zip(&it.2) {
-            if it.1 { close(g, w, 8.0)? } else { same_bits(g, w)? }
-        }
-        Ok(())
-    };
+    let compare =
+        |it: &(&table::OpCase, bool, Vec<Tensor>), got: &[Tensor]| -> Result<(), String> {
+            if got.len() != it.2.len() {
+                return Err("another number of outputs".into());
+            }
+            for (g, w) in got.iter().zip(&it.2) {
+                if it.1 {
+                    close(g, w, 8.0)?
+                } else {
+                    same_bits(g, w)?
+                }
+            }
+            Ok(())
+        };
     let mut not_run = Vec::new();
     for chunk in runnable.chunks(BATCH) {
         let refs: Vec<_> = chunk.iter().collect();
@@ -524,7 +620,9 @@ fn the_op_table_runs_on_the_device_or_is_refused_naming_it() {
                             Err(e) => failures.push(format!("{}: {e}", it.0.name)),
                         },
                         // What the runtime does not run yet, named.
-                        Err(e) if e.contains("is not run yet") => not_run.push(format!("{}: {e}", it.0.name)),
+                        Err(e) if e.contains("is not run yet") => {
+                            not_run.push(format!("{}: {e}", it.0.name))
+                        }
                         Err(e) => failures.push(format!("{}: {e}", it.0.name)),
                     }
                 }
@@ -541,6 +639,11 @@ fn the_op_table_runs_on_the_device_or_is_refused_naming_it() {
     for n in not_run.iter().take(10) {
         eprintln!("  not run yet: {n}");
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(checked > 1000, "only {checked} entries ran");
 }

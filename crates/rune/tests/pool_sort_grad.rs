@@ -443,9 +443,24 @@ fn jit_matches_eager() {
 #[test]
 fn small_windows_compile_to_maps_with_eagers_bits() {
     let mut rng = Rng(21);
-    let special = [0.0, -0.0, 1.0, 1.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -2.5];
+    let special = [
+        0.0,
+        -0.0,
+        1.0,
+        1.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        -2.5,
+    ];
     let vals: Vec<f64> = (0..2 * 3 * 7 * 6)
-        .map(|i| if i % 5 == 0 { special[(i / 5) % 8] } else { (rng.unit() * 8.0).round() / 4.0 - 1.0 })
+        .map(|i| {
+            if i % 5 == 0 {
+                special[(i / 5) % 8]
+            } else {
+                (rng.unit() * 8.0).round() / 4.0 - 1.0
+            }
+        })
         .collect();
     let x = t(&vals, &[2, 3, 7, 6]);
     let pools = |x: &Tensor| {
@@ -455,17 +470,24 @@ fn small_windows_compile_to_maps_with_eagers_bits() {
             x.avg_pool(&[3, 3], &[2, 2], Padding::Same),
             x.avg_pool(&[2, 2], &[1, 1], Padding::Valid),
             x.reshape(&[6, 1, 42]).max_pool(&[4], &[3], Padding::Same),
-            x.reshape(&[1, 2, 3, 7, 6]).max_pool(&[2, 2, 2], &[1, 2, 2], Padding::Valid),
+            x.reshape(&[1, 2, 3, 7, 6])
+                .max_pool(&[2, 2, 2], &[1, 2, 2], Padding::Valid),
         ]
     };
     let sum_grad = |x: &Tensor| {
-        rune::grad(|x: &Tensor| (x.avg_pool(&[3, 2], &[2, 1], Padding::Same).square()).sum_all(), x)
+        rune::grad(
+            |x: &Tensor| (x.avg_pool(&[3, 2], &[2, 1], Padding::Same).square()).sum_all(),
+            x,
+        )
     };
     for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
         let xd = x.cast(dt);
         let c = tolk::compile_with(rune::make_graph(pools, &xd), &opts()).expect("compiles");
         let libs = c.program.library_steps();
-        let windows: Vec<&String> = libs.iter().filter(|s| s.starts_with("reduce_window")).collect();
+        let windows: Vec<&String> = libs
+            .iter()
+            .filter(|s| s.starts_with("reduce_window"))
+            .collect();
         assert!(windows == ["reduce_window_max"; 3], "{dt}: {libs:?}");
         let got = c.program.run(&[xd.clone()]);
         for (k, (g, w)) in got.iter().zip(pools(&xd)).enumerate() {
@@ -473,7 +495,8 @@ fn small_windows_compile_to_maps_with_eagers_bits() {
         }
         let finite = Tensor::where_(&xd.isfinite(), &xd, &xd.zeros_like());
         let got = rune::jit(sum_grad).call(&finite);
-        bits::same_bits(&got, &sum_grad(&finite)).unwrap_or_else(|e| panic!("{dt} avg_pool grad: {e}"));
+        bits::same_bits(&got, &sum_grad(&finite))
+            .unwrap_or_else(|e| panic!("{dt} avg_pool grad: {e}"));
     }
     // Integer windows: sums (wrapping) with padding, maxes without.
     let xi = (Tensor::where_(&x.isfinite(), &x, &x.zeros_like()) * 40.0).cast(DType::I8);
@@ -490,7 +513,11 @@ fn small_windows_compile_to_maps_with_eagers_bits() {
         vec![s, x.max_pool(&[3, 2], &[1, 2], Padding::Valid)]
     };
     let c = tolk::compile_with(rune::make_graph(ints, &xi), &opts()).expect("compiles");
-    assert!(c.program.library_steps().is_empty(), "{:?}", c.program.library_steps());
+    assert!(
+        c.program.library_steps().is_empty(),
+        "{:?}",
+        c.program.library_steps()
+    );
     for (g, w) in c.program.run(&[xi.clone()]).iter().zip(ints(&xi)) {
         bits::same_bits(g, &w).unwrap();
     }

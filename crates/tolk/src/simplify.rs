@@ -189,7 +189,10 @@ fn windows_as_maps(mut g: Graph) -> Graph {
     use nx::{BinaryOp, CmpOp, ReduceOp};
     let eligible = |g: &Graph, e: &Eqn| match e.as_prim() {
         Some(Prim::ReduceWindow {
-            op, window, padding, ..
+            op,
+            window,
+            padding,
+            ..
         }) => {
             let dt = g.aval(e.inputs[0]).dtype;
             let padded = padding.iter().any(|&p| p != (0, 0));
@@ -232,8 +235,14 @@ fn windows_as_maps(mut g: Graph) -> Graph {
         };
         let mut xp = e.inputs[0];
         if padding.iter().any(|&p| p != (0, 0)) {
-            let shape: Vec<usize> = (0..nd).map(|d| x.shape[d] + padding[d].0 + padding[d].1).collect();
-            let value = if op == ReduceOp::Sum { 0.0 } else { f64::NEG_INFINITY };
+            let shape: Vec<usize> = (0..nd)
+                .map(|d| x.shape[d] + padding[d].0 + padding[d].1)
+                .collect();
+            let value = if op == ReduceOp::Sum {
+                0.0
+            } else {
+                f64::NEG_INFINITY
+            };
             let prim = Prim::Pad {
                 lo: padding.iter().map(|p| p.0).collect(),
                 hi: padding.iter().map(|p| p.1).collect(),
@@ -261,7 +270,9 @@ fn windows_as_maps(mut g: Graph) -> Graph {
         for p in positions {
             let prim = Prim::Slice {
                 start: p.clone(),
-                end: (0..nd).map(|d| p[d] + (o[d] - 1) * strides[d] + 1).collect(),
+                end: (0..nd)
+                    .map(|d| p[d] + (o[d] - 1) * strides[d] + 1)
+                    .collect(),
                 step: strides.clone(),
             };
             let mut v = push(&mut g, prim, vec![xp], &o, x.dtype);
@@ -283,9 +294,27 @@ fn windows_as_maps(mut g: Graph) -> Graph {
                     push(&mut g, Prim::Binary(BinaryOp::Add), vec![a, v], &o, acc_dt)
                 }
                 (_, Some(a)) => {
-                    let bigger = push(&mut g, Prim::Compare(CmpOp::Gt), vec![v, a], &o, DType::Bool);
-                    let nan = push(&mut g, Prim::Compare(CmpOp::Ne), vec![v, v], &o, DType::Bool);
-                    let take = push(&mut g, Prim::Binary(BinaryOp::Or), vec![bigger, nan], &o, DType::Bool);
+                    let bigger = push(
+                        &mut g,
+                        Prim::Compare(CmpOp::Gt),
+                        vec![v, a],
+                        &o,
+                        DType::Bool,
+                    );
+                    let nan = push(
+                        &mut g,
+                        Prim::Compare(CmpOp::Ne),
+                        vec![v, v],
+                        &o,
+                        DType::Bool,
+                    );
+                    let take = push(
+                        &mut g,
+                        Prim::Binary(BinaryOp::Or),
+                        vec![bigger, nan],
+                        &o,
+                        DType::Bool,
+                    );
                     push(&mut g, Prim::Where, vec![take, v, a], &o, acc_dt)
                 }
             });

@@ -415,7 +415,9 @@ fn render_scatter(
         if let (0, Some(layout)) = (l, init_layout) {
             // The elements this index of the outer loop adds into.
             let mut at = format!("i0 * ({})", layout.strides[0]);
-            for (e, (&size, &stride)) in layout.shape.iter().zip(&layout.strides).enumerate().skip(1) {
+            for (e, (&size, &stride)) in
+                layout.shape.iter().zip(&layout.strides).enumerate().skip(1)
+            {
                 let _ = writeln!(s, "{indent}for (int64_t j{e} = 0; j{e} < {size}; j{e}++)");
                 let _ = write!(at, " + j{e} * ({stride})");
             }

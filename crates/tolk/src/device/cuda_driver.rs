@@ -78,7 +78,8 @@ impl Driver {
         };
         // SAFETY: `dev` came from cuDeviceGet; the primary context is kept
         // for the process (never released: devices are opened once).
-        let ctx = unsafe { drv::primary_ctx::retain(dev) }.map_err(|e| err("cuDevicePrimaryCtxRetain", e))?;
+        let ctx = unsafe { drv::primary_ctx::retain(dev) }
+            .map_err(|e| err("cuDevicePrimaryCtxRetain", e))?;
         // SAFETY: `ctx` is the live primary context just retained.
         unsafe { drv::ctx::set_current(ctx) }.map_err(|e| err("cuCtxSetCurrent", e))?;
         let stream = drv::stream::create(drv::stream::StreamKind::NonBlocking)
@@ -110,7 +111,8 @@ impl Driver {
                 .map_err(|e| err("cublasCreate", e))?;
             // SAFETY: `made` is a fresh handle and `self.stream` a live
             // stream of the current context.
-            unsafe { blas::set_stream(made, self.stream as _) }.map_err(|e| err("cublasSetStream", e))?;
+            unsafe { blas::set_stream(made, self.stream as _) }
+                .map_err(|e| err("cublasSetStream", e))?;
             Ok(made as usize)
         });
         h.clone().map(|h| h as blas_sys::cublasHandle_t)
@@ -133,7 +135,10 @@ fn op(o: &Operand, rows: usize, cols: usize) -> Result<(blas_sys::cublasOperatio
 
 impl DeviceApi for Driver {
     fn describe(&self) -> String {
-        format!("CUDA device {} ({}, {})", self.ordinal, self.model, self.arch)
+        format!(
+            "CUDA device {} ({}, {})",
+            self.ordinal, self.model, self.arch
+        )
     }
 
     fn allocate(&self, bytes: usize) -> Result<DevPtr, String> {
@@ -235,10 +240,8 @@ impl DeviceApi for Driver {
         // `void *` buffers then `int64_t`s, one 8-byte value per argument
         // as `params` points to; the values are read by cuLaunchKernel
         // before it returns; the buffers are live device allocations.
-        unsafe {
-            drv::launch_kernel(f, (grid, 1, 1), (block, 1, 1), 0, self.stream, &mut params)
-        }
-        .map_err(|e| err(&format!("cuLaunchKernel({kernel})"), e))
+        unsafe { drv::launch_kernel(f, (grid, 1, 1), (block, 1, 1), 0, self.stream, &mut params) }
+            .map_err(|e| err(&format!("cuLaunchKernel({kernel})"), e))
     }
 
     fn gemm(&self, g: &Gemm) -> Result<(), String> {
@@ -263,10 +266,24 @@ impl DeviceApi for Driver {
                 // during the call.
                 unsafe {
                     blas::sgemm_strided_batched(
-                        handle, op_b, op_a, m, n, k, &alpha,
-                        g.b.ptr.0 as *const f32, ldb, sb,
-                        g.a.ptr.0 as *const f32, lda, sa,
-                        &beta, g.c.0 as *mut f32, m, sc, g.batch as i32,
+                        handle,
+                        op_b,
+                        op_a,
+                        m,
+                        n,
+                        k,
+                        &alpha,
+                        g.b.ptr.0 as *const f32,
+                        ldb,
+                        sb,
+                        g.a.ptr.0 as *const f32,
+                        lda,
+                        sa,
+                        &beta,
+                        g.c.0 as *mut f32,
+                        m,
+                        sc,
+                        g.batch as i32,
                     )
                 }
                 .map_err(|e| err("cublasSgemmStridedBatched", e))
@@ -276,10 +293,24 @@ impl DeviceApi for Driver {
                 // SAFETY: as for f32.
                 unsafe {
                     blas::dgemm_strided_batched(
-                        handle, op_b, op_a, m, n, k, &alpha,
-                        g.b.ptr.0 as *const f64, ldb, sb,
-                        g.a.ptr.0 as *const f64, lda, sa,
-                        &beta, g.c.0 as *mut f64, m, sc, g.batch as i32,
+                        handle,
+                        op_b,
+                        op_a,
+                        m,
+                        n,
+                        k,
+                        &alpha,
+                        g.b.ptr.0 as *const f64,
+                        ldb,
+                        sb,
+                        g.a.ptr.0 as *const f64,
+                        lda,
+                        sa,
+                        &beta,
+                        g.c.0 as *mut f64,
+                        m,
+                        sc,
+                        g.batch as i32,
                     )
                 }
                 .map_err(|e| err("cublasDgemmStridedBatched", e))

@@ -480,7 +480,9 @@ impl DeviceApi for Emulated {
         check_span(src, dst.len())?;
         with_open(&[src.0], || {
             // SAFETY: as in `copy_in`, the other way.
-            unsafe { std::ptr::copy_nonoverlapping(src.0 as *const u8, dst.as_mut_ptr(), dst.len()) }
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.0 as *const u8, dst.as_mut_ptr(), dst.len())
+            }
         })
     }
 
@@ -507,7 +509,11 @@ impl DeviceApi for Emulated {
             .map_err(|e| format!("emulated CUDA device: {e}"))?;
         let out = std::process::Command::new(cxx())
             .args(["-std=c++17", "-O1", "-fPIC", "-shared", "-w"])
-            .args(["-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing"])
+            .args([
+                "-ffp-contract=off",
+                "-fno-fast-math",
+                "-fno-strict-aliasing",
+            ])
             .arg("-o")
             .arg(&so)
             .arg(&cpp)
@@ -741,7 +747,13 @@ mod tests {
         let d = math_declarations();
         assert!(d.contains("float expf(float);"), "{d}");
         assert!(d.contains("double acos(double);"), "the first one too: {d}");
-        assert!(d.contains("static inline float exp(float a0) { return expf(a0); }"), "{d}");
-        assert!(d.contains("static inline float atan2(float a0, float a1)"), "{d}");
+        assert!(
+            d.contains("static inline float exp(float a0) { return expf(a0); }"),
+            "{d}"
+        );
+        assert!(
+            d.contains("static inline float atan2(float a0, float a1)"),
+            "{d}"
+        );
     }
 }

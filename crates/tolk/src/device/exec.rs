@@ -21,7 +21,7 @@
 //! over the body's kernels), non-contiguous values read by a kernel,
 //! products of operands no BLAS layout describes, f16/bf16 products.
 
-use super::{Buffer, Device, DevPtr, Gemm, KernelArg, ModuleId, Operand};
+use super::{Buffer, DevPtr, Device, Gemm, KernelArg, ModuleId, Operand};
 use crate::cuda::CudaProgram;
 use crate::graph::{Op, Var};
 use crate::index_check::IndexCheck;
@@ -42,8 +42,11 @@ impl Value {
     /// Its first element's address, if its elements are contiguous in
     /// row-major order.
     fn dense_ptr(&self) -> Option<DevPtr> {
-        (self.layout.is_contiguous() || self.layout.numel() <= 1)
-            .then(|| self.buf.ptr().offset(self.layout.offset * self.dtype.size_in_bytes()))
+        (self.layout.is_contiguous() || self.layout.numel() <= 1).then(|| {
+            self.buf
+                .ptr()
+                .offset(self.layout.offset * self.dtype.size_in_bytes())
+        })
     }
 }
 
@@ -94,14 +97,22 @@ const BLOCK: usize = crate::codegen::cuda::BLOCK;
 const MAX_GRID: usize = 65535;
 
 fn unsupported(what: &str) -> String {
-    format!("{what} on device \"{}\" is not run yet; use device \"CPU\"", crate::cuda::DEVICE)
+    format!(
+        "{what} on device \"{}\" is not run yet; use device \"CPU\"",
+        crate::cuda::DEVICE
+    )
 }
 
 /// Whether this runtime runs `program`: `Err` names what it does not run
 /// yet (staged loops), as [`DeviceProgram::new`] refuses it before
 /// anything runs.
 pub fn check(program: &CudaProgram) -> Result<(), String> {
-    if program.graph.eqns.iter().any(|e| matches!(e.op, Op::Loop(_))) {
+    if program
+        .graph
+        .eqns
+        .iter()
+        .any(|e| matches!(e.op, Op::Loop(_)))
+    {
         return Err(unsupported("a staged loop (scan under jit)"));
     }
     Ok(())
@@ -161,7 +172,13 @@ impl DeviceProgram {
         for c in &self.index_checks {
             let value = match g.inputs.iter().position(|&v| v == c.base) {
                 Some(pos) => input(pos),
-                None => g.consts.iter().find(|(v, _)| *v == c.base).unwrap().1.clone(),
+                None => g
+                    .consts
+                    .iter()
+                    .find(|(v, _)| *v == c.base)
+                    .unwrap()
+                    .1
+                    .clone(),
             };
             c.try_check(&value)?;
         }
@@ -203,17 +220,18 @@ impl DeviceProgram {
                     let mut params = Vec::with_capacity(outs.len() + args.len() + 2);
                     for &o in outs {
                         let a = g.aval(o);
-                        let buf = Arc::new(
-                            self.device
-                                .alloc(a.numel() * a.dtype.size_in_bytes())?,
-                        );
+                        let buf = Arc::new(self.device.alloc(a.numel() * a.dtype.size_in_bytes())?);
                         params.push(KernelArg::Ptr(buf.ptr()));
                         slots[o] = Some(dense(buf, o));
                     }
                     for &a in args {
-                        let v = slots[a].as_ref().expect("tolk: kernel argument not computed");
+                        let v = slots[a]
+                            .as_ref()
+                            .expect("tolk: kernel argument not computed");
                         let ptr = v.dense_ptr().ok_or_else(|| {
-                            unsupported("a kernel reading a strided view of a library step's operand")
+                            unsupported(
+                                "a kernel reading a strided view of a library step's operand",
+                            )
                         })?;
                         params.push(KernelArg::Ptr(ptr));
                     }
@@ -238,7 +256,10 @@ impl DeviceProgram {
                     if prim.class() == nx::PrimClass::View {
                         let src = slots[e.inputs[0]].clone().expect("tolk: view of nothing");
                         let layout = prim.view_layout(&src.layout).ok_or_else(|| {
-                            unsupported(&format!("{} that is not a view of its operand", prim.name()))
+                            unsupported(&format!(
+                                "{} that is not a view of its operand",
+                                prim.name()
+                            ))
                         })?;
                         slots[e.out()] = Some(Value { layout, ..src });
                     } else if let Prim::DotGeneral { .. } = prim {
@@ -286,7 +307,11 @@ impl DeviceProgram {
                 shape: a.shape.clone(),
             })
         };
-        let outputs = g.outputs.iter().map(|&v| finish(v)).collect::<Result<_, _>>()?;
+        let outputs = g
+            .outputs
+            .iter()
+            .map(|&v| finish(v))
+            .collect::<Result<_, _>>()?;
         let writebacks = g
             .writebacks
             .iter()
@@ -332,7 +357,9 @@ fn gemm_of(prim: &Prim, lhs: &Value, rhs: &Value, c: DevPtr) -> Result<Gemm, Str
     };
     let dtype = lhs.dtype;
     if !matches!(dtype, DType::F32 | DType::F64) {
-        return Err(unsupported(&format!("a product of {dtype:?} (cublasGemmEx)")));
+        return Err(unsupported(&format!(
+            "a product of {dtype:?} (cublasGemmEx)"
+        )));
     }
     let dims = |v: &Value, axes: &[usize]| -> Vec<(usize, isize)> {
         axes.iter()
@@ -344,13 +371,16 @@ fn gemm_of(prim: &Prim, lhs: &Value, rhs: &Value, c: DevPtr) -> Result<Gemm, Str
             .filter(|a| !contract.contains(a) && !batch.contains(a))
             .collect()
     };
-    let layout_err = || unsupported("a product whose operand layout is not one strided batch of matrices");
+    let layout_err =
+        || unsupported("a product whose operand layout is not one strided batch of matrices");
     let lb = merge(&dims(lhs, lhs_batch)).ok_or_else(layout_err)?;
     let rb = merge(&dims(rhs, rhs_batch)).ok_or_else(layout_err)?;
-    let (m, m_stride) = merge(&dims(lhs, &free(lhs, lhs_contract, lhs_batch))).ok_or_else(layout_err)?;
+    let (m, m_stride) =
+        merge(&dims(lhs, &free(lhs, lhs_contract, lhs_batch))).ok_or_else(layout_err)?;
     let (k, lk_stride) = merge(&dims(lhs, lhs_contract)).ok_or_else(layout_err)?;
     let (_, rk_stride) = merge(&dims(rhs, rhs_contract)).ok_or_else(layout_err)?;
-    let (n, n_stride) = merge(&dims(rhs, &free(rhs, rhs_contract, rhs_batch))).ok_or_else(layout_err)?;
+    let (n, n_stride) =
+        merge(&dims(rhs, &free(rhs, rhs_contract, rhs_batch))).ok_or_else(layout_err)?;
     let es = dtype.size_in_bytes();
     let a = Operand {
         ptr: lhs.buf.ptr().offset(lhs.layout.offset * es),

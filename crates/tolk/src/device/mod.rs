@@ -213,7 +213,11 @@ impl Buffer {
 
 impl std::fmt::Debug for Buffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Buffer({} B at {:#x} on {})", self.bytes, self.ptr.0, self.device.name)
+        write!(
+            f,
+            "Buffer({} B at {:#x} on {})",
+            self.bytes, self.ptr.0, self.device.name
+        )
     }
 }
 
@@ -221,7 +225,8 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         let d = &self.device;
         d.live_bytes.fetch_sub(self.class as u64, Ordering::Relaxed);
-        d.cached_bytes.fetch_add(self.class as u64, Ordering::Relaxed);
+        d.cached_bytes
+            .fetch_add(self.class as u64, Ordering::Relaxed);
         d.cache
             .lock()
             .unwrap()
@@ -260,7 +265,12 @@ impl Device {
     /// cache has one).
     pub fn alloc(self: &Arc<Self>, bytes: usize) -> Result<Buffer, String> {
         let class = size_class(bytes);
-        let cached = self.cache.lock().unwrap().get_mut(&class).and_then(Vec::pop);
+        let cached = self
+            .cache
+            .lock()
+            .unwrap()
+            .get_mut(&class)
+            .and_then(Vec::pop);
         let ptr = match cached {
             Some(p) => {
                 self.reused.fetch_add(1, Ordering::Relaxed);
@@ -382,10 +392,5 @@ pub fn open(name: &str) -> Result<Arc<Device>, String> {
         Box::new(cuda_driver::Driver::open(ordinal)?)
     };
     let d = Device::new(&key, api);
-    Ok(registry()
-        .lock()
-        .unwrap()
-        .entry(key)
-        .or_insert(d)
-        .clone())
+    Ok(registry().lock().unwrap().entry(key).or_insert(d).clone())
 }
