@@ -142,3 +142,15 @@ fn an_mlp_step_allocates_only_its_outputs() {
     let (l, _) = step.call(&p);
     close(&l, &mlp_loss(&p, &x, &y));
 }
+
+#[test]
+fn a_buffer_the_cache_lacks_comes_from_the_system() {
+    // A size no other buffer in this process has: nx's cache cannot give
+    // it, so the system allocator does (the counter only grows, so other
+    // tests running meanwhile cannot make this fail).
+    let n = 3_000_017;
+    let before = nx::storage::system_bytes();
+    let t = Tensor::zeros(&[n], DType::F32);
+    assert!(nx::storage::system_bytes() - before >= (n * 4) as u64);
+    drop(t);
+}

@@ -383,9 +383,9 @@ const FUSED_FULL_REDUCE_MAX: usize = 1 << 16;
 /// (an input, a matrix product's result) stays with nx's eager kernel,
 /// which is as fast, exact with eager, and threaded for full reductions.
 ///
-/// With `all_reductions` every reduction is a kernel (a device without
-/// nx's eager kernels: CUDA).
-fn classes(g: &Graph, def: &[Option<usize>], all_reductions: bool) -> Vec<PrimClass> {
+/// For a `device` (CUDA: no nx eager kernels there) every reduction is a
+/// kernel.
+fn classes(g: &Graph, def: &[Option<usize>], device: bool) -> Vec<PrimClass> {
     let mut kinds: Vec<PrimClass> = Vec::with_capacity(g.eqns.len());
     for e in &g.eqns {
         let Some(prim) = e.as_prim() else {
@@ -406,7 +406,7 @@ fn classes(g: &Graph, def: &[Option<usize>], all_reductions: bool) -> Vec<PrimCl
                         PrimClass::Elementwise | PrimClass::Shifted | PrimClass::Indexed
                     )
                 });
-                if all_reductions {
+                if device {
                     PrimClass::Reduction
                 } else if !computed
                     || x.dtype == DType::Bool
@@ -1028,16 +1028,17 @@ pub fn fuse(g: &Graph) -> Fusion {
     fuse_with(g, false)
 }
 
-/// [`fuse`], with every reduction a kernel when `all_reductions` (for a
-/// device where a library step cannot run a reduction: CUDA).
-pub fn fuse_with(g: &Graph, all_reductions: bool) -> Fusion {
+/// [`fuse`] for the CPU (`device` false) or a device (CUDA): there every
+/// reduction is a kernel (a library step cannot run one) and a split
+/// scatter gives each thread one element of the updates' last dim.
+pub fn fuse_with(g: &Graph, device: bool) -> Fusion {
     let mut def = vec![None; g.avals.len()];
     for (i, e) in g.eqns.iter().enumerate() {
         for &o in &e.outs {
             def[o] = Some(i);
         }
     }
-    let kinds = classes(g, &def, all_reductions);
+    let kinds = classes(g, &def, device);
     let kind_of = |v: Var| def[v].map(|e: usize| kinds[e]);
 
     // Buffers to start from; movement results feeding library steps are
@@ -1159,7 +1160,7 @@ pub fn fuse_with(g: &Graph, all_reductions: bool) -> Fusion {
         }
         // A device's threads are many and light: one per element of the
         // updates' last dim (a CPU thread takes a cache line of them).
-        let block = if all_reductions { 1 } else { SCATTER_BLOCK };
+        let block = if device { 1 } else { SCATTER_BLOCK };
         for k in &mut kernels {
             k.kernel.split_scatter(block);
         }

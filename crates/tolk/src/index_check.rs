@@ -75,6 +75,19 @@ impl IndexCheck {
         checks
     }
 
+    /// The checks a runtime makes at every call: those of inputs, and those
+    /// of constants that fail (a constant's indices are checked once, here;
+    /// a failing one raises at every call, as eager would).
+    pub fn per_call(g: &Graph, plan: &Plan) -> Vec<IndexCheck> {
+        IndexCheck::of(g, plan)
+            .into_iter()
+            .filter(|c| match g.consts.iter().find(|(v, _)| *v == c.base) {
+                Some((_, t)) => c.try_check(t).is_err(),
+                None => true,
+            })
+            .collect()
+    }
+
     /// Panics as the eager gather does if an index in `base` (the value of
     /// [`IndexCheck::base`]) seen through the views is out of range.
     pub fn check(&self, base: &Tensor) {

@@ -213,14 +213,7 @@ impl Program {
             total += b.next_multiple_of(64);
         }
         let arena = nx::raw::Slab::new(total);
-        // A constant's indices are checked once: only a failing check stays.
-        let index_checks = IndexCheck::of(&graph, &plan)
-            .into_iter()
-            .filter(|c| match graph.consts.iter().find(|(v, _)| *v == c.base) {
-                Some((_, t)) => c.try_check(t).is_err(),
-                None => true,
-            })
-            .collect();
+        let index_checks = IndexCheck::per_call(&graph, &plan);
         let mut arena_views = vec![None; n];
         let mut arena_ptrs = vec![None; n];
         for (v, slot) in layout.slab_of.iter().enumerate() {

@@ -132,14 +132,7 @@ impl DeviceProgram {
             consts.push((*v, Arc::new(device.upload_tensor(t)?)));
             const_bytes += (t.numel() * t.dtype().size_in_bytes()) as u64;
         }
-        // A constant's indices are checked once: only a failing check stays.
-        let index_checks = IndexCheck::of(g, &program.plan)
-            .into_iter()
-            .filter(|c| match g.consts.iter().find(|(v, _)| *v == c.base) {
-                Some((_, t)) => c.try_check(t).is_err(),
-                None => true,
-            })
-            .collect();
+        let index_checks = IndexCheck::per_call(g, &program.plan);
         Ok(DeviceProgram {
             device: device.clone(),
             program,
@@ -150,22 +143,9 @@ impl DeviceProgram {
         })
     }
 
-    /// The positions of the inputs whose values kernels gather or scatter
-    /// by: [`DeviceProgram::check_indices`] needs their host values.
-    pub fn index_inputs(&self) -> Vec<usize> {
-        let g = &self.program.graph;
-        let mut out: Vec<usize> = self
-            .index_checks
-            .iter()
-            .filter_map(|c| g.inputs.iter().position(|&v| v == c.base))
-            .collect();
-        out.dedup();
-        out
-    }
-
     /// Checks the indices kernels will gather or scatter by, before any
     /// kernel runs (a kernel cannot raise halfway): `input(pos)` is the
-    /// host value of input `pos` (one of [`DeviceProgram::index_inputs`]).
+    /// host value of input `pos` (asked only for inputs holding indices).
     /// `Err` is eager's message for the first index out of range.
     pub fn check_indices(&self, input: &mut dyn FnMut(usize) -> Tensor) -> Result<(), String> {
         let g = &self.program.graph;
