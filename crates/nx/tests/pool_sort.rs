@@ -290,6 +290,116 @@ fn pooling_half_integers_and_strided_inputs() {
     }
 }
 
+/// A max pool's bits as the definition folds each window: row-major window
+/// order from -inf, skipping padding, taking `v` when `v > acc` or `v` is
+/// NaN (the first of equal values stays, so +0/-0 keep the earlier one;
+/// the last NaN wins, payload and all).
+fn ref_max_pool_bits(
+    x: &[f32],
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+) -> Vec<u32> {
+    let sp = shape.len() - 2;
+    let ins = &shape[2..];
+    let outs: Vec<usize> = (0..sp)
+        .map(|d| (ins[d] + pads[d].0 + pads[d].1 - window[d]) / strides[d] + 1)
+        .collect();
+    let (plane_in, plane_out) = (ins.iter().product::<usize>(), outs.iter().product());
+    let mut out = Vec::new();
+    for p in 0..shape[0] * shape[1] {
+        for oi in 0..plane_out {
+            let mut acc = f32::NEG_INFINITY;
+            for wi in 0..window.iter().product() {
+                let (mut ro, mut rw, mut flat, mut inside) = (oi, wi, 0, true);
+                let mut at = vec![0i64; sp];
+                for d in (0..sp).rev() {
+                    at[d] =
+                        ((ro % outs[d]) * strides[d] + rw % window[d]) as i64 - pads[d].0 as i64;
+                    ro /= outs[d];
+                    rw /= window[d];
+                }
+                for d in 0..sp {
+                    inside &= at[d] >= 0 && at[d] < ins[d] as i64;
+                    flat = flat * ins[d] + at[d].max(0) as usize;
+                }
+                let v = x[p * plane_in + flat.min(plane_in - 1)];
+                if inside && (v > acc || v.is_nan()) {
+                    acc = v;
+                }
+            }
+            out.push(acc.to_bits());
+        }
+    }
+    out
+}
+
+/// Every pool case, with values full of ties between +0 and -0, NaNs of
+/// different payloads and infinities: the max pool's bits equal the
+/// definition's fold (nx reduces one axis at a time), in f32 and in i32.
+#[test]
+fn max_pool_bits_equal_the_row_major_fold() {
+    let mut rng = Rng(7);
+    let specials = [
+        0.0f32,
+        -0.0,
+        f32::NAN,
+        -f32::NAN,
+        f32::from_bits(0x7fc0_1234),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1.0,
+        -1.0,
+    ];
+    for (ci, c) in pool_cases().iter().enumerate() {
+        let n: usize = c.shape.iter().product();
+        let pads = ref_pads(&c.padding, &c.shape[2..], c.window, c.strides);
+        for density in [0u64, 3, 10] {
+            let x: Vec<f32> = (0..n)
+                .map(|_| {
+                    if rng.below(10) < density {
+                        specials[rng.below(specials.len() as u64) as usize]
+                    } else {
+                        (rng.below(5) as f32 - 2.0) * 0.5
+                    }
+                })
+                .collect();
+            let want = ref_max_pool_bits(&x, c.shape, c.window, c.strides, &pads);
+            let got: Vec<u32> = Tensor::from_slice(&x, c.shape)
+                .max_pool(c.window, c.strides, c.padding.clone())
+                .to_vec::<f32>()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert_eq!(got, want, "case {ci}, density {density}");
+            // Integers: padding is the lowest value, ties are equal bits.
+            let xi: Vec<i32> = (0..n)
+                .map(|_| match rng.below(9) {
+                    0 => i32::MIN,
+                    _ => rng.below(7) as i32 - 3,
+                })
+                .collect();
+            let xf: Vec<f32> = xi.iter().map(|&v| v as f32).collect();
+            let want: Vec<i32> = ref_max_pool_bits(&xf, c.shape, c.window, c.strides, &pads)
+                .iter()
+                .map(|&b| {
+                    let v = f32::from_bits(b);
+                    if v == f32::NEG_INFINITY {
+                        i32::MIN
+                    } else {
+                        v as i32
+                    }
+                })
+                .collect();
+            let got = Tensor::from_slice(&xi, c.shape)
+                .max_pool(c.window, c.strides, c.padding.clone())
+                .to_vec::<i32>();
+            assert_eq!(got, want, "case {ci} i32");
+        }
+    }
+}
+
 #[test]
 fn max_pool_nan_propagates_and_avg_counts_in_bounds() {
     // NaN in a window gives NaN, as XLA's max.

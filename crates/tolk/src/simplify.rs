@@ -179,20 +179,23 @@ const WINDOW_MAP_MAX: usize = 32;
 /// bias and relu before a pool) and what consumes it, on every dialect,
 /// where `reduce_window` is a library step (and none on CUDA). Padding
 /// holds the value the eager kernel skips it as: 0 for a sum (adding +0
-/// changes no sum that started from +0). Maxes with padding stay library
+/// changes no sum that started from +0). Maxes with padding, or whose
+/// windows overlap along the last axis at a stride above 1, stay library
 /// steps: a padded value is a masked load, which reads a buffer (the
-/// producer would not fuse) and which gcc does not vectorize at a window's
-/// stride (a 3x3/2 SAME max pool over [32, 64, 32, 32]: 5.7 ms as a map,
-/// 3.8 ms as nx's kernel, 2-vCPU AMD EPYC). Bool and complex windows stay
-/// library steps too.
+/// producer would not fuse), and gcc 12 vectorizes neither masked loads
+/// nor overlapping ones at a stride, leaving a scalar loop whose selects
+/// are branches that random data mispredicts (a 3x3/2 max pool over
+/// [32, 64, 32, 32]: 5.7 ms as a map with SAME padding, 11 ms VALID,
+/// 1.5 ms as nx's kernel, which reduces one axis at a time; 2-vCPU AMD
+/// EPYC). Bool and complex windows stay library steps too.
 fn windows_as_maps(mut g: Graph) -> Graph {
     use nx::{BinaryOp, CmpOp, ReduceOp};
     let eligible = |g: &Graph, e: &Eqn| match e.as_prim() {
         Some(Prim::ReduceWindow {
             op,
             window,
+            strides,
             padding,
-            ..
         }) => {
             let dt = g.aval(e.inputs[0]).dtype;
             let padded = padding.iter().any(|&p| p != (0, 0));
@@ -200,7 +203,11 @@ fn windows_as_maps(mut g: Graph) -> Graph {
                 && g.aval(e.out()).numel() > 0
                 && match op {
                     ReduceOp::Sum => dt.is_float() || dt.is_int(),
-                    ReduceOp::Max => !padded && (dt.is_float() || dt.is_int()),
+                    ReduceOp::Max => {
+                        let (w, s) = (window[window.len() - 1], strides[strides.len() - 1]);
+                        let interleaved = 1 < s && s < w;
+                        !padded && !interleaved && (dt.is_float() || dt.is_int())
+                    }
                     _ => false,
                 }
         }

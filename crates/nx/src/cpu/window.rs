@@ -10,6 +10,7 @@
 //! visits its elements in row-major window order, which `WindowArgmax`
 //! relies on (the first maximum wins). Rows are split across the pool.
 
+use super::dispatch::{self, Kernel};
 use super::movement::copy;
 use super::pool::{self, PAR_MIN};
 use crate::dtype::{DType, Element};
@@ -340,11 +341,274 @@ pub(crate) fn reduce_window(
             }),
         },
         ReduceOp::Max => crate::with_dtype!(x.dtype, T => {
-            let lowest = T::from_f64(f64::NEG_INFINITY);
-            reduce_typed::<T, T>(x, window, strides, pad, lowest, |v| v, max_nan, |a| a)
+            // Windows tiling the last axis (a 2x2/2 pool) fold whole
+            // windows row by row, already vectorized (0.53 ms over
+            // [32, 64, 32, 32] f32 against 1.2 ms one axis at a time).
+            let last = window.len() - 1;
+            if strides[last] == window[last] && pad[last] == (0, 0) {
+                let lowest = T::from_f64(f64::NEG_INFINITY);
+                reduce_typed::<T, T>(x, window, strides, pad, lowest, |v| v, max_nan, |a| a)
+            } else {
+                max_separable::<T>(x, window, strides, pad)
+            }
         }),
         op => unreachable!("reduce_window: {op:?} is not a window reduction"),
     }
+}
+
+/// A max window reduction one axis at a time, innermost first: a pass
+/// along an axis takes each output's window along that axis only (3 loads
+/// per output of a 3x3 window each pass, not 9), and every pass but the
+/// innermost folds whole contiguous rows, which vectorizes. The same bits
+/// as folding each window in row-major order from the lowest value
+/// (`max_nan` keeps the first of equal values and the last NaN, and both
+/// choices compose axis by axis: the first maximum in row-major order is
+/// the first along the last axis within the first row holding a maximum);
+/// a window with no element inside the input, along any axis, is the
+/// lowest value either way. Each task reduces whole planes (the leading
+/// axes the window leaves alone) through two scratch buffers it keeps.
+/// (3x3/2 SAME over [32, 64, 32, 32] f32: 3.4 ms folding whole windows,
+/// 2-vCPU AMD EPYC.)
+fn max_separable<T: Element + PartialOrd>(
+    x: &Value,
+    window: &[usize],
+    strides: &[usize],
+    pad: &[(usize, usize)],
+) -> Tensor {
+    let p = match Pass::new(x, window, strides, pad) {
+        Ok(p) => p,
+        Err(empty) => return Tensor::from_storage(T::DTYPE, &empty, Storage::new(T::DTYPE, 0)),
+    };
+    let g = &p.g;
+    let mut out = Storage::new(T::DTYPE, p.total);
+    let xv = p.xc.value();
+    let data = xv.storage.read::<T>();
+    let data = &data[xv.layout.offset..];
+    let o = &mut out.as_mut_slice::<T>()[..p.total];
+    // The axes with a window to take, innermost first.
+    let nd = g.ins.len();
+    let axes: Vec<usize> = (0..nd)
+        .rev()
+        .filter(|&d| g.window[d] != 1 || g.strides[d] != 1 || g.lo[d] != 0 || g.ins[d] != g.outs[d])
+        .collect();
+    // The largest intermediate plane: axes already passed have their
+    // output size, the others their input size.
+    let mut shape = g.ins.clone();
+    let mut scratch = 0;
+    for &d in &axes {
+        shape[d] = g.outs[d];
+        scratch = scratch.max(shape.iter().product::<usize>());
+    }
+    let planes = p.total / g.plane_out;
+    let per_plane = (p.work / planes).max(1);
+    let planes_per = PAR_MIN
+        .div_ceil(per_plane)
+        .clamp(1, planes.div_ceil(pool::threads() * 4).max(1));
+    let lowest = T::from_f64(f64::NEG_INFINITY);
+    pool::chunks_mut(o, planes_per * g.plane_out, &|c, o| {
+        let mut bufs = [vec![lowest; scratch], vec![lowest; scratch]];
+        let mut phases = Vec::new();
+        for (j, dst_plane) in o.chunks_mut(g.plane_out).enumerate() {
+            let plane = c * planes_per + j;
+            let input = &data[plane * g.plane_in..(plane + 1) * g.plane_in];
+            let mut shape = g.ins.clone();
+            for (i, &d) in axes.iter().enumerate() {
+                let n_in: usize = shape.iter().product();
+                let mut out_shape = shape.clone();
+                out_shape[d] = g.outs[d];
+                let n_out: usize = out_shape.iter().product();
+                // Pass i reads what pass i - 1 wrote (the input first) and
+                // writes the other scratch buffer (the output last).
+                let [even, odd] = &mut bufs;
+                let (read, write) = if i % 2 == 0 { (odd, even) } else { (even, odd) };
+                let src: &[T] = if i == 0 { input } else { &read[..n_in] };
+                let dst: &mut [T] = if i + 1 == axes.len() {
+                    &mut *dst_plane
+                } else {
+                    &mut write[..n_out]
+                };
+                let (w, s, lo) = (g.window[d], g.strides[d], g.lo[d]);
+                dispatch::run(MaxAlong {
+                    src,
+                    shape: &shape,
+                    d,
+                    w,
+                    s,
+                    lo,
+                    n_out: g.outs[d],
+                    dst,
+                    lowest,
+                    phases: &mut phases,
+                });
+                shape = out_shape;
+            }
+            if axes.is_empty() {
+                dst_plane.copy_from_slice(input);
+            }
+        }
+    });
+    Tensor::from_storage(T::DTYPE, &p.out_shape, out)
+}
+
+/// One axis of [`max_separable`]: `dst` (the shape with axis `d` of size
+/// `n_out`) takes, along `d`, the max of each window of `w` elements at
+/// stride `s` starting `lo` before the input (elements outside it skipped).
+/// A [`Kernel`] so that its loops vectorize for the machine's level.
+struct MaxAlong<'a, T> {
+    src: &'a [T],
+    shape: &'a [usize],
+    d: usize,
+    w: usize,
+    s: usize,
+    lo: usize,
+    n_out: usize,
+    dst: &'a mut [T],
+    lowest: T,
+    /// Scratch for [`fold_phases`].
+    phases: &'a mut Vec<T>,
+}
+
+impl<T: Element + PartialOrd> Kernel for MaxAlong<'_, T> {
+    type Output = ();
+    const PER_LEVEL: bool = dispatch::gains_from_levels(&[T::DTYPE]);
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        max_along(self)
+    }
+}
+
+#[inline(always)]
+fn max_along<T: Element + PartialOrd>(k: MaxAlong<'_, T>) {
+    let MaxAlong {
+        src,
+        shape,
+        d,
+        w,
+        s,
+        lo,
+        n_out,
+        dst,
+        lowest,
+        phases,
+    } = k;
+    let n = shape[d];
+    let inner: usize = shape[d + 1..].iter().product();
+    let outer: usize = shape[..d].iter().product();
+    // The in-bounds window offsets of output `j`.
+    let range = |j: usize| {
+        let start = (j * s) as isize - lo as isize;
+        let k0 = (-start).max(0) as usize;
+        let k1 = (n as isize - start).clamp(0, w as isize) as usize;
+        (start, k0, k1.max(k0))
+    };
+    if inner == 1 {
+        // Along the last axis: the outputs whose window lies inside the
+        // row take one strided pass per offset (vectorized with the stride
+        // known); the few cut by padding go one by one.
+        let first_in = lo.div_ceil(s);
+        let end_in = if n + lo >= w {
+            ((n + lo - w) / s + 1).min(n_out)
+        } else {
+            0
+        };
+        let interior = first_in.min(end_in)..end_in;
+        for (row, out) in src.chunks_exact(n).zip(dst.chunks_exact_mut(n_out)) {
+            if !interior.is_empty() {
+                let acc = &mut out[interior.clone()];
+                let from = &row[interior.start * s - lo..];
+                match s {
+                    1 => fold_offsets(acc, w, |k| &from[k..]),
+                    2 => fold_phases::<T, 2>(acc, w, from, phases),
+                    3 => fold_phases::<T, 3>(acc, w, from, phases),
+                    _ => {
+                        for (j, a) in acc.iter_mut().enumerate() {
+                            let win = &from[j * s..j * s + w];
+                            *a = win[1..].iter().fold(win[0], |a, &v| max_nan(a, v));
+                        }
+                    }
+                }
+            }
+            let edges = (0..interior.start).chain(interior.end..n_out);
+            for j in edges {
+                let (start, k0, k1) = range(j);
+                let mut v = lowest;
+                for k in k0..k1 {
+                    v = max_nan(v, row[(start + k as isize) as usize]);
+                }
+                out[j] = v;
+            }
+        }
+        return;
+    }
+    for r in 0..outer {
+        let src = &src[r * n * inner..(r + 1) * n * inner];
+        let dst = &mut dst[r * n_out * inner..(r + 1) * n_out * inner];
+        for (j, acc) in dst.chunks_exact_mut(inner).enumerate() {
+            let (start, k0, k1) = range(j);
+            if k0 == k1 {
+                acc.fill(lowest);
+                continue;
+            }
+            // The first element in bounds is the max so far: folding it
+            // into the lowest value gives its own bits.
+            let row = |k: usize| {
+                let at = (start + k as isize) as usize * inner;
+                &src[at..at + inner]
+            };
+            acc.copy_from_slice(row(k0));
+            for k in k0 + 1..k1 {
+                for (a, &v) in acc.iter_mut().zip(row(k)) {
+                    *a = max_nan(*a, v);
+                }
+            }
+        }
+    }
+}
+
+/// `acc[j]` = the max over window offsets `k < w` of `at(k)[j]`, in
+/// offset order: one pass over contiguous slices per offset, which
+/// vectorizes.
+#[inline(always)]
+fn fold_offsets<'a, T: PartialOrd + Copy + 'a>(
+    acc: &mut [T],
+    w: usize,
+    at: impl Fn(usize) -> &'a [T],
+) {
+    let n = acc.len();
+    acc.copy_from_slice(&at(0)[..n]);
+    for k in 1..w {
+        for (a, &v) in acc.iter_mut().zip(&at(k)[..n]) {
+            *a = max_nan(*a, v);
+        }
+    }
+}
+
+/// [`fold_offsets`] for windows at stride `S` along a row: the row is
+/// first split into its `S` phases (every `S`th element from `r`), so that
+/// offset `k = q * S + r` of window `j` is element `j + q` of phase `r`, a
+/// contiguous run (strided loads do not vectorize).
+#[inline(always)]
+fn fold_phases<T: PartialOrd + Copy, const S: usize>(
+    acc: &mut [T],
+    w: usize,
+    from: &[T],
+    phases: &mut Vec<T>,
+) {
+    let m = acc.len() + (w - 1) / S;
+    if phases.len() < S * m {
+        phases.resize(S * m, from[0]);
+    }
+    let whole = (from.len() / S).min(m);
+    for (i, c) in from[..whole * S].chunks_exact(S).enumerate() {
+        for r in 0..S {
+            phases[r * m + i] = c[r];
+        }
+    }
+    for (t, &v) in from[whole * S..from.len().min(m * S)].iter().enumerate() {
+        phases[t % S * m + whole + t / S] = v;
+    }
+    let phases = &phases[..S * m];
+    fold_offsets(acc, w, |k| &phases[k % S * m + k / S..]);
 }
 
 fn argmax_typed<T: Element + PartialOrd>(
