@@ -184,6 +184,7 @@ impl<Q: Ptree> OnDevice<Q> {
         let inputs = or_fail(inputs, name, dev);
         let run = or_fail(program.run(&inputs), name, dev);
         drop(inputs);
+        count_transfers(0, run.index_bytes);
         for (leaf, v) in &run.writebacks {
             let host = or_fail(download(v), name, dev);
             nx::raw::eval(Prim::Assign, &[&leaves[*leaf], &host]);
@@ -207,7 +208,7 @@ impl<Q: Ptree> OnDevice<Q> {
                 "jit {name} on {}: {}, {} kernels, transfers {} B to the device, {} B from it",
                 self.device.name(),
                 how.describe(),
-                program.program().num_kernels(),
+                program.num_kernels(),
                 now.bytes_to_device - moved.bytes_to_device,
                 now.bytes_from_device - moved.bytes_from_device,
             );

@@ -552,8 +552,8 @@ fn the_op_table_runs_on_the_device_or_is_refused_naming_it() {
     for case in cases.iter().filter(|c| !SKIP.contains(&c.op)) {
         let g = rune::make_graph(|xs: &Vec<Tensor>| (case.run)(xs), &case.inputs);
         let red = reduces(&g);
-        match tolk::cuda::render_program(g).and_then(|p| tolk::device::exec::check(&p)) {
-            Ok(()) => runnable.push((case, red, (case.run)(&case.inputs))),
+        match tolk::cuda::render_program(g) {
+            Ok(_) => runnable.push((case, red, (case.run)(&case.inputs))),
             Err(e) if e.contains("\"CUDA\"") => refused += 1,
             Err(e) => failures.push(format!(
                 "{}: refused without naming the device: {e}",
@@ -646,4 +646,265 @@ fn the_op_table_runs_on_the_device_or_is_refused_naming_it() {
         failures.join("\n")
     );
     assert!(checked > 1000, "only {checked} entries ran");
+}
+
+/// Deterministic f32 data of `shape` (seeded by `k`).
+fn data(shape: &[usize], k: usize) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n)
+        .map(|i| (((i * 7 + k * 13) as f32) * 0.61).sin() * 0.8)
+        .collect();
+    Tensor::from_slice(&v, shape)
+}
+
+fn bytes_of(ts: &[&Tensor]) -> u64 {
+    ts.iter()
+        .map(|t| (t.numel() * t.dtype().size_in_bytes()) as u64)
+        .sum()
+}
+
+/// One step of a small recurrent map (a product in the body: a gemm per
+/// step on the device).
+fn rnn_step(w: &Tensor, c: &Tensor, x: &Tensor) -> (Tensor, Tensor) {
+    let next = (c.matmul(w) * 0.9 + x).tanh();
+    let y = c.sin() * x;
+    (next, y)
+}
+
+fn rnn(p: &(Tensor, Tensor, Tensor)) -> (Tensor, Tensor) {
+    let (w, c0, xs) = p;
+    rune::scan(|c: &Tensor, x: &Tensor| rnn_step(w, c, x), c0, xs)
+}
+
+fn rnn_loss(p: &(Tensor, Tensor, Tensor)) -> Tensor {
+    let (c, ys) = rnn(p);
+    c.square().sum_all() + ys.sum_all()
+}
+
+/// A staged scan runs on the device, driven from the host over its body's
+/// kernels: its results equal eager's, and its carries stay on the device
+/// between steps: a call moves its inputs in and nothing else, whatever
+/// the length (no transfer per step); its outputs stay resident until read.
+#[test]
+fn a_staged_scan_runs_on_the_device_with_no_transfer_per_step() {
+    let _g = setup();
+    let tol = if real() { 64.0 } else { 0.0 };
+    let check = |got: &Tensor, want: &Tensor, what: &str| {
+        let r = if tol == 0.0 {
+            same_bits(got, want)
+        } else {
+            close(got, want, tol)
+        };
+        r.unwrap_or_else(|e| panic!("{what}: {e}"));
+    };
+    let jf = jit_with(rnn, cuda());
+    for t in [1usize, 10, 100] {
+        let p = (data(&[4, 4], 1) * 0.5, data(&[3, 4], 2), data(&[t, 3, 4], 3));
+        jf.call(&p); // compile outside the counted call
+        reset_jit_stats();
+        let base = jit_stats().resident_bytes;
+        let (c, ys) = jf.call(&p);
+        let s = jit_stats();
+        assert_eq!(
+            (s.bytes_to_device, s.bytes_from_device),
+            (bytes_of(&[&p.0, &p.1, &p.2]), 0),
+            "length {t}: the inputs in, nothing out"
+        );
+        assert_eq!(s.resident_bytes - base, bytes_of(&[&c, &ys]));
+        let (ce, yse) = rnn(&p);
+        check(&c, &ce, "carry");
+        check(&ys, &yse, "ys");
+        assert_eq!(jit_stats().bytes_from_device, bytes_of(&[&c, &ys]));
+    }
+    // The final carry fed back unread: the next call moves only what is
+    // not on the device already.
+    let p = (data(&[4, 4], 1) * 0.5, data(&[3, 4], 2), data(&[20, 3, 4], 3));
+    let (c, _) = jf.call(&p);
+    reset_jit_stats();
+    let (c2, _) = jf.call(&(p.0.clone(), c.clone(), p.2.clone()));
+    assert_eq!(jit_stats().bytes_to_device, bytes_of(&[&p.0, &p.2]));
+    let (ce, _) = rnn(&p);
+    let (c2e, _) = rnn(&(p.0.clone(), ce, p.2.clone()));
+    check(&c2, &c2e, "carry of the second call");
+}
+
+/// Reverse, unrolled (with the remainder traced after the loop) and
+/// nested scans, structured carries swapped and passed through: bit for
+/// bit against eager (elementwise bodies).
+#[test]
+fn reverse_unrolled_and_nested_scans_equal_eager_bit_for_bit() {
+    let _g = setup();
+    type C = (Tensor, Tensor, Tensor);
+    let f = |xs: &Tensor| {
+        let init = (data(&[5], 62), data(&[5], 63), data(&[5], 64));
+        rune::scan(
+            |(a, b, c): &C, x: &Tensor| {
+                let n = (a.sin() * 0.5 + x).tanh();
+                (
+                    (b.clone(), n.clone(), c.clone()),
+                    (n.clone(), n * 2.0, x.clone(), a.clone()),
+                )
+            },
+            &init,
+            xs,
+        )
+    };
+    for t in [1usize, 2, 7, 8] {
+        let xs = data(&[t, 5], 61 + t);
+        let (got_c, got_y) = jit_with(f, cuda()).call(&xs);
+        let (want_c, want_y) = f(&xs);
+        for (g, w) in got_c.leaves().iter().zip(want_c.leaves()) {
+            same_bits(g, &w).unwrap();
+        }
+        for (g, w) in got_y.leaves().iter().zip(want_y.leaves()) {
+            same_bits(g, &w).unwrap();
+        }
+    }
+    let unrolled = |xs: &Tensor| {
+        rune::scan_with(
+            |c: &Tensor, x: &Tensor| ((c * 0.5 + x).sin(), c.exp()),
+            &data(&[6], 5),
+            xs,
+            rune::ScanOpts { unroll: 3 },
+        )
+    };
+    let xs = data(&[10, 6], 6);
+    let got = jit_with(unrolled, cuda()).call(&xs);
+    let want = unrolled(&xs);
+    same_bits(&got.0, &want.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+    // A scan over rows, each row an inner scan over its entries.
+    let nested = |m: &Tensor| {
+        rune::scan(
+            |s: &Tensor, row: &Tensor| {
+                let (inner, _) =
+                    rune::scan(|a: &Tensor, x: &Tensor| (a * 0.5 + x.cos(), ()), s, row);
+                (inner.clone() + 1.0, inner)
+            },
+            &Tensor::scalar(0.25f32),
+            m,
+        )
+    };
+    let m = data(&[4, 7], 8);
+    let text = format!("{}", rune::make_graph(nested, &m));
+    assert_eq!(text.matches("scan{length: ").count(), 2, "{text}");
+    let got = jit_with(nested, cuda()).call(&m);
+    let want = nested(&m);
+    same_bits(&got.0, &want.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+}
+
+/// grad of a scan (a forward loop stacking residuals, a reverse loop over
+/// the cotangents, both on the device) equals eager's; the inputs move in
+/// once and only the gradients come out, when read.
+#[test]
+fn grad_of_a_staged_scan_runs_on_the_device() {
+    let _g = setup();
+    let p = (data(&[4, 4], 1) * 0.5, data(&[4], 2), data(&[30, 4], 3));
+    let g = |p: &(Tensor, Tensor, Tensor)| rune::grad(rnn_loss, p);
+    let text = format!("{}", rune::make_graph(g, &p));
+    assert!(text.matches("scan{").count() >= 2, "{text}");
+    let jg = jit_with(g, cuda());
+    jg.call(&p);
+    reset_jit_stats();
+    let got = jg.call(&p);
+    assert_eq!(
+        (jit_stats().bytes_to_device, jit_stats().bytes_from_device),
+        (bytes_of(&[&p.0, &p.1, &p.2]), 0)
+    );
+    let want = g(&p);
+    let tol = if real() { 256.0 } else { 64.0 };
+    close(&got.0, &want.0, tol).unwrap();
+    close(&got.1, &want.1, tol).unwrap();
+    close(&got.2, &want.2, tol).unwrap();
+    assert_eq!(
+        jit_stats().bytes_from_device,
+        bytes_of(&[&got.0, &got.1, &got.2])
+    );
+    let v = jit_with(|p: &(Tensor, Tensor, Tensor)| rune::value_and_grad(rnn_loss, p), cuda())
+        .call(&p);
+    close(&v.0, &rnn_loss(&p), 8.0).unwrap();
+}
+
+/// Gathers in a loop's body: by captured indices (checked once, when the
+/// program is made), by an input's (checked with the call's inputs,
+/// before any kernel runs, no transfer) and by carried indices (copied
+/// out and checked before each step, counted); an index out of range
+/// inside the loop raises eager's message.
+#[test]
+fn gathers_inside_a_scan_check_their_indices_as_eager() {
+    let _g = setup();
+    let table = data(&[6, 3], 9);
+    let idx = Tensor::from_slice(&[5i32, 0, -1, 2], &[4]);
+    let cap = idx.clone();
+    let captured = move |(tb, xs): &(Tensor, Tensor)| {
+        rune::scan(
+            |c: &Tensor, x: &Tensor| {
+                let g = tb.take(&cap, 0);
+                ((c + g.sum(&[0], false)) * x, g.exp())
+            },
+            &Tensor::zeros(&[3], DType::F32),
+            xs,
+        )
+    };
+    let xs = data(&[5, 3], 10);
+    let jc = jit_with(captured.clone(), cuda());
+    let got = jc.call(&(table.clone(), xs.clone()));
+    let want = captured(&(table.clone(), xs.clone()));
+    close(&got.0, &want.0, 8.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+    // Indices as an input of the call: checked with the inputs.
+    let by_input = |(tb, i, xs): &(Tensor, Tensor, Tensor)| {
+        rune::scan(
+            |c: &Tensor, x: &Tensor| (c * x + tb.take(i, 0).sum(&[0], false), ()),
+            &Tensor::zeros(&[3], DType::F32),
+            xs,
+        )
+        .0
+    };
+    let ji = jit_with(by_input, cuda());
+    let args = (table.clone(), idx.clone(), xs.clone());
+    ji.call(&args);
+    reset_jit_stats();
+    let got = ji.call(&args);
+    assert_eq!(jit_stats().bytes_from_device, 0, "no index read back");
+    close(&got, &by_input(&args), 8.0).unwrap();
+    let bad = (table.clone(), Tensor::from_slice(&[1i32, 6], &[2]), xs.clone());
+    let m = panics::panic_message(|| drop(jit_with(by_input, cuda()).call(&bad)));
+    assert_eq!(m, panics::panic_message(|| drop(by_input(&bad))));
+    // Carried indices: read back before each step (their bytes counted).
+    let carried = |(tb, i0, xs): &(Tensor, Tensor, Tensor)| {
+        rune::scan(
+            |(i, c): &(Tensor, Tensor), x: &Tensor| {
+                let next = (i + 1.0) % 6.0;
+                ((next, c + tb.take(i, 0).sum(&[0], false) * x), ())
+            },
+            &(i0.clone(), Tensor::zeros(&[3], DType::F32)),
+            xs,
+        )
+        .0
+    };
+    let jcar = jit_with(carried, cuda());
+    let args = (table.clone(), Tensor::from_slice(&[0i32, 3], &[2]), xs.clone());
+    jcar.call(&args);
+    reset_jit_stats();
+    let got = jcar.call(&args);
+    assert_eq!(jit_stats().bytes_from_device, 5 * 8, "2 i32 indices per step");
+    let want = carried(&args);
+    same_bits(&got.0, &want.0).unwrap();
+    close(&got.1, &want.1, 8.0).unwrap();
+    let bad = (table, Tensor::from_slice(&[0i32, 3], &[2]), xs);
+    let grows = |(tb, i0, xs): &(Tensor, Tensor, Tensor)| {
+        rune::scan(
+            |(i, c): &(Tensor, Tensor), x: &Tensor| {
+                ((i + 2.0, c + tb.take(i, 0).sum(&[0], false) * x), ())
+            },
+            &(i0.clone(), Tensor::zeros(&[3], DType::F32)),
+            xs,
+        )
+        .0
+        .1
+    };
+    let m = panics::panic_message(|| drop(jit_with(grows, cuda()).call(&bad)));
+    assert_eq!(m, panics::panic_message(|| drop(grows(&bad))));
 }

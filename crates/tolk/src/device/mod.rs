@@ -21,6 +21,7 @@
 pub mod cuda_driver;
 pub mod emulated;
 pub mod exec;
+mod loops;
 
 use nx::DType;
 use rustc_hash::FxHashMap as HashMap;
