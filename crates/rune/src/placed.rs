@@ -40,7 +40,7 @@ pub(crate) struct Placed<Q> {
     pub(crate) programs: SignatureCache<(tolk::shard::ShardedProgram, Q)>,
 }
 
-fn sharded_writeback(leaf: usize) -> JitError {
+pub(crate) fn sharded_writeback(leaf: usize) -> JitError {
     JitError::new(format!(
         "pmap: the function assigns in place to input leaf {leaf}, which is sharded: writing it \
          back would gather it from every device on each call. Return the new value instead, or \
@@ -202,7 +202,7 @@ impl<Q: Ptree> Placed<Q> {
     }
 
     /// Each leaf's split axis; panics if `in_axes` does not fit `leaves`.
-    fn check_leaves(&self, leaves: &[Tensor]) -> Vec<Option<usize>> {
+    pub(crate) fn check_leaves(&self, leaves: &[Tensor]) -> Vec<Option<usize>> {
         let n = self.devices.len();
         let axes = self.axes_of(leaves.len());
         for (i, t) in leaves.iter().enumerate() {

@@ -908,3 +908,122 @@ fn gathers_inside_a_scan_check_their_indices_as_eager() {
     let m = panics::panic_message(|| drop(jit_with(grows, cuda()).call(&bad)));
     assert_eq!(m, panics::panic_message(|| drop(grows(&bad))));
 }
+
+fn cuda_devices(n: usize) -> Vec<String> {
+    (0..n).map(|d| format!("CUDA:{d}")).collect()
+}
+
+/// pmap over `CUDA:0`, `CUDA:1`, ... (emulated devices): every sharding
+/// rule whose operations the device runs, over 2 and 4 devices, the input
+/// split along axis 0 or 1, against eager: stages per device, all-reduces
+/// (partial reductions, products contracting the split axis), all-gathers
+/// and slices on the devices.
+#[test]
+fn pmap_over_cuda_devices_equals_eager_for_every_sharding_rule() {
+    let _g = setup();
+    use rune::prelude::Slice;
+    type F = fn(&(Tensor, Tensor)) -> Tensor;
+    let progs: Vec<(&str, F)> = vec![
+        ("elementwise with a replicated operand", |(x, r)| {
+            (x * r).sin() + 1.0
+        }),
+        ("reduce over every axis", |(x, r)| (x * r).sum_all()),
+        ("reduce over axis 0", |(x, r)| {
+            (x.exp() + r).max(&[0], false)
+        }),
+        ("reduce over axis 1", |(x, r)| (x - r).sum(&[1], true) * 2.0),
+        ("softmax along 1", |(x, _)| x.softmax(1)),
+        ("log_softmax along 0", |(x, _)| x.log_softmax(0)),
+        ("reshape splitting axis 1", |(x, _)| {
+            x.reshape(&[4, 6, 2]).sum(&[2], false)
+        }),
+        ("transpose", |(x, r)| (x + r).transpose().tanh()),
+        ("slice rows", |(x, _)| x.slice(&[Slice::from(1..3)]) * 3.0),
+        ("slice columns", |(x, _)| {
+            x.slice(&[Slice::from(..), Slice::from(0..12).step(2)])
+        }),
+        ("flip", |(x, _)| x.flip(&[0, 1]) - x),
+        ("pad", |(x, _)| {
+            x.pad(&[(1, 0), (0, 2)], 0.5).sum(&[1], false)
+        }),
+        ("concat", |(x, r)| {
+            Tensor::concatenate(&[x.clone(), r.clone()], 1).exp()
+        }),
+        ("x @ x^T", |(x, _)| x.matmul(&x.transpose())),
+        ("x^T @ x", |(x, _)| x.transpose().matmul(x)),
+    ];
+    let x = data(&[4, 12], 11);
+    let r = data(&[4, 12], 12);
+    let mut runs = 0;
+    for (name, f) in progs {
+        let eager = f(&(x.clone(), r.clone()));
+        for n in [2, 4] {
+            for axis in [0usize, 1] {
+                for r_axis in [None, Some(axis)] {
+                    let opts = rune::PmapOpts {
+                        devices: cuda_devices(n),
+                        in_axes: Some(vec![Some(axis), r_axis]),
+                        donate: false,
+                    };
+                    let got = rune::pmap_with(f, opts).call(&(x.clone(), r.clone()));
+                    close(&got, &eager, 16.0).unwrap_or_else(|e| {
+                        panic!("{name} over {n} devices, split axis {axis}, r {r_axis:?}: {e}")
+                    });
+                    runs += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(runs, 15 * 8);
+}
+
+/// A data-parallel SGD step over two CUDA devices: the loss and the
+/// gradients all-reduced on the devices (nothing gathered), the
+/// parameters replicated; a call moves the batch's shards and, the first
+/// time, the parameters' replicas; the updated parameters fed back unread
+/// move nothing; reading them reads one replica. The trajectory equals one
+/// device's (jit on CUDA) within tolerance.
+#[test]
+fn a_data_parallel_step_over_cuda_devices_moves_only_the_batch() {
+    let _g = setup();
+    type P = (Tensor, Tensor);
+    let step = |(w, b, x, y): &(Tensor, Tensor, Tensor, Tensor)| {
+        let loss = |(w, b): &P| (x.matmul(w) + b).tanh().sub(y).square().mean_all();
+        let (l, (gw, gb)) = rune::value_and_grad(loss, &(w.clone(), b.clone()));
+        (w - gw * 0.5, b - gb * 0.5, l)
+    };
+    let opts = rune::PmapOpts {
+        devices: cuda_devices(2),
+        in_axes: Some(vec![None, None, Some(0), Some(0)]),
+        donate: false,
+    };
+    let dp = rune::pmap_with(step, opts);
+    let one = jit_with(step, cuda());
+    let (mut w, mut b) = (data(&[3, 2], 21) * 0.5, data(&[2], 22) * 0.1);
+    let (mut w1, mut b1) = (w.clone(), b.clone());
+    let x = data(&[8, 3], 23);
+    let y = data(&[8, 2], 24) * 0.5;
+    let mut losses = Vec::new();
+    for i in 0..6 {
+        reset_jit_stats();
+        let (nw, nb, l) = dp.call(&(w.clone(), b.clone(), x.clone(), y.clone()));
+        let s = jit_stats();
+        let batch = bytes_of(&[&x, &y]);
+        let params = 2 * bytes_of(&[&w, &b]);
+        if i == 0 {
+            assert_eq!(s.bytes_to_device, batch + params, "step {i}");
+        } else {
+            assert_eq!(s.bytes_to_device, batch, "step {i}: the parameters stay on the devices");
+        }
+        assert_eq!(s.bytes_from_device, 0, "step {i}");
+        let (ow, ob, ol) = one.call(&(w1.clone(), b1.clone(), x.clone(), y.clone()));
+        close(&l, &ol, 64.0).unwrap();
+        losses.push(l.item::<f32>());
+        // The loss of each: one replica of the pmap's, the jit's output.
+        assert_eq!(jit_stats().bytes_from_device, 2 * 4);
+        (w, b, w1, b1) = (nw, nb, ow, ob);
+    }
+    close(&w, &w1, 64.0).unwrap();
+    close(&b, &b1, 64.0).unwrap();
+    assert!(losses[5] < losses[0], "{losses:?}");
+}

@@ -186,6 +186,31 @@ impl DeviceApi for Driver {
             .map_err(|e| err("cuMemcpyDtoDAsync", e))
     }
 
+    fn copy_from_peer(
+        &self,
+        dst: DevPtr,
+        src_device: &dyn DeviceApi,
+        src: DevPtr,
+        bytes: usize,
+    ) -> Result<(), String> {
+        let peer = src_device
+            .as_any()
+            .downcast_ref::<Driver>()
+            .ok_or("CUDA: a peer copy from a device of another kind")?;
+        // The source's stream may still be writing it.
+        peer.synchronize()?;
+        self.current()?;
+        // SAFETY: `dst` (this context) and `src` (the peer's) hold `bytes`
+        // from these addresses; the contexts are the retained primary
+        // ones; the copy is ordered on this device's stream.
+        unsafe { drv::memcpy_peer_async(self.ctx, dst.0, peer.ctx, src.0, bytes, self.stream) }
+            .map_err(|e| err("cuMemcpyPeerAsync", e))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn load_module(&self, source: &str) -> Result<ModuleId, String> {
         let nvrtc = crate::nvrtc::Nvrtc::get()?;
         let opts = crate::cuda::nvrtc_options(&self.arch);

@@ -496,6 +496,21 @@ impl DeviceApi for Emulated {
         })
     }
 
+    fn copy_from_peer(
+        &self,
+        dst: DevPtr,
+        _src_device: &dyn DeviceApi,
+        src: DevPtr,
+        bytes: usize,
+    ) -> Result<(), String> {
+        // Every emulated device's memory is a block of the one region.
+        self.copy_on_device(dst, src, bytes)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn load_module(&self, source: &str) -> Result<ModuleId, String> {
         let dir = std::env::temp_dir().join(format!(
             "tolk-emulated-cuda-{}-{}",

@@ -22,6 +22,7 @@ pub mod cuda_driver;
 pub mod emulated;
 pub mod exec;
 mod loops;
+pub mod sharded;
 
 use nx::DType;
 use rustc_hash::FxHashMap as HashMap;
@@ -128,6 +129,19 @@ pub trait DeviceApi: Send + Sync {
     fn copy_out(&self, src: DevPtr, dst: &mut [u8]) -> Result<(), String>;
     /// Device bytes to device bytes (no transfer).
     fn copy_on_device(&self, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<(), String>;
+    /// Bytes of another device (`src_device`, of the same implementation)
+    /// to this one's (a peer copy: no host transfer), ordered after the
+    /// work of both devices before it.
+    fn copy_from_peer(
+        &self,
+        dst: DevPtr,
+        src_device: &dyn DeviceApi,
+        src: DevPtr,
+        bytes: usize,
+    ) -> Result<(), String>;
+    /// The implementation, for [`DeviceApi::copy_from_peer`] to reach its
+    /// peer's handles.
+    fn as_any(&self) -> &dyn std::any::Any;
     /// Compiles and loads one CUDA C++ translation unit as rendered by the
     /// CUDA dialect ([`crate::codegen::cuda`]).
     fn load_module(&self, source: &str) -> Result<ModuleId, String>;
