@@ -1102,3 +1102,79 @@ fn train_mlp_trains_on_the_device_as_on_the_cpu() {
     );
     assert!((acc_dev - acc_cpu).abs() < 0.02, "accuracy {acc_dev} vs {acc_cpu}");
 }
+
+/// The child of `a_second_process_loads_its_modules_from_the_disk_cache`:
+/// jits a program with a loop on CUDA, checks it against eager, and
+/// prints this process's module counts.
+#[test]
+#[ignore]
+fn child_jits_and_reports_module_stats() {
+    if std::env::var("RUNE_TEST_CHILD").is_err() {
+        return;
+    }
+    let _g = setup();
+    let f = |xs: &Tensor| {
+        rune::scan(
+            |c: &Tensor, x: &Tensor| ((c * 0.5 + x).tanh(), c.exp()),
+            &Tensor::zeros(&[7], DType::F32),
+            xs,
+        )
+    };
+    let xs = data(&[5, 7], 70);
+    let got = jit_with(f, cuda()).call(&xs);
+    let want = f(&xs);
+    same_bits(&got.0, &want.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+    // A second jit of it in this process: its modules are loaded already.
+    let before = tolk::device::module_stats();
+    jit_with(f, cuda()).call(&xs).0.to_vec::<f32>();
+    assert_eq!(tolk::device::module_stats(), before);
+    let (compiled, from_disk) = before;
+    println!("modules: compiled {compiled}, from disk {from_disk}");
+}
+
+/// The module images (PTX on a GPU; the emulated device's shared objects)
+/// go through the disk cache keyed by the device, driver and NVRTC: a
+/// first process compiles and writes them, a second one with the same
+/// cache directory loads every one from disk and compiles none; with
+/// `JITCACHE=0` nothing is read or written.
+#[test]
+fn a_second_process_loads_its_modules_from_the_disk_cache() {
+    let dir = std::env::temp_dir().join(format!("rune-cumod-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = |jitcache: &str| -> (u64, u64) {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "child_jits_and_reports_module_stats",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("RUNE_TEST_CHILD", "1")
+            .env("XDG_CACHE_HOME", &dir)
+            .env("JITCACHE", jitcache)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("modules: compiled "))
+            .unwrap_or_else(|| panic!("no counts in {text}"));
+        let (c, d) = line.split_once(", from disk ").unwrap();
+        (c.parse().unwrap(), d.parse().unwrap())
+    };
+    let (compiled, from_disk) = run("1");
+    assert!(compiled >= 2 && from_disk == 0, "first: {compiled}, {from_disk}");
+    let files = std::fs::read_dir(dir.join("tolk/rune_jit"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".cumod"))
+        })
+        .count();
+    assert_eq!(files as u64, compiled, "one image per module");
+    assert_eq!(run("1"), (0, compiled), "second: every module from disk");
+    assert_eq!(run("0"), (compiled, 0), "JITCACHE=0: compiled again");
+    let _ = std::fs::remove_dir_all(&dir);
+}

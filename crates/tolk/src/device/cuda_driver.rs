@@ -13,8 +13,11 @@
 //! One primary context per device, one non-blocking stream: every call is
 //! ordered on it; `copy_out` synchronizes. Launches are asynchronous.
 //!
-//! Not built yet: the PTX disk cache (each process compiles its modules
-//! once), f16/bf16 products (`cublasGemmEx`), pinned host buffers.
+//! PTX goes through the disk cache ([`super::Device::module`]: keyed by
+//! the source, the NVRTC options, the device model and capability, the
+//! driver's and NVRTC's versions).
+//!
+//! Not built yet: f16/bf16 products (`cublasGemmEx`), pinned host buffers.
 
 use super::{DevPtr, DeviceApi, Gemm, KernelArg, ModuleId, Operand};
 use cudarc::cublas::{result as blas, sys as blas_sys};
@@ -28,6 +31,8 @@ pub struct Driver {
     model: String,
     /// `compute_XY` for NVRTC.
     arch: String,
+    /// What its PTX depends on (the disk cache's key).
+    target: crate::cache::CudaTarget,
     ctx: sys::CUcontext,
     stream: sys::CUstream,
     /// Loaded modules and their functions by name.
@@ -86,6 +91,12 @@ impl Driver {
             .map_err(|e| err("cuStreamCreate", e))?;
         Ok(Driver {
             ordinal,
+            target: crate::cache::CudaTarget {
+                device: model.clone(),
+                capability: (major, minor),
+                driver: found.driver,
+                nvrtc: found.nvrtc,
+            },
             model,
             arch: format!("compute_{major}{minor}"),
             ctx,
@@ -211,12 +222,19 @@ impl DeviceApi for Driver {
         self
     }
 
-    fn load_module(&self, source: &str) -> Result<ModuleId, String> {
+    fn compile(&self, source: &str) -> Result<Vec<u8>, String> {
         let nvrtc = crate::nvrtc::Nvrtc::get()?;
         let opts = crate::cuda::nvrtc_options(&self.arch);
         let refs: Vec<&str> = opts.iter().map(String::as_str).collect();
-        let ptx = nvrtc.compile_ptx(source, "tolk.cu", &refs)?;
-        let ptx = CString::new(ptx).map_err(|e| format!("CUDA: PTX with a NUL byte: {e}"))?;
+        Ok(nvrtc.compile_ptx(source, "tolk.cu", &refs)?.into_bytes())
+    }
+
+    fn image_target(&self) -> Option<crate::cache::CudaTarget> {
+        Some(self.target.clone())
+    }
+
+    fn load_image(&self, image: &[u8], source: &str) -> Result<ModuleId, String> {
+        let ptx = CString::new(image).map_err(|e| format!("CUDA: PTX with a NUL byte: {e}"))?;
         self.current()?;
         // SAFETY: `ptx` is a NUL-terminated PTX image, read during the call.
         let module = unsafe { drv::module::load_data(ptx.as_ptr() as *const c_void) }
