@@ -1178,3 +1178,39 @@ fn a_second_process_loads_its_modules_from_the_disk_cache() {
     assert_eq!(run("0"), (compiled, 0), "JITCACHE=0: compiled again");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// f16 and bf16 products run through the device gemm (cublasGemmEx with
+/// f32 accumulation on a GPU; nx's product on the emulator, so bit for bit
+/// there): plain, transposed and batched, with elementwise work around
+/// them, and a gradient through one.
+#[test]
+fn f16_and_bf16_products_run_through_the_device_gemm() {
+    let _g = setup();
+    for dt in [DType::F16, DType::BF16] {
+        let a = data(&[6, 9], 31).cast(dt);
+        let b = data(&[9, 5], 32).cast(dt);
+        let c = data(&[3, 4, 9], 33).cast(dt);
+        let f = |(a, b, c): &(Tensor, Tensor, Tensor)| {
+            (
+                (a * 2.0).matmul(b).tanh(),
+                a.matmul(&a.transpose()),
+                c.matmul(&c.swapaxes(1, 2)),
+                rune::grad(|b: &Tensor| a.matmul(b).cast(DType::F32).square().sum_all(), b),
+            )
+        };
+        let p = (a, b, c);
+        let got = jit_with(f, cuda()).call(&p);
+        let want = f(&p);
+        let check = |g: &Tensor, w: &Tensor, k: usize| {
+            if real() {
+                close(g, w, 8.0 * k as f64).unwrap()
+            } else {
+                same_bits(g, w).unwrap()
+            }
+        };
+        check(&got.0, &want.0, 9);
+        check(&got.1, &want.1, 9);
+        check(&got.2, &want.2, 9);
+        check(&got.3, &want.3, 6);
+    }
+}

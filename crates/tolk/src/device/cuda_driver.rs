@@ -17,7 +17,10 @@
 //! the source, the NVRTC options, the device model and capability, the
 //! driver's and NVRTC's versions).
 //!
-//! Not built yet: f16/bf16 products (`cublasGemmEx`), pinned host buffers.
+//! Products: `cublasSgemmStridedBatched`/`Dgemm`, f16 and bf16 through
+//! `cublasGemmStridedBatchedEx` (f32 accumulation).
+//!
+//! Not built yet: pinned host buffers.
 
 use super::{DevPtr, DeviceApi, Gemm, KernelArg, ModuleId, Operand};
 use cudarc::cublas::{result as blas, sys as blas_sys};
@@ -358,8 +361,48 @@ impl DeviceApi for Driver {
                 }
                 .map_err(|e| err("cublasDgemmStridedBatched", e))
             }
+            nx::DType::F16 | nx::DType::BF16 => {
+                // Half operands and result, f32 accumulation (as nx's
+                // eager product accumulates them).
+                let ty = if g.dtype == nx::DType::F16 {
+                    blas_sys::cudaDataType::CUDA_R_16F
+                } else {
+                    blas_sys::cudaDataType::CUDA_R_16BF
+                };
+                let (alpha, beta) = (1.0f32, 0.0f32);
+                // SAFETY: as for f32; alpha and beta are f32 as the
+                // compute type CUBLAS_COMPUTE_32F asks.
+                unsafe {
+                    blas::gemm_strided_batched_ex(
+                        handle,
+                        op_b,
+                        op_a,
+                        m,
+                        n,
+                        k,
+                        &alpha as *const f32 as *const c_void,
+                        g.b.ptr.0 as *const c_void,
+                        ty,
+                        ldb,
+                        sb,
+                        g.a.ptr.0 as *const c_void,
+                        ty,
+                        lda,
+                        sa,
+                        &beta as *const f32 as *const c_void,
+                        g.c.0 as *mut c_void,
+                        ty,
+                        m,
+                        sc,
+                        g.batch as i32,
+                        blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                        blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                }
+                .map_err(|e| err("cublasGemmStridedBatchedEx", e))
+            }
             d => Err(format!(
-                "products of {d:?} on CUDA are not built yet (cublasGemmEx); f32 and f64 are"
+                "products of {d:?} on CUDA are not built yet; f16, bf16, f32 and f64 are"
             )),
         }
     }

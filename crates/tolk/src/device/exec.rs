@@ -21,9 +21,8 @@
 //! its body's kernels ([`super::loops`]): its carries stay on the device
 //! from step to step, with no transfer.
 //!
-//! Not run yet (an error naming them): non-contiguous values read by a
-//! kernel, products of operands no BLAS layout describes, f16/bf16
-//! products.
+//! Not run yet (an error naming them): products of operands no BLAS
+//! layout describes, products of integers and complex numbers.
 
 use super::{Buffer, DevPtr, Device, Gemm, KernelArg, ModuleId, Operand};
 use crate::cuda::CudaProgram;
@@ -499,10 +498,8 @@ fn gemm_of(prim: &Prim, lhs: &Value, rhs: &Value, c: DevPtr) -> Result<Gemm, Str
         unreachable!()
     };
     let dtype = lhs.dtype;
-    if !matches!(dtype, DType::F32 | DType::F64) {
-        return Err(unsupported(&format!(
-            "a product of {dtype:?} (cublasGemmEx)"
-        )));
+    if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32 | DType::F64) {
+        return Err(unsupported(&format!("a product of {dtype:?}")));
     }
     let dims = |v: &Value, axes: &[usize]| -> Vec<(usize, isize)> {
         axes.iter()
