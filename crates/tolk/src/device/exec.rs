@@ -424,7 +424,16 @@ impl DeviceProgram {
                         let a = g.aval(out);
                         let buf = Arc::new(self.device.alloc(bytes_of(a))?);
                         if a.numel() > 0 {
-                            let gemm = gemm_of(prim, &lhs, &rhs, buf.ptr())?;
+                            let gemm = match gemm_of(prim, &lhs, &rhs, buf.ptr()) {
+                                Ok(g) => g,
+                                // Operands no BLAS layout describes: copied
+                                // on the device in [batch, free, contracted]
+                                // order first.
+                                Err(_) => {
+                                    let (p, l, r) = canonical(prim, &lhs, &rhs)?;
+                                    gemm_of(&p, &l, &r, buf.ptr())?
+                                }
+                            };
                             if gemm.k == 0 {
                                 return Err(unsupported("a product over an empty axis"));
                             }
@@ -465,6 +474,65 @@ impl DeviceProgram {
 /// Bytes of a value of aval `a`.
 fn bytes_of(a: &nx::Aval) -> usize {
     a.numel() * a.dtype.size_in_bytes()
+}
+
+/// `dot_general`'s operands copied contiguous in canonical order (lhs
+/// `[batch, free, contracted]`, rhs `[batch, contracted, free]`) and the
+/// product over them, for operands whose layouts are not one strided batch
+/// of matrices (the output's order is unchanged: batch, lhs free, rhs free).
+fn canonical(prim: &Prim, lhs: &Value, rhs: &Value) -> Result<(Prim, Value, Value), String> {
+    let Prim::DotGeneral {
+        lhs_contract,
+        rhs_contract,
+        lhs_batch,
+        rhs_batch,
+    } = prim
+    else {
+        unreachable!()
+    };
+    let order = |v: &Value, batch: &[usize], mid: &[usize], free_last: bool| -> Result<Value, String> {
+        let rank = v.layout.shape.len();
+        let free: Vec<usize> = (0..rank)
+            .filter(|a| !batch.contains(a) && !mid.contains(a))
+            .collect();
+        let mut perm: Vec<usize> = batch.to_vec();
+        if free_last {
+            perm.extend(mid);
+            perm.extend(&free);
+        } else {
+            perm.extend(&free);
+            perm.extend(mid);
+        }
+        let l = &v.layout;
+        let view = Value {
+            layout: Layout {
+                shape: perm.iter().map(|&a| l.shape[a]).collect(),
+                strides: perm.iter().map(|&a| l.strides[a]).collect(),
+                offset: l.offset,
+            },
+            ..v.clone()
+        };
+        let mut c = view.contiguous()?;
+        if c.dense_ptr().is_some() && !c.layout.is_contiguous() {
+            // A value of at most one element: any layout of it is dense.
+            c.layout = Layout {
+                offset: c.layout.offset,
+                ..Layout::contiguous(&c.layout.shape)
+            };
+        }
+        Ok(c)
+    };
+    let (nb, nc) = (lhs_batch.len(), lhs_contract.len());
+    let l = order(lhs, lhs_batch, lhs_contract, false)?;
+    let r = order(rhs, rhs_batch, rhs_contract, true)?;
+    let l_rank = l.layout.shape.len();
+    let p = Prim::DotGeneral {
+        lhs_contract: (l_rank - nc..l_rank).collect(),
+        rhs_contract: (nb..nb + nc).collect(),
+        lhs_batch: (0..nb).collect(),
+        rhs_batch: (0..nb).collect(),
+    };
+    Ok((p, l, r))
 }
 
 /// One group of dims `(size, stride)` as one, if they step through
