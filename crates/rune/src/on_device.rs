@@ -55,7 +55,12 @@ impl DeviceResident {
         Self::wrap(o.values, o.split, dtype, &shape)
     }
 
-    fn wrap(values: Vec<DeviceValue>, split: Option<usize>, dtype: nx::DType, shape: &[usize]) -> Tensor {
+    fn wrap(
+        values: Vec<DeviceValue>,
+        split: Option<usize>,
+        dtype: nx::DType,
+        shape: &[usize],
+    ) -> Tensor {
         let bytes = values.iter().map(|v| v.bytes() as u64).sum();
         add_resident(bytes);
         let r = DeviceResident {
@@ -95,7 +100,7 @@ impl DeviceResident {
         (t.shape() == vs[0].shape.as_slice()).then(|| vs[0].buffer.clone())
     }
 
-    pub(crate) fn is_resident(t: &Tensor) -> bool {
+    fn is_resident(t: &Tensor) -> bool {
         nx::raw::pending(t).is_some_and(|p| p.as_any().is::<DeviceResident>())
     }
 
@@ -243,12 +248,7 @@ impl<Q: Ptree> OnDevice<Q> {
             .map(DeviceResident::output)
             .collect();
         if self.donate {
-            // Unread outputs fed in are consumed now that the call is done.
-            for t in &leaves {
-                if DeviceResident::is_resident(t) {
-                    Resident::donate(t);
-                }
-            }
+            donate_fed(&leaves);
         }
         if debug_level() >= 1 {
             let now = crate::device::jit_stats();
@@ -268,6 +268,16 @@ impl<Q: Ptree> OnDevice<Q> {
             }
         }
         Ok(template.with_leaves(&outs))
+    }
+}
+
+/// Consumes the unread device outputs among `leaves` (fed to a call that
+/// is done): `donate`.
+pub(crate) fn donate_fed(leaves: &[Tensor]) {
+    for t in leaves {
+        if DeviceResident::is_resident(t) {
+            Resident::donate(t);
+        }
     }
 }
 

@@ -10,9 +10,9 @@
 //! the bytes each way. Programs are never persisted (as pmap's on `CPU:n`).
 
 use crate::device::count_transfers;
-use crate::on_device::{download, DeviceResident};
-use crate::placed::{sharded_writeback, Axes, Placed};
-use crate::resident::{budget, Resident};
+use crate::on_device::{donate_fed, download, DeviceResident};
+use crate::placed::{no_sharded_writeback, Axes, Placed};
+use crate::resident::budget;
 use crate::signatures::{debug_level, SignatureCache};
 use crate::stage::JitError;
 use nx::{Prim, Ptree, Tensor};
@@ -56,14 +56,10 @@ impl<Q: Ptree> OnDevices<Q> {
             f,
             p,
             &leaves,
-            |graph| match graph.writebacks.iter().find(|(i, _)| axes[*i].is_some()) {
-                Some(&(leaf, _)) => Err(sharded_writeback(leaf)),
-                None => Ok(()),
-            },
+            |graph| no_sharded_writeback(graph, &axes),
             |graph, template| {
                 let plan = tolk::shard::plan(graph, n, &axes).map_err(JitError::new)?;
-                let program =
-                    ShardedOnDevices::new(&self.devices, plan).map_err(JitError::new)?;
+                let program = ShardedOnDevices::new(&self.devices, plan).map_err(JitError::new)?;
                 count_transfers(program.const_bytes, 0);
                 Ok(((program, template), tolk::Origin::Compiled))
             },
@@ -114,11 +110,7 @@ impl<Q: Ptree> OnDevices<Q> {
             .map(DeviceResident::sharded)
             .collect();
         if self.layout.donate {
-            for t in &leaves {
-                if DeviceResident::is_resident(t) {
-                    Resident::donate(t);
-                }
-            }
+            donate_fed(&leaves);
         }
         if debug_level() >= 1 {
             let now = crate::device::jit_stats();

@@ -40,7 +40,18 @@ pub(crate) struct Placed<Q> {
     pub(crate) programs: SignatureCache<(tolk::shard::ShardedProgram, Q)>,
 }
 
-pub(crate) fn sharded_writeback(leaf: usize) -> JitError {
+/// Refuses a program that assigns in place to a leaf split by `axes`.
+pub(crate) fn no_sharded_writeback(
+    graph: &tolk::Graph,
+    axes: &[Option<usize>],
+) -> Result<(), JitError> {
+    match graph.writebacks.iter().find(|(i, _)| axes[*i].is_some()) {
+        Some(&(leaf, _)) => Err(sharded_writeback(leaf)),
+        None => Ok(()),
+    }
+}
+
+fn sharded_writeback(leaf: usize) -> JitError {
     JitError::new(format!(
         "pmap: the function assigns in place to input leaf {leaf}, which is sharded: writing it \
          back would gather it from every device on each call. Return the new value instead, or \
@@ -105,10 +116,7 @@ impl<Q: Ptree> Placed<Q> {
             f,
             p,
             &leaves,
-            |graph| match graph.writebacks.iter().find(|(i, _)| axes[*i].is_some()) {
-                Some(&(leaf, _)) => Err(sharded_writeback(leaf)),
-                None => Ok(()),
-            },
+            |graph| no_sharded_writeback(graph, &axes),
             |graph, template| {
                 let program = tolk::shard::shard(graph, n, &axes, self.programs.persist)
                     .map_err(JitError::new)?;

@@ -29,13 +29,13 @@ use common::table;
 #[path = "../../nx/tests/common/panics.rs"]
 mod panics;
 
-#[path = "../examples/common/splitmix.rs"]
-mod splitmix;
+#[path = "../examples/common/adam.rs"]
+mod adam;
 #[path = "../examples/common/spirals.rs"]
 #[allow(dead_code)]
 mod spirals;
-#[path = "../examples/common/adam.rs"]
-mod adam;
+#[path = "../examples/common/splitmix.rs"]
+mod splitmix;
 
 use bits::same_bits;
 use rune::prelude::*;
@@ -707,7 +707,11 @@ fn a_staged_scan_runs_on_the_device_with_no_transfer_per_step() {
     };
     let jf = jit_with(rnn, cuda());
     for t in [1usize, 10, 100] {
-        let p = (data(&[4, 4], 1) * 0.5, data(&[3, 4], 2), data(&[t, 3, 4], 3));
+        let p = (
+            data(&[4, 4], 1) * 0.5,
+            data(&[3, 4], 2),
+            data(&[t, 3, 4], 3),
+        );
         jf.call(&p); // compile outside the counted call
         reset_jit_stats();
         let base = jit_stats().resident_bytes;
@@ -726,7 +730,11 @@ fn a_staged_scan_runs_on_the_device_with_no_transfer_per_step() {
     }
     // The final carry fed back unread: the next call moves only what is
     // not on the device already.
-    let p = (data(&[4, 4], 1) * 0.5, data(&[3, 4], 2), data(&[20, 3, 4], 3));
+    let p = (
+        data(&[4, 4], 1) * 0.5,
+        data(&[3, 4], 2),
+        data(&[20, 3, 4], 3),
+    );
     let (c, _) = jf.call(&p);
     reset_jit_stats();
     let (c2, _) = jf.call(&(p.0.clone(), c.clone(), p.2.clone()));
@@ -829,8 +837,11 @@ fn grad_of_a_staged_scan_runs_on_the_device() {
         jit_stats().bytes_from_device,
         bytes_of(&[&got.0, &got.1, &got.2])
     );
-    let v = jit_with(|p: &(Tensor, Tensor, Tensor)| rune::value_and_grad(rnn_loss, p), cuda())
-        .call(&p);
+    let v = jit_with(
+        |p: &(Tensor, Tensor, Tensor)| rune::value_and_grad(rnn_loss, p),
+        cuda(),
+    )
+    .call(&p);
     close(&v.0, &rnn_loss(&p), 8.0).unwrap();
 }
 
@@ -877,7 +888,11 @@ fn gathers_inside_a_scan_check_their_indices_as_eager() {
     let got = ji.call(&args);
     assert_eq!(jit_stats().bytes_from_device, 0, "no index read back");
     close(&got, &by_input(&args), 8.0).unwrap();
-    let bad = (table.clone(), Tensor::from_slice(&[1i32, 6], &[2]), xs.clone());
+    let bad = (
+        table.clone(),
+        Tensor::from_slice(&[1i32, 6], &[2]),
+        xs.clone(),
+    );
     let m = panics::panic_message(|| drop(jit_with(by_input, cuda()).call(&bad)));
     assert_eq!(m, panics::panic_message(|| drop(by_input(&bad))));
     // Carried indices: read back before each step (their bytes counted).
@@ -893,11 +908,19 @@ fn gathers_inside_a_scan_check_their_indices_as_eager() {
         .0
     };
     let jcar = jit_with(carried, cuda());
-    let args = (table.clone(), Tensor::from_slice(&[0i32, 3], &[2]), xs.clone());
+    let args = (
+        table.clone(),
+        Tensor::from_slice(&[0i32, 3], &[2]),
+        xs.clone(),
+    );
     jcar.call(&args);
     reset_jit_stats();
     let got = jcar.call(&args);
-    assert_eq!(jit_stats().bytes_from_device, 5 * 8, "2 i32 indices per step");
+    assert_eq!(
+        jit_stats().bytes_from_device,
+        5 * 8,
+        "2 i32 indices per step"
+    );
     let want = carried(&args);
     same_bits(&got.0, &want.0).unwrap();
     close(&got.1, &want.1, 8.0).unwrap();
@@ -911,7 +934,7 @@ fn gathers_inside_a_scan_check_their_indices_as_eager() {
             xs,
         )
         .0
-        .1
+         .1
     };
     let m = panics::panic_message(|| drop(jit_with(grows, cuda()).call(&bad)));
     assert_eq!(m, panics::panic_message(|| drop(grows(&bad))));
@@ -1021,7 +1044,10 @@ fn a_data_parallel_step_over_cuda_devices_moves_only_the_batch() {
         if i == 0 {
             assert_eq!(s.bytes_to_device, batch + params, "step {i}");
         } else {
-            assert_eq!(s.bytes_to_device, batch, "step {i}: the parameters stay on the devices");
+            assert_eq!(
+                s.bytes_to_device, batch,
+                "step {i}: the parameters stay on the devices"
+            );
         }
         assert_eq!(s.bytes_from_device, 0, "step {i}");
         let (ow, ob, ol) = one.call(&(w1.clone(), b1.clone(), x.clone(), y.clone()));
@@ -1100,7 +1126,10 @@ fn train_mlp_trains_on_the_device_as_on_the_cpu() {
         accuracy(&s_dev.params, &x, &y),
         accuracy(&s_cpu.params, &x, &y),
     );
-    assert!((acc_dev - acc_cpu).abs() < 0.02, "accuracy {acc_dev} vs {acc_cpu}");
+    assert!(
+        (acc_dev - acc_cpu).abs() < 0.02,
+        "accuracy {acc_dev} vs {acc_cpu}"
+    );
 }
 
 /// The child of `a_second_process_loads_its_modules_from_the_disk_cache`:
@@ -1156,7 +1185,11 @@ fn a_second_process_loads_its_modules_from_the_disk_cache() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let line = text
             .lines()
             .find_map(|l| l.strip_prefix("modules: compiled "))
@@ -1165,7 +1198,10 @@ fn a_second_process_loads_its_modules_from_the_disk_cache() {
         (c.parse().unwrap(), d.parse().unwrap())
     };
     let (compiled, from_disk) = run("1");
-    assert!(compiled >= 2 && from_disk == 0, "first: {compiled}, {from_disk}");
+    assert!(
+        compiled >= 2 && from_disk == 0,
+        "first: {compiled}, {from_disk}"
+    );
     let files = std::fs::read_dir(dir.join("tolk/rune_jit"))
         .unwrap()
         .filter(|e| {
@@ -1195,7 +1231,10 @@ fn f16_and_bf16_products_run_through_the_device_gemm() {
                 (a * 2.0).matmul(b).tanh(),
                 a.matmul(&a.transpose()),
                 c.matmul(&c.swapaxes(1, 2)),
-                rune::grad(|b: &Tensor| a.matmul(b).cast(DType::F32).square().sum_all(), b),
+                rune::grad(
+                    |b: &Tensor| a.matmul(b).cast(DType::F32).square().sum_all(),
+                    b,
+                ),
             )
         };
         let p = (a, b, c);

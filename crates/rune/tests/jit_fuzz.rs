@@ -466,7 +466,9 @@ fn fuzz(first_seed: u64, n: usize, batch: usize, device: &str) -> Counts {
             match r {
                 Ok(scale) => counts.scaled_past_100 += (scale > 100.0) as usize,
                 // Refused at trace time, naming the device.
-                Err(e) if device != "CPU" && e.starts_with("JitError") && e.contains("\"CUDA\"") => {
+                Err(e)
+                    if device != "CPU" && e.starts_with("JitError") && e.contains("\"CUDA\"") =>
+                {
                     counts.refused += 1
                 }
                 Err(e) => counts.failures.push(format!(
@@ -612,7 +614,11 @@ fn random_programs_on_the_emulated_cuda_device_equal_eager() {
         c.refused
     );
     report(&c, start.elapsed().as_secs_f64());
-    assert!(c.cases - c.refused > n / 2, "only {} ran", c.cases - c.refused);
+    assert!(
+        c.cases - c.refused > n / 2,
+        "only {} ran",
+        c.cases - c.refused
+    );
 }
 
 /// The long mode (see the module doc for the sanitized command).

@@ -18,7 +18,7 @@
 //! as the CPU's runtime does): the caller hands over their host values.
 //!
 //! A staged loop ([`crate::graph::Loop`]) is driven from the host over
-//! its body's kernels ([`super::loops`]): its carries stay on the device
+//! its body's kernels (`device/loops.rs`): its carries stay on the device
 //! from step to step, with no transfer.
 //!
 //! Not run yet (an error naming them): products of operands no BLAS
@@ -490,38 +490,39 @@ fn canonical(prim: &Prim, lhs: &Value, rhs: &Value) -> Result<(Prim, Value, Valu
     else {
         unreachable!()
     };
-    let order = |v: &Value, batch: &[usize], mid: &[usize], free_last: bool| -> Result<Value, String> {
-        let rank = v.layout.shape.len();
-        let free: Vec<usize> = (0..rank)
-            .filter(|a| !batch.contains(a) && !mid.contains(a))
-            .collect();
-        let mut perm: Vec<usize> = batch.to_vec();
-        if free_last {
-            perm.extend(mid);
-            perm.extend(&free);
-        } else {
-            perm.extend(&free);
-            perm.extend(mid);
-        }
-        let l = &v.layout;
-        let view = Value {
-            layout: Layout {
-                shape: perm.iter().map(|&a| l.shape[a]).collect(),
-                strides: perm.iter().map(|&a| l.strides[a]).collect(),
-                offset: l.offset,
-            },
-            ..v.clone()
-        };
-        let mut c = view.contiguous()?;
-        if c.dense_ptr().is_some() && !c.layout.is_contiguous() {
-            // A value of at most one element: any layout of it is dense.
-            c.layout = Layout {
-                offset: c.layout.offset,
-                ..Layout::contiguous(&c.layout.shape)
+    let order =
+        |v: &Value, batch: &[usize], mid: &[usize], free_last: bool| -> Result<Value, String> {
+            let rank = v.layout.shape.len();
+            let free: Vec<usize> = (0..rank)
+                .filter(|a| !batch.contains(a) && !mid.contains(a))
+                .collect();
+            let mut perm: Vec<usize> = batch.to_vec();
+            if free_last {
+                perm.extend(mid);
+                perm.extend(&free);
+            } else {
+                perm.extend(&free);
+                perm.extend(mid);
+            }
+            let l = &v.layout;
+            let view = Value {
+                layout: Layout {
+                    shape: perm.iter().map(|&a| l.shape[a]).collect(),
+                    strides: perm.iter().map(|&a| l.strides[a]).collect(),
+                    offset: l.offset,
+                },
+                ..v.clone()
             };
-        }
-        Ok(c)
-    };
+            let mut c = view.contiguous()?;
+            if c.dense_ptr().is_some() && !c.layout.is_contiguous() {
+                // A value of at most one element: any layout of it is dense.
+                c.layout = Layout {
+                    offset: c.layout.offset,
+                    ..Layout::contiguous(&c.layout.shape)
+                };
+            }
+            Ok(c)
+        };
     let (nb, nc) = (lhs_batch.len(), lhs_contract.len());
     let l = order(lhs, lhs_batch, lhs_contract, false)?;
     let r = order(rhs, rhs_batch, rhs_contract, true)?;

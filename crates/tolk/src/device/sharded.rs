@@ -162,11 +162,8 @@ impl ShardedOnDevices {
                                 ReduceOp::Max => BinaryOp::Max,
                                 ReduceOp::Min => BinaryOp::Min,
                             };
-                            let g = tiny(
-                                &[a_from.clone(), a_from.clone()],
-                                Prim::Binary(bin),
-                                a_to,
-                            );
+                            let g =
+                                tiny(&[a_from.clone(), a_from.clone()], Prim::Binary(bin), a_to);
                             // The tree combines on the devices of even index.
                             let combine = devices
                                 .iter()
@@ -184,11 +181,7 @@ impl ShardedOnDevices {
                             }
                         }
                         Convert::AllGather(axis) => {
-                            let g = tiny(
-                                &vec![a_from; n],
-                                Prim::Concat { axis: *axis },
-                                a_to,
-                            );
+                            let g = tiny(&vec![a_from; n], Prim::Concat { axis: *axis }, a_to);
                             DeviceStep::AllGather {
                                 from: *from,
                                 to: *to,
@@ -336,7 +329,9 @@ impl ShardedOnDevices {
                     let parts: Vec<Tensor> = match k.1 {
                         Sharding::Split(ax) => {
                             let len = t.shape()[ax] / n;
-                            (0..n).map(|d| t.narrow(ax as isize, d * len, len)).collect()
+                            (0..n)
+                                .map(|d| t.narrow(ax as isize, d * len, len))
+                                .collect()
                         }
                         _ => vec![t.clone(); n],
                     };
@@ -355,10 +350,7 @@ impl ShardedOnDevices {
         for (v, bufs) in &self.consts {
             let k = (*v, Sharding::Rep);
             let a = &self.avals[&k];
-            vals.insert(
-                k,
-                bufs.iter().map(|b| Value::dense(b.clone(), a)).collect(),
-            );
+            vals.insert(k, bufs.iter().map(|b| Value::dense(b.clone(), a)).collect());
         }
         for step in &self.steps {
             match step {
