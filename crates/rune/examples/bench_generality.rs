@@ -87,7 +87,10 @@ use splitmix::SplitMix;
 #[path = "common/spirals.rs"]
 #[allow(dead_code)] // train_mlp's accuracy and constants are not needed here
 mod spirals;
-use spirals::{loss as mlp_loss, spirals, Mlp, CLASSES, HIDDEN};
+use spirals::{spirals, Mlp, CLASSES, HIDDEN};
+#[path = "common/adam.rs"]
+mod adam;
+use adam::{adam_lr, train_step, State};
 
 // ---------------------------------------------------------------- checks
 
@@ -602,32 +605,6 @@ fn w18() {
 
 const BATCH: usize = 128;
 const SEED: u64 = 42;
-const BETA1: f64 = 0.9;
-const BETA2: f64 = 0.999;
-const EPS: f64 = 1e-8;
-
-/// `train_mlp`'s state: the parameters and Adam's moments.
-#[derive(Ptree, Clone)]
-struct State {
-    params: Mlp,
-    m: Mlp,
-    v: Mlp,
-}
-
-/// `train_mlp`'s training step, as it is there: value_and_grad of the mean
-/// cross-entropy on a minibatch, then Adam with the bias-corrected step size
-/// `lr` (a 0-d tensor, so the step compiles once).
-fn train_step((s, xb, yb, lr): &(State, Tensor, Tensor, Tensor)) -> (Tensor, State) {
-    let (l, grads) = rune::value_and_grad(|p: &Mlp| mlp_loss(p, xb, yb), &s.params);
-    let m =
-        s.m.map2_leaves(&grads, &mut |m, g| m * BETA1 + g * (1.0 - BETA1));
-    let v =
-        s.v.map2_leaves(&grads, &mut |v, g| v * BETA2 + g.square() * (1.0 - BETA2));
-    let steps = m.map2_leaves(&v, &mut |m, v| m * lr / (v.sqrt() + EPS));
-    let params = s.params.map2_leaves(&steps, &mut |p, s| p - s);
-    (l, State { params, m, v })
-}
-
 fn flagship() {
     // train_mlp's data and initialization (same seed), its first minibatch
     // and the step size of its first step.
@@ -641,7 +618,7 @@ fn flagship() {
         m: zeros.clone(),
         v: zeros,
     };
-    let lr = 1e-2 * (1.0 - BETA2).sqrt() / (1.0 - BETA1);
+    let lr = adam_lr(1e-2, 1);
     let inp = (
         state,
         x.narrow(0, 0, BATCH),

@@ -142,6 +142,7 @@ mod linalg_derivatives;
 mod loops;
 mod lower;
 mod on_device;
+mod on_devices;
 mod placed;
 mod pmap;
 mod resident;

@@ -15,6 +15,7 @@ use crate::stage::JitError;
 use nx::{Prim, Ptree, Tensor};
 use std::sync::{Arc, Mutex};
 use tolk::device::exec::{DeviceProgram, DeviceValue};
+use tolk::device::sharded::DeviceOutput;
 use tolk::device::{Buffer, Device};
 
 /// A function compiled for a device with a runtime of its own.
@@ -24,9 +25,14 @@ pub(crate) struct OnDevice<Q> {
     programs: SignatureCache<(DeviceProgram, Q)>,
 }
 
-/// The device bytes behind an unread output.
+/// The device bytes behind an unread output: one value on one device, or
+/// one per device of a pmap (its shards along `split`, or replicas).
 pub(crate) struct DeviceResident {
-    value: Mutex<Option<DeviceValue>>,
+    values: Mutex<Option<Vec<DeviceValue>>>,
+    /// The axis the values split the output along (`None`: each value is
+    /// the whole output).
+    split: Option<usize>,
+    /// Bytes the devices hold for it.
     bytes: u64,
 }
 
@@ -34,33 +40,72 @@ impl DeviceResident {
     /// An output held by the device: a host tensor whose bytes come from
     /// it on first access.
     fn output(v: DeviceValue) -> Tensor {
-        let bytes = v.bytes() as u64;
         let (dtype, shape) = (v.dtype, v.shape.clone());
+        Self::wrap(vec![v], None, dtype, &shape)
+    }
+
+    /// An output of a pmap held by its devices (see [`DeviceOutput`]).
+    pub(crate) fn sharded(o: DeviceOutput) -> Tensor {
+        let v0 = &o.values[0];
+        let mut shape = v0.shape.clone();
+        if let Some(a) = o.split {
+            shape[a] *= o.values.len();
+        }
+        let dtype = v0.dtype;
+        Self::wrap(o.values, o.split, dtype, &shape)
+    }
+
+    fn wrap(
+        values: Vec<DeviceValue>,
+        split: Option<usize>,
+        dtype: nx::DType,
+        shape: &[usize],
+    ) -> Tensor {
+        let bytes = values.iter().map(|v| v.bytes() as u64).sum();
         add_resident(bytes);
         let r = DeviceResident {
-            value: Mutex::new(Some(v)),
+            values: Mutex::new(Some(values)),
+            split,
             bytes,
         };
-        nx::raw::pending_tensor(dtype, &shape, Arc::new(r))
+        nx::raw::pending_tensor(dtype, shape, Arc::new(r))
+    }
+
+    /// The device values behind `t` if it is an unread output held by
+    /// `devices` (in order) in layout `split` (the whole output, not a
+    /// view of it).
+    pub(crate) fn on_devices(
+        t: &Tensor,
+        devices: &[Arc<Device>],
+        split: Option<usize>,
+    ) -> Option<Vec<DeviceValue>> {
+        let p = nx::raw::pending(t)?;
+        let r = p.as_any().downcast_ref::<DeviceResident>()?;
+        let vs = r.values.lock().unwrap();
+        let vs = vs.as_ref()?;
+        let whole = t.is_contiguous() && t.offset() == Some(0);
+        let placed = vs.len() == devices.len()
+            && vs
+                .iter()
+                .zip(devices)
+                .all(|(v, d)| Arc::ptr_eq(v.buffer.device(), d));
+        let layout = r.split == split || (devices.len() == 1 && r.split.is_none());
+        (whole && placed && layout).then(|| vs.clone())
     }
 
     /// The device buffer behind `t` if it is an unread output held by
     /// `device` (the whole output, not a view of it).
     fn on(t: &Tensor, device: &Arc<Device>) -> Option<Arc<Buffer>> {
-        let p = nx::raw::pending(t)?;
-        let r = p.as_any().downcast_ref::<DeviceResident>()?;
-        let v = r.value.lock().unwrap();
-        let v = v.as_ref()?;
-        let whole = t.shape() == v.shape.as_slice() && t.is_contiguous() && t.offset() == Some(0);
-        (whole && Arc::ptr_eq(v.buffer.device(), device)).then(|| v.buffer.clone())
+        let vs = Self::on_devices(t, std::slice::from_ref(device), None)?;
+        (t.shape() == vs[0].shape.as_slice()).then(|| vs[0].buffer.clone())
     }
 
     fn is_resident(t: &Tensor) -> bool {
         nx::raw::pending(t).is_some_and(|p| p.as_any().is::<DeviceResident>())
     }
 
-    fn release(&self) -> Option<DeviceValue> {
-        let v = self.value.lock().unwrap().take();
+    fn release(&self) -> Option<Vec<DeviceValue>> {
+        let v = self.values.lock().unwrap().take();
         if v.is_some() {
             remove_resident(self.bytes);
         }
@@ -70,7 +115,7 @@ impl DeviceResident {
 
 /// `v`'s bytes on the host, as a contiguous tensor (counted in
 /// `bytes_from_device`).
-fn download(v: &DeviceValue) -> Result<Tensor, String> {
+pub(crate) fn download(v: &DeviceValue) -> Result<Tensor, String> {
     let t = nx::raw::alloc(v.dtype, &v.shape);
     let bytes = v.bytes();
     if bytes > 0 {
@@ -86,8 +131,16 @@ fn download(v: &DeviceValue) -> Result<Tensor, String> {
 
 impl nx::storage::Pending for DeviceResident {
     fn fill(&self) -> Tensor {
-        let v = self.release().expect("a resident output is read once");
-        download(&v).unwrap_or_else(|e| panic!("reading a device output: {e}"))
+        let vs = self.release().expect("a resident output is read once");
+        let read = |v: &DeviceValue| {
+            download(v).unwrap_or_else(|e| panic!("reading a device output: {e}"))
+        };
+        match self.split {
+            // Every shard, joined on the host.
+            Some(a) => Tensor::concatenate(&vs.iter().map(read).collect::<Vec<_>>(), a as isize),
+            // One replica.
+            None => read(&vs[0]),
+        }
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -103,7 +156,7 @@ impl Drop for DeviceResident {
 
 /// `t`'s bytes on the device (contiguous first), counted in
 /// `bytes_to_device`.
-fn upload(device: &Arc<Device>, t: &Tensor) -> Result<Arc<Buffer>, String> {
+pub(crate) fn upload(device: &Arc<Device>, t: &Tensor) -> Result<Arc<Buffer>, String> {
     let b = device.upload_tensor(t)?;
     count_transfers((t.numel() * t.dtype().size_in_bytes()) as u64, 0);
     Ok(Arc::new(b))
@@ -184,6 +237,7 @@ impl<Q: Ptree> OnDevice<Q> {
         let inputs = or_fail(inputs, name, dev);
         let run = or_fail(program.run(&inputs), name, dev);
         drop(inputs);
+        count_transfers(0, run.index_bytes);
         for (leaf, v) in &run.writebacks {
             let host = or_fail(download(v), name, dev);
             nx::raw::eval(Prim::Assign, &[&leaves[*leaf], &host]);
@@ -194,12 +248,7 @@ impl<Q: Ptree> OnDevice<Q> {
             .map(DeviceResident::output)
             .collect();
         if self.donate {
-            // Unread outputs fed in are consumed now that the call is done.
-            for t in &leaves {
-                if DeviceResident::is_resident(t) {
-                    Resident::donate(t);
-                }
-            }
+            donate_fed(&leaves);
         }
         if debug_level() >= 1 {
             let now = crate::device::jit_stats();
@@ -207,7 +256,7 @@ impl<Q: Ptree> OnDevice<Q> {
                 "jit {name} on {}: {}, {} kernels, transfers {} B to the device, {} B from it",
                 self.device.name(),
                 how.describe(),
-                program.program().num_kernels(),
+                program.num_kernels(),
                 now.bytes_to_device - moved.bytes_to_device,
                 now.bytes_from_device - moved.bytes_from_device,
             );
@@ -219,6 +268,16 @@ impl<Q: Ptree> OnDevice<Q> {
             }
         }
         Ok(template.with_leaves(&outs))
+    }
+}
+
+/// Consumes the unread device outputs among `leaves` (fed to a call that
+/// is done): `donate`.
+pub(crate) fn donate_fed(leaves: &[Tensor]) {
+    for t in leaves {
+        if DeviceResident::is_resident(t) {
+            Resident::donate(t);
+        }
     }
 }
 

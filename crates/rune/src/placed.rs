@@ -40,6 +40,17 @@ pub(crate) struct Placed<Q> {
     pub(crate) programs: SignatureCache<(tolk::shard::ShardedProgram, Q)>,
 }
 
+/// Refuses a program that assigns in place to a leaf split by `axes`.
+pub(crate) fn no_sharded_writeback(
+    graph: &tolk::Graph,
+    axes: &[Option<usize>],
+) -> Result<(), JitError> {
+    match graph.writebacks.iter().find(|(i, _)| axes[*i].is_some()) {
+        Some(&(leaf, _)) => Err(sharded_writeback(leaf)),
+        None => Ok(()),
+    }
+}
+
 fn sharded_writeback(leaf: usize) -> JitError {
     JitError::new(format!(
         "pmap: the function assigns in place to input leaf {leaf}, which is sharded: writing it \
@@ -105,10 +116,7 @@ impl<Q: Ptree> Placed<Q> {
             f,
             p,
             &leaves,
-            |graph| match graph.writebacks.iter().find(|(i, _)| axes[*i].is_some()) {
-                Some(&(leaf, _)) => Err(sharded_writeback(leaf)),
-                None => Ok(()),
-            },
+            |graph| no_sharded_writeback(graph, &axes),
             |graph, template| {
                 let program = tolk::shard::shard(graph, n, &axes, self.programs.persist)
                     .map_err(JitError::new)?;
@@ -202,7 +210,7 @@ impl<Q: Ptree> Placed<Q> {
     }
 
     /// Each leaf's split axis; panics if `in_axes` does not fit `leaves`.
-    fn check_leaves(&self, leaves: &[Tensor]) -> Vec<Option<usize>> {
+    pub(crate) fn check_leaves(&self, leaves: &[Tensor]) -> Vec<Option<usize>> {
         let n = self.devices.len();
         let axes = self.axes_of(leaves.len());
         for (i, t) in leaves.iter().enumerate() {

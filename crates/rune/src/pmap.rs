@@ -18,10 +18,14 @@
 //! (`crate::resident`): fed back unread in the same layout they move
 //! nothing, and `donate` consumes them once the call is done.
 //!
+//! `CUDA:n` devices run through `crate::on_devices` (the same sharding,
+//! run by tolk's device layer: collectives on the devices by peer copies).
+//!
 //! This file holds pmap's API and its checks of the devices; the call path
 //! it shares with jit on a `CPU:n` device is `crate::placed`.
 
 use crate::device::{backend_or_panic, Backend};
+use crate::on_devices::OnDevices;
 use crate::placed::{Axes, Placed};
 use crate::signatures::or_panic;
 use crate::stage::JitError;
@@ -49,6 +53,8 @@ pub struct Pmap<F, P, Q> {
     f: F,
     name: &'static str,
     placed: Placed<Q>,
+    /// On CUDA devices: the call path of `crate::on_devices`.
+    cuda: Option<OnDevices<Q>>,
     _types: PhantomData<fn(&P) -> Q>,
 }
 
@@ -92,23 +98,20 @@ pub fn pmap_with<P: Ptree, Q: Ptree, F: Fn(&P) -> Q>(f: F, opts: PmapOpts) -> Pm
             Some(_) => {}
         }
     }
-    if let Some((Backend::Cuda, d)) = backend {
-        panic!(
-            "pmap: device {d:?} is not available to pmap yet: pmap over CUDA devices (and its \
-             all-reduce) is not built; jit_with runs on one CUDA device"
-        );
-    }
     if let Some((Backend::Mpi, _)) = backend {
         mpi_devices_or_panic(&opts.devices);
     }
-    let axes = match opts.in_axes {
-        Some(a) => Axes::Given(a),
+    let axes = || match &opts.in_axes {
+        Some(a) => Axes::Given(a.clone()),
         None => Axes::First,
     };
+    let cuda = matches!(backend, Some((Backend::Cuda, _)))
+        .then(|| OnDevices::new(opts.devices.clone(), axes(), opts.donate));
     Pmap {
         f,
         name: std::any::type_name::<F>(),
-        placed: Placed::new("pmap", opts.devices, axes, opts.donate, false),
+        placed: Placed::new("pmap", opts.devices.clone(), axes(), opts.donate, false),
+        cuda,
         _types: PhantomData,
     }
 }
@@ -151,11 +154,17 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Pmap<F, P, Q> {
         if self.placed.is_mpi() {
             return crate::distributed::pmap::call(&self.placed, &self.f, self.name, p);
         }
+        if let Some(c) = &self.cuda {
+            return c.call(&self.f, self.name, p);
+        }
         self.placed.call(&self.f, self.name, p)
     }
 
     /// How many times `f` has been traced (once per new signature).
     pub fn trace_count(&self) -> usize {
-        self.placed.trace_count()
+        match &self.cuda {
+            Some(c) => c.trace_count(),
+            None => self.placed.trace_count(),
+        }
     }
 }

@@ -29,6 +29,14 @@ use common::table;
 #[path = "../../nx/tests/common/panics.rs"]
 mod panics;
 
+#[path = "../examples/common/adam.rs"]
+mod adam;
+#[path = "../examples/common/spirals.rs"]
+#[allow(dead_code)]
+mod spirals;
+#[path = "../examples/common/splitmix.rs"]
+mod splitmix;
+
 use bits::same_bits;
 use rune::prelude::*;
 use rune::{jit_stats, jit_with, reset_jit_stats, JitOpts};
@@ -552,8 +560,8 @@ fn the_op_table_runs_on_the_device_or_is_refused_naming_it() {
     for case in cases.iter().filter(|c| !SKIP.contains(&c.op)) {
         let g = rune::make_graph(|xs: &Vec<Tensor>| (case.run)(xs), &case.inputs);
         let red = reduces(&g);
-        match tolk::cuda::render_program(g).and_then(|p| tolk::device::exec::check(&p)) {
-            Ok(()) => runnable.push((case, red, (case.run)(&case.inputs))),
+        match tolk::cuda::render_program(g) {
+            Ok(_) => runnable.push((case, red, (case.run)(&case.inputs))),
             Err(e) if e.contains("\"CUDA\"") => refused += 1,
             Err(e) => failures.push(format!(
                 "{}: refused without naming the device: {e}",
@@ -646,4 +654,602 @@ fn the_op_table_runs_on_the_device_or_is_refused_naming_it() {
         failures.join("\n")
     );
     assert!(checked > 1000, "only {checked} entries ran");
+}
+
+/// Deterministic f32 data of `shape` (seeded by `k`).
+fn data(shape: &[usize], k: usize) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n)
+        .map(|i| (((i * 7 + k * 13) as f32) * 0.61).sin() * 0.8)
+        .collect();
+    Tensor::from_slice(&v, shape)
+}
+
+fn bytes_of(ts: &[&Tensor]) -> u64 {
+    ts.iter()
+        .map(|t| (t.numel() * t.dtype().size_in_bytes()) as u64)
+        .sum()
+}
+
+/// One step of a small recurrent map (a product in the body: a gemm per
+/// step on the device).
+fn rnn_step(w: &Tensor, c: &Tensor, x: &Tensor) -> (Tensor, Tensor) {
+    let next = (c.matmul(w) * 0.9 + x).tanh();
+    let y = c.sin() * x;
+    (next, y)
+}
+
+fn rnn(p: &(Tensor, Tensor, Tensor)) -> (Tensor, Tensor) {
+    let (w, c0, xs) = p;
+    rune::scan(|c: &Tensor, x: &Tensor| rnn_step(w, c, x), c0, xs)
+}
+
+fn rnn_loss(p: &(Tensor, Tensor, Tensor)) -> Tensor {
+    let (c, ys) = rnn(p);
+    c.square().sum_all() + ys.sum_all()
+}
+
+/// A staged scan runs on the device, driven from the host over its body's
+/// kernels: its results equal eager's, and its carries stay on the device
+/// between steps: a call moves its inputs in and nothing else, whatever
+/// the length (no transfer per step); its outputs stay resident until read.
+#[test]
+fn a_staged_scan_runs_on_the_device_with_no_transfer_per_step() {
+    let _g = setup();
+    let tol = if real() { 64.0 } else { 0.0 };
+    let check = |got: &Tensor, want: &Tensor, what: &str| {
+        let r = if tol == 0.0 {
+            same_bits(got, want)
+        } else {
+            close(got, want, tol)
+        };
+        r.unwrap_or_else(|e| panic!("{what}: {e}"));
+    };
+    let jf = jit_with(rnn, cuda());
+    for t in [1usize, 10, 100] {
+        let p = (
+            data(&[4, 4], 1) * 0.5,
+            data(&[3, 4], 2),
+            data(&[t, 3, 4], 3),
+        );
+        jf.call(&p); // compile outside the counted call
+        reset_jit_stats();
+        let base = jit_stats().resident_bytes;
+        let (c, ys) = jf.call(&p);
+        let s = jit_stats();
+        assert_eq!(
+            (s.bytes_to_device, s.bytes_from_device),
+            (bytes_of(&[&p.0, &p.1, &p.2]), 0),
+            "length {t}: the inputs in, nothing out"
+        );
+        assert_eq!(s.resident_bytes - base, bytes_of(&[&c, &ys]));
+        let (ce, yse) = rnn(&p);
+        check(&c, &ce, "carry");
+        check(&ys, &yse, "ys");
+        assert_eq!(jit_stats().bytes_from_device, bytes_of(&[&c, &ys]));
+    }
+    // The final carry fed back unread: the next call moves only what is
+    // not on the device already.
+    let p = (
+        data(&[4, 4], 1) * 0.5,
+        data(&[3, 4], 2),
+        data(&[20, 3, 4], 3),
+    );
+    let (c, _) = jf.call(&p);
+    reset_jit_stats();
+    let (c2, _) = jf.call(&(p.0.clone(), c.clone(), p.2.clone()));
+    assert_eq!(jit_stats().bytes_to_device, bytes_of(&[&p.0, &p.2]));
+    let (ce, _) = rnn(&p);
+    let (c2e, _) = rnn(&(p.0.clone(), ce, p.2.clone()));
+    check(&c2, &c2e, "carry of the second call");
+}
+
+/// Reverse, unrolled (with the remainder traced after the loop) and
+/// nested scans, structured carries swapped and passed through: bit for
+/// bit against eager (elementwise bodies).
+#[test]
+fn reverse_unrolled_and_nested_scans_equal_eager_bit_for_bit() {
+    let _g = setup();
+    type C = (Tensor, Tensor, Tensor);
+    let f = |xs: &Tensor| {
+        let init = (data(&[5], 62), data(&[5], 63), data(&[5], 64));
+        rune::scan(
+            |(a, b, c): &C, x: &Tensor| {
+                let n = (a.sin() * 0.5 + x).tanh();
+                (
+                    (b.clone(), n.clone(), c.clone()),
+                    (n.clone(), n * 2.0, x.clone(), a.clone()),
+                )
+            },
+            &init,
+            xs,
+        )
+    };
+    for t in [1usize, 2, 7, 8] {
+        let xs = data(&[t, 5], 61 + t);
+        let (got_c, got_y) = jit_with(f, cuda()).call(&xs);
+        let (want_c, want_y) = f(&xs);
+        for (g, w) in got_c.leaves().iter().zip(want_c.leaves()) {
+            same_bits(g, &w).unwrap();
+        }
+        for (g, w) in got_y.leaves().iter().zip(want_y.leaves()) {
+            same_bits(g, &w).unwrap();
+        }
+    }
+    let unrolled = |xs: &Tensor| {
+        rune::scan_with(
+            |c: &Tensor, x: &Tensor| ((c * 0.5 + x).sin(), c.exp()),
+            &data(&[6], 5),
+            xs,
+            rune::ScanOpts { unroll: 3 },
+        )
+    };
+    let xs = data(&[10, 6], 6);
+    let got = jit_with(unrolled, cuda()).call(&xs);
+    let want = unrolled(&xs);
+    same_bits(&got.0, &want.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+    // A scan over rows, each row an inner scan over its entries.
+    let nested = |m: &Tensor| {
+        rune::scan(
+            |s: &Tensor, row: &Tensor| {
+                let (inner, _) =
+                    rune::scan(|a: &Tensor, x: &Tensor| (a * 0.5 + x.cos(), ()), s, row);
+                (inner.clone() + 1.0, inner)
+            },
+            &Tensor::scalar(0.25f32),
+            m,
+        )
+    };
+    let m = data(&[4, 7], 8);
+    let text = format!("{}", rune::make_graph(nested, &m));
+    assert_eq!(text.matches("scan{length: ").count(), 2, "{text}");
+    let got = jit_with(nested, cuda()).call(&m);
+    let want = nested(&m);
+    same_bits(&got.0, &want.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+}
+
+/// grad of a scan (a forward loop stacking residuals, a reverse loop over
+/// the cotangents, both on the device) equals eager's; the inputs move in
+/// once and only the gradients come out, when read.
+#[test]
+fn grad_of_a_staged_scan_runs_on_the_device() {
+    let _g = setup();
+    let p = (data(&[4, 4], 1) * 0.5, data(&[4], 2), data(&[30, 4], 3));
+    let g = |p: &(Tensor, Tensor, Tensor)| rune::grad(rnn_loss, p);
+    let text = format!("{}", rune::make_graph(g, &p));
+    assert!(text.matches("scan{").count() >= 2, "{text}");
+    let jg = jit_with(g, cuda());
+    jg.call(&p);
+    reset_jit_stats();
+    let got = jg.call(&p);
+    assert_eq!(
+        (jit_stats().bytes_to_device, jit_stats().bytes_from_device),
+        (bytes_of(&[&p.0, &p.1, &p.2]), 0)
+    );
+    let want = g(&p);
+    let tol = if real() { 256.0 } else { 64.0 };
+    close(&got.0, &want.0, tol).unwrap();
+    close(&got.1, &want.1, tol).unwrap();
+    close(&got.2, &want.2, tol).unwrap();
+    assert_eq!(
+        jit_stats().bytes_from_device,
+        bytes_of(&[&got.0, &got.1, &got.2])
+    );
+    let v = jit_with(
+        |p: &(Tensor, Tensor, Tensor)| rune::value_and_grad(rnn_loss, p),
+        cuda(),
+    )
+    .call(&p);
+    close(&v.0, &rnn_loss(&p), 8.0).unwrap();
+}
+
+/// Gathers in a loop's body: by captured indices (checked once, when the
+/// program is made), by an input's (checked with the call's inputs,
+/// before any kernel runs, no transfer) and by carried indices (copied
+/// out and checked before each step, counted); an index out of range
+/// inside the loop raises eager's message.
+#[test]
+fn gathers_inside_a_scan_check_their_indices_as_eager() {
+    let _g = setup();
+    let table = data(&[6, 3], 9);
+    let idx = Tensor::from_slice(&[5i32, 0, -1, 2], &[4]);
+    let cap = idx.clone();
+    let captured = move |(tb, xs): &(Tensor, Tensor)| {
+        rune::scan(
+            |c: &Tensor, x: &Tensor| {
+                let g = tb.take(&cap, 0);
+                ((c + g.sum(&[0], false)) * x, g.exp())
+            },
+            &Tensor::zeros(&[3], DType::F32),
+            xs,
+        )
+    };
+    let xs = data(&[5, 3], 10);
+    let jc = jit_with(captured.clone(), cuda());
+    let got = jc.call(&(table.clone(), xs.clone()));
+    let want = captured(&(table.clone(), xs.clone()));
+    close(&got.0, &want.0, 8.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+    // Indices as an input of the call: checked with the inputs.
+    let by_input = |(tb, i, xs): &(Tensor, Tensor, Tensor)| {
+        rune::scan(
+            |c: &Tensor, x: &Tensor| (c * x + tb.take(i, 0).sum(&[0], false), ()),
+            &Tensor::zeros(&[3], DType::F32),
+            xs,
+        )
+        .0
+    };
+    let ji = jit_with(by_input, cuda());
+    let args = (table.clone(), idx.clone(), xs.clone());
+    ji.call(&args);
+    reset_jit_stats();
+    let got = ji.call(&args);
+    assert_eq!(jit_stats().bytes_from_device, 0, "no index read back");
+    close(&got, &by_input(&args), 8.0).unwrap();
+    let bad = (
+        table.clone(),
+        Tensor::from_slice(&[1i32, 6], &[2]),
+        xs.clone(),
+    );
+    let m = panics::panic_message(|| drop(jit_with(by_input, cuda()).call(&bad)));
+    assert_eq!(m, panics::panic_message(|| drop(by_input(&bad))));
+    // Carried indices: read back before each step (their bytes counted).
+    let carried = |(tb, i0, xs): &(Tensor, Tensor, Tensor)| {
+        rune::scan(
+            |(i, c): &(Tensor, Tensor), x: &Tensor| {
+                let next = (i + 1.0) % 6.0;
+                ((next, c + tb.take(i, 0).sum(&[0], false) * x), ())
+            },
+            &(i0.clone(), Tensor::zeros(&[3], DType::F32)),
+            xs,
+        )
+        .0
+    };
+    let jcar = jit_with(carried, cuda());
+    let args = (
+        table.clone(),
+        Tensor::from_slice(&[0i32, 3], &[2]),
+        xs.clone(),
+    );
+    jcar.call(&args);
+    reset_jit_stats();
+    let got = jcar.call(&args);
+    assert_eq!(
+        jit_stats().bytes_from_device,
+        5 * 8,
+        "2 i32 indices per step"
+    );
+    let want = carried(&args);
+    same_bits(&got.0, &want.0).unwrap();
+    close(&got.1, &want.1, 8.0).unwrap();
+    let bad = (table, Tensor::from_slice(&[0i32, 3], &[2]), xs);
+    let grows = |(tb, i0, xs): &(Tensor, Tensor, Tensor)| {
+        rune::scan(
+            |(i, c): &(Tensor, Tensor), x: &Tensor| {
+                ((i + 2.0, c + tb.take(i, 0).sum(&[0], false) * x), ())
+            },
+            &(i0.clone(), Tensor::zeros(&[3], DType::F32)),
+            xs,
+        )
+        .0
+         .1
+    };
+    let m = panics::panic_message(|| drop(jit_with(grows, cuda()).call(&bad)));
+    assert_eq!(m, panics::panic_message(|| drop(grows(&bad))));
+}
+
+fn cuda_devices(n: usize) -> Vec<String> {
+    (0..n).map(|d| format!("CUDA:{d}")).collect()
+}
+
+/// pmap over `CUDA:0`, `CUDA:1`, ... (emulated devices): every sharding
+/// rule whose operations the device runs, over 2 and 4 devices, the input
+/// split along axis 0 or 1, against eager: stages per device, all-reduces
+/// (partial reductions, products contracting the split axis), all-gathers
+/// and slices on the devices.
+#[test]
+fn pmap_over_cuda_devices_equals_eager_for_every_sharding_rule() {
+    let _g = setup();
+    use rune::prelude::Slice;
+    type F = fn(&(Tensor, Tensor)) -> Tensor;
+    let progs: Vec<(&str, F)> = vec![
+        ("elementwise with a replicated operand", |(x, r)| {
+            (x * r).sin() + 1.0
+        }),
+        ("reduce over every axis", |(x, r)| (x * r).sum_all()),
+        ("reduce over axis 0", |(x, r)| {
+            (x.exp() + r).max(&[0], false)
+        }),
+        ("reduce over axis 1", |(x, r)| (x - r).sum(&[1], true) * 2.0),
+        ("softmax along 1", |(x, _)| x.softmax(1)),
+        ("log_softmax along 0", |(x, _)| x.log_softmax(0)),
+        ("reshape splitting axis 1", |(x, _)| {
+            x.reshape(&[4, 6, 2]).sum(&[2], false)
+        }),
+        ("transpose", |(x, r)| (x + r).transpose().tanh()),
+        ("slice rows", |(x, _)| x.slice(&[Slice::from(1..3)]) * 3.0),
+        ("slice columns", |(x, _)| {
+            x.slice(&[Slice::from(..), Slice::from(0..12).step(2)])
+        }),
+        ("flip", |(x, _)| x.flip(&[0, 1]) - x),
+        ("pad", |(x, _)| {
+            x.pad(&[(1, 0), (0, 2)], 0.5).sum(&[1], false)
+        }),
+        ("concat", |(x, r)| {
+            Tensor::concatenate(&[x.clone(), r.clone()], 1).exp()
+        }),
+        ("x @ x^T", |(x, _)| x.matmul(&x.transpose())),
+        ("x^T @ x", |(x, _)| x.transpose().matmul(x)),
+    ];
+    let x = data(&[4, 12], 11);
+    let r = data(&[4, 12], 12);
+    let mut runs = 0;
+    for (name, f) in progs {
+        let eager = f(&(x.clone(), r.clone()));
+        for n in [2, 4] {
+            for axis in [0usize, 1] {
+                for r_axis in [None, Some(axis)] {
+                    let opts = rune::PmapOpts {
+                        devices: cuda_devices(n),
+                        in_axes: Some(vec![Some(axis), r_axis]),
+                        donate: false,
+                    };
+                    let got = rune::pmap_with(f, opts).call(&(x.clone(), r.clone()));
+                    close(&got, &eager, 16.0).unwrap_or_else(|e| {
+                        panic!("{name} over {n} devices, split axis {axis}, r {r_axis:?}: {e}")
+                    });
+                    runs += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(runs, 15 * 8);
+}
+
+/// A data-parallel SGD step over two CUDA devices: the loss and the
+/// gradients all-reduced on the devices (nothing gathered), the
+/// parameters replicated; a call moves the batch's shards and, the first
+/// time, the parameters' replicas; the updated parameters fed back unread
+/// move nothing; reading them reads one replica. The trajectory equals one
+/// device's (jit on CUDA) within tolerance.
+#[test]
+fn a_data_parallel_step_over_cuda_devices_moves_only_the_batch() {
+    let _g = setup();
+    type P = (Tensor, Tensor);
+    let step = |(w, b, x, y): &(Tensor, Tensor, Tensor, Tensor)| {
+        let loss = |(w, b): &P| (x.matmul(w) + b).tanh().sub(y).square().mean_all();
+        let (l, (gw, gb)) = rune::value_and_grad(loss, &(w.clone(), b.clone()));
+        (w - gw * 0.5, b - gb * 0.5, l)
+    };
+    let opts = rune::PmapOpts {
+        devices: cuda_devices(2),
+        in_axes: Some(vec![None, None, Some(0), Some(0)]),
+        donate: false,
+    };
+    let dp = rune::pmap_with(step, opts);
+    let one = jit_with(step, cuda());
+    let (mut w, mut b) = (data(&[3, 2], 21) * 0.5, data(&[2], 22) * 0.1);
+    let (mut w1, mut b1) = (w.clone(), b.clone());
+    let x = data(&[8, 3], 23);
+    let y = data(&[8, 2], 24) * 0.5;
+    let mut losses = Vec::new();
+    for i in 0..6 {
+        reset_jit_stats();
+        let (nw, nb, l) = dp.call(&(w.clone(), b.clone(), x.clone(), y.clone()));
+        let s = jit_stats();
+        let batch = bytes_of(&[&x, &y]);
+        let params = 2 * bytes_of(&[&w, &b]);
+        if i == 0 {
+            assert_eq!(s.bytes_to_device, batch + params, "step {i}");
+        } else {
+            assert_eq!(
+                s.bytes_to_device, batch,
+                "step {i}: the parameters stay on the devices"
+            );
+        }
+        assert_eq!(s.bytes_from_device, 0, "step {i}");
+        let (ow, ob, ol) = one.call(&(w1.clone(), b1.clone(), x.clone(), y.clone()));
+        close(&l, &ol, 64.0).unwrap();
+        losses.push(l.item::<f32>());
+        // The loss of each: one replica of the pmap's, the jit's output.
+        assert_eq!(jit_stats().bytes_from_device, 2 * 4);
+        (w, b, w1, b1) = (nw, nb, ow, ob);
+    }
+    close(&w, &w1, 64.0).unwrap();
+    close(&b, &b1, 64.0).unwrap();
+    assert!(losses[5] < losses[0], "{losses:?}");
+}
+
+/// The flagship's training (`examples/train_mlp.rs`'s step: value_and_grad
+/// of the spirals MLP's cross-entropy and an Adam update, `--device CUDA`)
+/// on the emulated device: the loss decreases and follows the CPU's within
+/// tolerance step by step; the state stays on the device between steps
+/// (fed back unread), so a step moves only the minibatch and the step size
+/// in, and nothing out but the loss when read.
+#[test]
+fn train_mlp_trains_on_the_device_as_on_the_cpu() {
+    let _g = setup();
+    use adam::{adam_lr, train_step, State};
+    use spirals::{accuracy, Mlp, CLASSES, HIDDEN};
+    nx::seed(42);
+    let mut rng = splitmix::SplitMix(42);
+    let (x, y) = spirals::spirals(&mut rng);
+    let params = Mlp::init([2, HIDDEN, HIDDEN, CLASSES]);
+    let zeros = params.map_leaves(&mut |t| t.zeros_like());
+    let init = State {
+        params,
+        m: zeros.clone(),
+        v: zeros,
+    };
+    let on_cuda = jit_with(train_step, cuda());
+    let on_cpu = rune::jit(train_step);
+    let (mut s_dev, mut s_cpu) = (init.clone(), init);
+    let batch = 128;
+    let steps = 300;
+    let (mut first, mut last) = (Vec::new(), Vec::new());
+    for step in 0..steps {
+        let order = rng.permutation(x.shape()[0]);
+        let idx = Tensor::from_slice(&order[..batch], &[batch]);
+        let (xb, yb) = (x.take(&idx, 0), y.take(&idx, 0));
+        let lr = Tensor::scalar(adam_lr(1e-2, step as i32 + 1) as f32);
+        reset_jit_stats();
+        let (l_dev, next) = on_cuda.call(&(s_dev, xb.clone(), yb.clone(), lr.clone()));
+        if step > 0 {
+            assert_eq!(
+                (jit_stats().bytes_to_device, jit_stats().bytes_from_device),
+                (bytes_of(&[&xb, &yb, &lr]), 0),
+                "step {step}: the state stays on the device"
+            );
+        }
+        s_dev = next;
+        let (l_cpu, next) = on_cpu.call(&(s_cpu, xb, yb, lr));
+        s_cpu = next;
+        let (a, b) = (l_dev.item::<f32>() as f64, l_cpu.item::<f32>() as f64);
+        assert!(
+            (a - b).abs() <= 1e-3 * (1.0 + b.abs()),
+            "step {step}: device loss {a}, CPU loss {b}"
+        );
+        if step < 10 {
+            first.push(a);
+        } else if step >= steps - 10 {
+            last.push(a);
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    assert!(
+        mean(&last) < 0.95 * mean(&first),
+        "the loss did not decrease: {first:?} -> {last:?}"
+    );
+    let (acc_dev, acc_cpu) = (
+        accuracy(&s_dev.params, &x, &y),
+        accuracy(&s_cpu.params, &x, &y),
+    );
+    assert!(
+        (acc_dev - acc_cpu).abs() < 0.02,
+        "accuracy {acc_dev} vs {acc_cpu}"
+    );
+}
+
+/// The child of `a_second_process_loads_its_modules_from_the_disk_cache`:
+/// jits a program with a loop on CUDA, checks it against eager, and
+/// prints this process's module counts.
+#[test]
+#[ignore]
+fn child_jits_and_reports_module_stats() {
+    if std::env::var("RUNE_TEST_CHILD").is_err() {
+        return;
+    }
+    let _g = setup();
+    let f = |xs: &Tensor| {
+        rune::scan(
+            |c: &Tensor, x: &Tensor| ((c * 0.5 + x).tanh(), c.exp()),
+            &Tensor::zeros(&[7], DType::F32),
+            xs,
+        )
+    };
+    let xs = data(&[5, 7], 70);
+    let got = jit_with(f, cuda()).call(&xs);
+    let want = f(&xs);
+    same_bits(&got.0, &want.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+    // A second jit of it in this process: its modules are loaded already.
+    let before = tolk::device::module_stats();
+    jit_with(f, cuda()).call(&xs).0.to_vec::<f32>();
+    assert_eq!(tolk::device::module_stats(), before);
+    let (compiled, from_disk) = before;
+    println!("modules: compiled {compiled}, from disk {from_disk}");
+}
+
+/// The module images (PTX on a GPU; the emulated device's shared objects)
+/// go through the disk cache keyed by the device, driver and NVRTC: a
+/// first process compiles and writes them, a second one with the same
+/// cache directory loads every one from disk and compiles none; with
+/// `JITCACHE=0` nothing is read or written.
+#[test]
+fn a_second_process_loads_its_modules_from_the_disk_cache() {
+    let dir = std::env::temp_dir().join(format!("rune-cumod-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = |jitcache: &str| -> (u64, u64) {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "child_jits_and_reports_module_stats",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("RUNE_TEST_CHILD", "1")
+            .env("XDG_CACHE_HOME", &dir)
+            .env("JITCACHE", jitcache)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("modules: compiled "))
+            .unwrap_or_else(|| panic!("no counts in {text}"));
+        let (c, d) = line.split_once(", from disk ").unwrap();
+        (c.parse().unwrap(), d.parse().unwrap())
+    };
+    let (compiled, from_disk) = run("1");
+    assert!(
+        compiled >= 2 && from_disk == 0,
+        "first: {compiled}, {from_disk}"
+    );
+    let files = std::fs::read_dir(dir.join("tolk/rune_jit"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".cumod"))
+        })
+        .count();
+    assert_eq!(files as u64, compiled, "one image per module");
+    assert_eq!(run("1"), (0, compiled), "second: every module from disk");
+    assert_eq!(run("0"), (compiled, 0), "JITCACHE=0: compiled again");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// f16 and bf16 products run through the device gemm (cublasGemmEx with
+/// f32 accumulation on a GPU; nx's product on the emulator, so bit for bit
+/// there): plain, transposed and batched, with elementwise work around
+/// them, and a gradient through one.
+#[test]
+fn f16_and_bf16_products_run_through_the_device_gemm() {
+    let _g = setup();
+    for dt in [DType::F16, DType::BF16] {
+        let a = data(&[6, 9], 31).cast(dt);
+        let b = data(&[9, 5], 32).cast(dt);
+        let c = data(&[3, 4, 9], 33).cast(dt);
+        let f = |(a, b, c): &(Tensor, Tensor, Tensor)| {
+            (
+                (a * 2.0).matmul(b).tanh(),
+                a.matmul(&a.transpose()),
+                c.matmul(&c.swapaxes(1, 2)),
+                rune::grad(
+                    |b: &Tensor| a.matmul(b).cast(DType::F32).square().sum_all(),
+                    b,
+                ),
+            )
+        };
+        let p = (a, b, c);
+        let got = jit_with(f, cuda()).call(&p);
+        let want = f(&p);
+        let check = |g: &Tensor, w: &Tensor, k: usize| {
+            if real() {
+                close(g, w, 8.0 * k as f64).unwrap()
+            } else {
+                same_bits(g, w).unwrap()
+            }
+        };
+        check(&got.0, &want.0, 9);
+        check(&got.1, &want.1, 9);
+        check(&got.2, &want.2, 9);
+        check(&got.3, &want.3, 6);
+    }
 }

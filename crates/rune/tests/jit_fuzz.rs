@@ -291,7 +291,7 @@ fn eager(p: &Prog) -> (Vec<Tensor>, Vec<Tensor>) {
 /// Runs `cases` as one jitted function (each on its own leaves) and checks
 /// each against eager; per case what differs, or `Ok(scale)`: the largest
 /// magnitude scale its outputs were compared with (0 when bit for bit).
-fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
+fn check_batch(cases: &[&Case], device: &str) -> Result<Vec<Result<f64, String>>, String> {
     let mut all_args = vec![];
     let mut all_caps = vec![];
     let mut spans = vec![];
@@ -309,7 +309,16 @@ fn check_batch(cases: &[&Case]) -> Result<Vec<Result<f64, String>>, String> {
             .map(|((c, &(lo, n)), caps)| run(&c.prog, &xs[lo..lo + n], caps))
             .collect()
     };
-    let got = compiled_call(&rune::jit(f), &all_args)?;
+    let jf = if device == "CPU" {
+        rune::jit(f)
+    } else {
+        let opts = rune::JitOpts {
+            device: device.into(),
+            donate: false,
+        };
+        rune::jit_with(f, opts)
+    };
+    let got = compiled_call(&jf, &all_args)?;
     Ok(cases
         .iter()
         .zip(&spans)
@@ -414,6 +423,8 @@ struct Counts {
     /// Cases compared within a bound whose magnitude scale passed 100 (the
     /// bound is widest there).
     scaled_past_100: usize,
+    /// On a device: cases refused naming it (operations it does not run).
+    refused: usize,
     failures: Vec<String>,
 }
 
@@ -436,22 +447,30 @@ fn eager_ok(p: &Prog) -> bool {
     ok
 }
 
-fn fuzz(first_seed: u64, n: usize, batch: usize) -> Counts {
+/// `n` cases from `first_seed` on `device` (`"CPU"`, or `"CUDA"` on the
+/// emulated device), `batch` programs per jitted function.
+fn fuzz(first_seed: u64, n: usize, batch: usize, device: &str) -> Counts {
     let mut counts = Counts::default();
     let mut pending: Vec<Case> = vec![];
     let mut seed = first_seed;
     let flush = |pending: &mut Vec<Case>, counts: &mut Counts| {
         let refs: Vec<&Case> = pending.iter().collect();
-        let results = match check_batch(&refs) {
+        let results = match check_batch(&refs, device) {
             Ok(r) => r,
             Err(_) => refs
                 .iter()
-                .map(|c| check_batch(&[c]).and_then(|mut r| r.remove(0)))
+                .map(|c| check_batch(&[c], device).and_then(|mut r| r.remove(0)))
                 .collect(),
         };
         for (c, r) in pending.iter().zip(results) {
             match r {
                 Ok(scale) => counts.scaled_past_100 += (scale > 100.0) as usize,
+                // Refused at trace time, naming the device.
+                Err(e)
+                    if device != "CPU" && e.starts_with("JitError") && e.contains("\"CUDA\"") =>
+                {
+                    counts.refused += 1
+                }
                 Err(e) => counts.failures.push(format!(
                     "seed {} (JIT_FUZZ_ONLY={}): {e}\nprogram: {:#?}",
                     c.seed, c.seed, c.prog
@@ -560,7 +579,7 @@ fn every_random_program_under_jit_equals_eager() {
     if let Ok(s) = std::env::var("JIT_FUZZ_ONLY") {
         let seed: u64 = s.parse().unwrap();
         println!("{:#?}", generate(seed));
-        let c = fuzz(seed, 1, 1);
+        let c = fuzz(seed, 1, 1, "CPU");
         return report(&c, 0.0);
     }
     let start = Instant::now();
@@ -568,10 +587,38 @@ fn every_random_program_under_jit_equals_eager() {
         env_usize("JIT_FUZZ_SEED", 1) as u64,
         env_usize("JIT_FUZZ_CI_CASES", CI_CASES),
         BATCH,
+        "CPU",
     );
     report(&c, start.elapsed().as_secs_f64());
     assert!(c.elementwise_only > 50 && c.with_library > 50 && c.grad > 30 && c.assign > 30);
     assert!(c.gathers > 30 && c.scatters > 30 && c.pools > 20 && c.in_scan_bodies > 20);
+}
+
+/// The CI seeds' first programs under jit on `"CUDA"`, run on the emulated
+/// device (`tolk::device::emulated`), against eager with the same bounds
+/// (every reduction is a kernel there, so only programs without one are
+/// held bit for bit): staged scans driven from the host, gathers,
+/// scatter-adds and pools as kernels, products through the device gemm;
+/// programs with an operation the device does not run are refused naming
+/// it and counted.
+#[test]
+fn random_programs_on_the_emulated_cuda_device_equal_eager() {
+    tolk::device::emulated::install_for_tests();
+    let start = Instant::now();
+    let n = env_usize("JIT_FUZZ_CUDA_CASES", 120);
+    let c = fuzz(env_usize("JIT_FUZZ_SEED", 1) as u64, n, BATCH, "CUDA");
+    println!(
+        "on the emulated CUDA device: {} of {} cases run, {} refused naming the device",
+        c.cases - c.refused,
+        c.cases,
+        c.refused
+    );
+    report(&c, start.elapsed().as_secs_f64());
+    assert!(
+        c.cases - c.refused > n / 2,
+        "only {} ran",
+        c.cases - c.refused
+    );
 }
 
 /// The long mode (see the module doc for the sanitized command).
@@ -581,7 +628,7 @@ fn long_fuzz() {
     let start = Instant::now();
     let n = env_usize("JIT_FUZZ_CASES", 10_000);
     let first = env_usize("JIT_FUZZ_SEED", 1_000_000) as u64;
-    let c = fuzz(first, n, 25);
+    let c = fuzz(first, n, 25, "CPU");
     report(&c, start.elapsed().as_secs_f64());
 }
 

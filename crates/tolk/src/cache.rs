@@ -345,6 +345,36 @@ pub fn write_meta(dir: &Path, key: &str, entry: &Entry) -> Result<(), String> {
     std::fs::rename(&tmp, &meta).map_err(|e| format!("jit cache: {e}"))
 }
 
+/// A CUDA module's image (PTX from NVRTC; the emulated device's shared
+/// object) cached under [`cuda_key`]: `<key>.cumod`, its bytes after a
+/// line holding their hash. `None` when missing, truncated or corrupt.
+pub fn read_module(dir: &Path, key: &str) -> Option<Vec<u8>> {
+    let path = dir.join(format!("{key}.cumod"));
+    let bytes = std::fs::read(&path).ok()?;
+    let nl = bytes.iter().position(|&b| b == b'\n')?;
+    let (head, body) = (&bytes[..nl], &bytes[nl + 1..]);
+    if head != hash(&[body]).as_bytes() {
+        return None;
+    }
+    let _ = std::fs::File::options()
+        .append(true)
+        .open(&path)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+    Some(body.to_vec())
+}
+
+/// Writes a module's image for [`read_module`] (a temporary name, then
+/// renamed: readers see a whole file or none).
+pub fn write_module(dir: &Path, key: &str, image: &[u8]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("jit cache: {e}"))?;
+    let mut text = hash(&[image]).into_bytes();
+    text.push(b'\n');
+    text.extend_from_slice(image);
+    let tmp = dir.join(format!("tmp-{}.cumod", unique_suffix()));
+    std::fs::write(&tmp, text).map_err(|e| format!("jit cache: {e}"))?;
+    std::fs::rename(&tmp, dir.join(format!("{key}.cumod"))).map_err(|e| format!("jit cache: {e}"))
+}
+
 /// Entries older than this are removed when a process first writes one (each
 /// rebuild of an executable keys new entries, so old ones would pile up).
 const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(14 * 24 * 3600);
@@ -362,7 +392,7 @@ pub fn evict_old(dir: &Path) {
         let name = e.file_name().to_string_lossy().into_owned();
         let limit = if name.starts_with("tmp-") {
             TMP_MAX_AGE
-        } else if name.ends_with(".so") || name.ends_with(".meta") {
+        } else if name.ends_with(".so") || name.ends_with(".meta") || name.ends_with(".cumod") {
             MAX_AGE
         } else {
             continue;

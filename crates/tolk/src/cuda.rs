@@ -107,14 +107,11 @@ fn render_with(graph: Graph, products: bool) -> Result<CudaProgram, String> {
             }
         }
     }
+    // Each loop's body, its consts that are constants here made its own
+    // (as the CPU's compile does: their indices checked once).
     let mut bodies = Vec::new();
-    for (i, e) in g.eqns.iter().enumerate() {
-        if let Op::Loop(lp) = &e.op {
-            match render_with(lp.body.clone(), products) {
-                Ok(b) => bodies.push((i, b)),
-                Err(e) => return Err(e),
-            }
-        }
+    for (i, body) in crate::loop_bodies(&g) {
+        bodies.push((i, render_with(body, products)?));
     }
     if !refused.is_empty() {
         return Err(refusal(&refused));

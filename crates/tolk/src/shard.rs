@@ -36,7 +36,7 @@ pub enum Sharding {
 }
 
 /// A value in a given layout.
-type Key = (Var, Sharding);
+pub type Key = (Var, Sharding);
 
 /// A collective step between stages.
 #[derive(Clone, Debug)]
@@ -402,6 +402,102 @@ pub fn shard(
     in_axes: &[Option<usize>],
     persist: bool,
 ) -> Result<ShardedProgram, ShardError> {
+    let p = plan(g, n, in_axes)?;
+    let mut steps = Vec::with_capacity(p.steps.len());
+    let mut all_from_disk = true;
+    for step in p.steps {
+        match step {
+            PlanStep::Convert { from, to, how } => steps.push(Step::Convert { from, to, how }),
+            PlanStep::Stage {
+                graph,
+                imports,
+                exports,
+            } => {
+                let compiled = crate::compile(graph, persist)?;
+                if compiled.origin == crate::Origin::Compiled {
+                    all_from_disk = false;
+                }
+                let program = compiled.program;
+                let mut programs: Vec<Mutex<crate::Program>> =
+                    (1..n).map(|_| Mutex::new(program.instance())).collect();
+                programs.insert(0, Mutex::new(program));
+                steps.push(Step::Stage(Arc::new(Stage {
+                    programs,
+                    imports,
+                    exports,
+                })));
+            }
+        }
+    }
+    Ok(ShardedProgram {
+        n,
+        inputs: p.inputs,
+        consts: p.consts,
+        steps,
+        outputs: p.outputs,
+        writebacks: p.writebacks,
+        origin: if all_from_disk {
+            crate::Origin::Disk
+        } else {
+            crate::Origin::Compiled
+        },
+    })
+}
+
+/// A program sharded across `n` devices before its stages are compiled
+/// (what [`shard`] compiles for the host's devices, and the CUDA runtime,
+/// `device::sharded`, renders for its own).
+pub struct ShardPlan {
+    /// The number of devices.
+    pub n: usize,
+    /// Per input leaf: its variable and layout.
+    pub inputs: Vec<Key>,
+    /// The captured constants (replicated).
+    pub consts: Vec<(Var, Tensor)>,
+    /// The stages and the collectives between them, in order.
+    pub steps: Vec<PlanStep>,
+    /// Per global output: the key holding it (never partial).
+    pub outputs: Vec<Key>,
+    /// `(input leaf, key)`: replicated values written back into leaves.
+    pub writebacks: Vec<(usize, Key)>,
+    /// The global program's avals (a key's local one: [`ShardPlan::aval`]).
+    pub avals: Vec<Aval>,
+}
+
+impl ShardPlan {
+    /// The aval one device holds of `k`.
+    pub fn aval(&self, k: Key) -> Aval {
+        let a = &self.avals[k.0];
+        Aval::new(&local_shape(&a.shape, k.1, self.n), a.dtype)
+    }
+}
+
+/// A step of a [`ShardPlan`].
+pub enum PlanStep {
+    /// A local program, the same on every device over its values: its
+    /// inputs are the values `imports` (in order), its outputs `exports`.
+    Stage {
+        /// The local program (local shapes).
+        graph: Graph,
+        /// The values it reads, one per input.
+        imports: Vec<Key>,
+        /// The values it defines that later steps read, one per output.
+        exports: Vec<Key>,
+    },
+    /// A collective from one layout of a value to another.
+    Convert {
+        /// The value as the devices hold it.
+        from: Key,
+        /// The value in its new layout.
+        to: Key,
+        /// How.
+        how: Convert,
+    },
+}
+
+/// Shards `g` across `n` devices, inputs split along `in_axes` (see the
+/// module docs): the plan of stages and collectives, uncompiled.
+pub fn plan(g: Graph, n: usize, in_axes: &[Option<usize>]) -> Result<ShardPlan, ShardError> {
     // Dead code and duplicates go first: a dead reduction over the split
     // axis would otherwise cost an all-reduce.
     let simplified = crate::simplify::simplify(g);
@@ -491,32 +587,29 @@ pub fn shard(
             }
         }
     }
-    let mut plan = Vec::with_capacity(steps.len());
-    let mut all_from_disk = true;
-    for (s, step) in steps.into_iter().enumerate() {
-        match step {
-            Step::Convert { from, to, how } => plan.push(Step::Convert { from, to, how }),
+    let plan = steps
+        .into_iter()
+        .enumerate()
+        .map(|(s, step)| match step {
+            Step::Convert { from, to, how } => PlanStep::Convert { from, to, how },
             Step::Stage(eqns) => {
-                let (st, origin) = stage(g, n, eqns, &used_after[s], persist)?;
-                if origin == crate::Origin::Compiled {
-                    all_from_disk = false;
+                let (graph, imports, exports) = stage(g, n, eqns, &used_after[s]);
+                PlanStep::Stage {
+                    graph,
+                    imports,
+                    exports,
                 }
-                plan.push(Step::Stage(Arc::new(st)))
             }
-        }
-    }
-    Ok(ShardedProgram {
+        })
+        .collect();
+    Ok(ShardPlan {
         n,
         inputs,
         consts: g.consts.clone(),
         steps: plan,
         outputs,
         writebacks,
-        origin: if all_from_disk {
-            crate::Origin::Disk
-        } else {
-            crate::Origin::Compiled
-        },
+        avals: g.avals.clone(),
     })
 }
 
@@ -527,8 +620,7 @@ fn stage(
     n: usize,
     eqns: LocalEqns,
     used_after: &std::collections::HashSet<Key>,
-    persist: bool,
-) -> Result<(Stage, crate::Origin), ShardError> {
+) -> (Graph, Vec<Key>, Vec<Key>) {
     let mut local = Graph::default();
     let mut var: HashMap<Key, Var> = HashMap::new();
     let mut imports = Vec::new();
@@ -570,19 +662,7 @@ fn stage(
         .collect();
     exports.sort_by_key(|k| var[k]);
     local.outputs = exports.iter().map(|k| var[k]).collect();
-    let compiled = crate::compile(local, persist)?;
-    let program = compiled.program;
-    let mut programs: Vec<Mutex<crate::Program>> =
-        (1..n).map(|_| Mutex::new(program.instance())).collect();
-    programs.insert(0, Mutex::new(program));
-    Ok((
-        Stage {
-            programs,
-            imports,
-            exports,
-        },
-        compiled.origin,
-    ))
+    (local, imports, exports)
 }
 
 impl ShardedProgram {

@@ -13,8 +13,14 @@
 //! One primary context per device, one non-blocking stream: every call is
 //! ordered on it; `copy_out` synchronizes. Launches are asynchronous.
 //!
-//! Not built yet: the PTX disk cache (each process compiles its modules
-//! once), f16/bf16 products (`cublasGemmEx`), pinned host buffers.
+//! PTX goes through the disk cache ([`super::Device::module`]: keyed by
+//! the source, the NVRTC options, the device model and capability, the
+//! driver's and NVRTC's versions).
+//!
+//! Products: `cublasSgemmStridedBatched`/`Dgemm`, f16 and bf16 through
+//! `cublasGemmStridedBatchedEx` (f32 accumulation).
+//!
+//! Not built yet: pinned host buffers.
 
 use super::{DevPtr, DeviceApi, Gemm, KernelArg, ModuleId, Operand};
 use cudarc::cublas::{result as blas, sys as blas_sys};
@@ -28,6 +34,8 @@ pub struct Driver {
     model: String,
     /// `compute_XY` for NVRTC.
     arch: String,
+    /// What its PTX depends on (the disk cache's key).
+    target: crate::cache::CudaTarget,
     ctx: sys::CUcontext,
     stream: sys::CUstream,
     /// Loaded modules and their functions by name.
@@ -86,6 +94,12 @@ impl Driver {
             .map_err(|e| err("cuStreamCreate", e))?;
         Ok(Driver {
             ordinal,
+            target: crate::cache::CudaTarget {
+                device: model.clone(),
+                capability: (major, minor),
+                driver: found.driver,
+                nvrtc: found.nvrtc,
+            },
             model,
             arch: format!("compute_{major}{minor}"),
             ctx,
@@ -186,12 +200,44 @@ impl DeviceApi for Driver {
             .map_err(|e| err("cuMemcpyDtoDAsync", e))
     }
 
-    fn load_module(&self, source: &str) -> Result<ModuleId, String> {
+    fn copy_from_peer(
+        &self,
+        dst: DevPtr,
+        src_device: &dyn DeviceApi,
+        src: DevPtr,
+        bytes: usize,
+    ) -> Result<(), String> {
+        let peer = src_device
+            .as_any()
+            .downcast_ref::<Driver>()
+            .ok_or("CUDA: a peer copy from a device of another kind")?;
+        // The source's stream may still be writing it.
+        peer.synchronize()?;
+        self.current()?;
+        // SAFETY: `dst` (this context) and `src` (the peer's) hold `bytes`
+        // from these addresses; the contexts are the retained primary
+        // ones; the copy is ordered on this device's stream.
+        unsafe { drv::memcpy_peer_async(self.ctx, dst.0, peer.ctx, src.0, bytes, self.stream) }
+            .map_err(|e| err("cuMemcpyPeerAsync", e))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn compile(&self, source: &str) -> Result<Vec<u8>, String> {
         let nvrtc = crate::nvrtc::Nvrtc::get()?;
         let opts = crate::cuda::nvrtc_options(&self.arch);
         let refs: Vec<&str> = opts.iter().map(String::as_str).collect();
-        let ptx = nvrtc.compile_ptx(source, "tolk.cu", &refs)?;
-        let ptx = CString::new(ptx).map_err(|e| format!("CUDA: PTX with a NUL byte: {e}"))?;
+        Ok(nvrtc.compile_ptx(source, "tolk.cu", &refs)?.into_bytes())
+    }
+
+    fn image_target(&self) -> Option<crate::cache::CudaTarget> {
+        Some(self.target.clone())
+    }
+
+    fn load_image(&self, image: &[u8], source: &str) -> Result<ModuleId, String> {
+        let ptx = CString::new(image).map_err(|e| format!("CUDA: PTX with a NUL byte: {e}"))?;
         self.current()?;
         // SAFETY: `ptx` is a NUL-terminated PTX image, read during the call.
         let module = unsafe { drv::module::load_data(ptx.as_ptr() as *const c_void) }
@@ -315,8 +361,48 @@ impl DeviceApi for Driver {
                 }
                 .map_err(|e| err("cublasDgemmStridedBatched", e))
             }
+            nx::DType::F16 | nx::DType::BF16 => {
+                // Half operands and result, f32 accumulation (as nx's
+                // eager product accumulates them).
+                let ty = if g.dtype == nx::DType::F16 {
+                    blas_sys::cudaDataType::CUDA_R_16F
+                } else {
+                    blas_sys::cudaDataType::CUDA_R_16BF
+                };
+                let (alpha, beta) = (1.0f32, 0.0f32);
+                // SAFETY: as for f32; alpha and beta are f32 as the
+                // compute type CUBLAS_COMPUTE_32F asks.
+                unsafe {
+                    blas::gemm_strided_batched_ex(
+                        handle,
+                        op_b,
+                        op_a,
+                        m,
+                        n,
+                        k,
+                        &alpha as *const f32 as *const c_void,
+                        g.b.ptr.0 as *const c_void,
+                        ty,
+                        ldb,
+                        sb,
+                        g.a.ptr.0 as *const c_void,
+                        ty,
+                        lda,
+                        sa,
+                        &beta as *const f32 as *const c_void,
+                        g.c.0 as *mut c_void,
+                        ty,
+                        m,
+                        sc,
+                        g.batch as i32,
+                        blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                        blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                }
+                .map_err(|e| err("cublasGemmStridedBatchedEx", e))
+            }
             d => Err(format!(
-                "products of {d:?} on CUDA are not built yet (cublasGemmEx); f32 and f64 are"
+                "products of {d:?} on CUDA are not built yet; f16, bf16, f32 and f64 are"
             )),
         }
     }

@@ -398,6 +398,38 @@ extern "C" fn sync_threads() {
     });
 }
 
+/// A fresh directory to build or load a module in.
+fn build_dir() -> Result<std::path::PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "tolk-emulated-cuda-{}-{}",
+        std::process::id(),
+        BUILDS.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("emulated CUDA device: {e}"))?;
+    Ok(dir)
+}
+
+/// The C++ compiler's name and first `--version` line (once per process):
+/// what an emulated module's image depends on besides its source.
+fn cxx_identity() -> String {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let v = std::process::Command::new(cxx())
+            .arg("--version")
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .unwrap_or_default();
+        format!("{} {v}", cxx())
+    })
+    .clone()
+}
+
 /// The host's C++ compiler: `$CXX`, else `g++`.
 fn cxx() -> String {
     std::env::var("CXX")
@@ -496,13 +528,23 @@ impl DeviceApi for Emulated {
         })
     }
 
-    fn load_module(&self, source: &str) -> Result<ModuleId, String> {
-        let dir = std::env::temp_dir().join(format!(
-            "tolk-emulated-cuda-{}-{}",
-            std::process::id(),
-            BUILDS.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("emulated CUDA device: {e}"))?;
+    fn copy_from_peer(
+        &self,
+        dst: DevPtr,
+        _src_device: &dyn DeviceApi,
+        src: DevPtr,
+        bytes: usize,
+    ) -> Result<(), String> {
+        // Every emulated device's memory is a block of the one region.
+        self.copy_on_device(dst, src, bytes)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn compile(&self, source: &str) -> Result<Vec<u8>, String> {
+        let dir = build_dir()?;
         let cpp = dir.join("module.cpp");
         let so = dir.join("module.so");
         std::fs::write(&cpp, emulated_source(source))
@@ -527,6 +569,15 @@ impl DeviceApi for Emulated {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
+        let image = std::fs::read(&so).map_err(|e| format!("emulated CUDA device: {e}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        image
+    }
+
+    fn load_image(&self, image: &[u8], source: &str) -> Result<ModuleId, String> {
+        let dir = build_dir()?;
+        let so = dir.join("module.so");
+        std::fs::write(&so, image).map_err(|e| format!("emulated CUDA device: {e}"))?;
         // SAFETY: the library was just built from our own source; loading
         // it runs no initializers beyond the C++ runtime's.
         let lib = unsafe { libloading::Library::new(&so) }
@@ -561,6 +612,15 @@ impl DeviceApi for Emulated {
             threaded: source.contains("__syncthreads"),
         });
         Ok(ModuleId(m.len() - 1))
+    }
+
+    fn image_target(&self) -> Option<crate::cache::CudaTarget> {
+        Some(crate::cache::CudaTarget {
+            device: format!("emulated ({})", cxx_identity()),
+            capability: (0, 0),
+            driver: 0,
+            nvrtc: (0, 0),
+        })
     }
 
     fn launch(

@@ -21,6 +21,8 @@
 pub mod cuda_driver;
 pub mod emulated;
 pub mod exec;
+mod loops;
+pub mod sharded;
 
 use nx::DType;
 use rustc_hash::FxHashMap as HashMap;
@@ -127,9 +129,30 @@ pub trait DeviceApi: Send + Sync {
     fn copy_out(&self, src: DevPtr, dst: &mut [u8]) -> Result<(), String>;
     /// Device bytes to device bytes (no transfer).
     fn copy_on_device(&self, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<(), String>;
-    /// Compiles and loads one CUDA C++ translation unit as rendered by the
-    /// CUDA dialect ([`crate::codegen::cuda`]).
-    fn load_module(&self, source: &str) -> Result<ModuleId, String>;
+    /// Bytes of another device (`src_device`, of the same implementation)
+    /// to this one's (a peer copy: no host transfer), ordered after the
+    /// work of both devices before it.
+    fn copy_from_peer(
+        &self,
+        dst: DevPtr,
+        src_device: &dyn DeviceApi,
+        src: DevPtr,
+        bytes: usize,
+    ) -> Result<(), String>;
+    /// The implementation, for [`DeviceApi::copy_from_peer`] to reach its
+    /// peer's handles.
+    fn as_any(&self) -> &dyn std::any::Any;
+    /// Compiles one CUDA C++ translation unit as rendered by the CUDA
+    /// dialect ([`crate::codegen::cuda`]) into the image this device loads
+    /// (PTX on the real device).
+    fn compile(&self, source: &str) -> Result<Vec<u8>, String>;
+    /// Loads an image made by [`DeviceApi::compile`] from `source`.
+    fn load_image(&self, image: &[u8], source: &str) -> Result<ModuleId, String>;
+    /// What an image depends on besides its source, for the disk cache's
+    /// key ([`crate::cache::cuda_key`]): the device model and capability,
+    /// the driver's and NVRTC's versions (the emulated device: its
+    /// compiler). `None`: images are not cached.
+    fn image_target(&self) -> Option<crate::cache::CudaTarget>;
     /// Launches `kernel` of `module` on `grid` blocks of `block` threads.
     fn launch(
         &self,
@@ -348,16 +371,58 @@ impl Device {
         }
     }
 
-    /// The module of `source`, loaded once per device.
+    /// The module of `source`, loaded once per device; its image (PTX)
+    /// comes from the disk cache when an earlier process or device of the
+    /// same model, driver and NVRTC compiled it ([`crate::cache::dir`],
+    /// `JITCACHE=0` turns it off), else it is compiled and written there.
     pub fn module(&self, source: &str) -> Result<ModuleId, String> {
         let key = crate::hash::hash(&[source.as_bytes()]);
         if let Some(&m) = self.modules.lock().unwrap().get(&key) {
             return Ok(m);
         }
-        let m = self.api.load_module(source)?;
+        let cached = match (self.api.image_target(), crate::cache::dir()) {
+            (Some(t), Some(dir)) => {
+                let arch = format!("compute_{}{}", t.capability.0, t.capability.1);
+                let opts = crate::cuda::nvrtc_options(&arch);
+                let refs: Vec<&str> = opts.iter().map(String::as_str).collect();
+                Some((dir, crate::cache::cuda_key(source, &refs, &t)))
+            }
+            _ => None,
+        };
+        let image = match cached
+            .as_ref()
+            .and_then(|(dir, k)| crate::cache::read_module(dir, k))
+        {
+            Some(image) => {
+                MODULES_FROM_DISK.fetch_add(1, Ordering::Relaxed);
+                image
+            }
+            None => {
+                let image = self.api.compile(source)?;
+                MODULES_COMPILED.fetch_add(1, Ordering::Relaxed);
+                if let Some((dir, k)) = &cached {
+                    // Best effort: a failed write costs a compile later.
+                    let _ = crate::cache::write_module(dir, k, &image);
+                }
+                image
+            }
+        };
+        let m = self.api.load_image(&image, source)?;
         self.modules.lock().unwrap().insert(key, m);
         Ok(m)
     }
+}
+
+static MODULES_COMPILED: AtomicU64 = AtomicU64::new(0);
+static MODULES_FROM_DISK: AtomicU64 = AtomicU64::new(0);
+
+/// Modules this process compiled, and loaded from the disk cache
+/// (every device together; for tests and logs).
+pub fn module_stats() -> (u64, u64) {
+    (
+        MODULES_COMPILED.load(Ordering::Relaxed),
+        MODULES_FROM_DISK.load(Ordering::Relaxed),
+    )
 }
 
 /// The CUDA devices opened so far, by name (`"CUDA:0"`).
