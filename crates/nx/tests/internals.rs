@@ -324,6 +324,44 @@ mod dot {
         }
     }
 
+    /// Tiny products (at most 8x8x8 multiply-adds: plain loops, not a
+    /// library) in batches, with widths that are and are not multiples of
+    /// the loops' eight columns, row- and column-major operands, f32 and
+    /// f64, equal a triple loop per batch (small integers: exact).
+    #[test]
+    fn batches_of_tiny_products_equal_a_triple_loop() {
+        for (b, m, n, k) in [
+            (3, 8, 8, 8),
+            (5, 4, 4, 4),
+            (2, 3, 5, 7),
+            (4, 1, 9, 2),
+            (7, 8, 16, 4),
+        ] {
+            let lhs: Vec<f64> = (0..b * m * k).map(|i| (i % 7) as f64 - 3.0).collect();
+            let rhs: Vec<f64> = (0..b * k * n).map(|i| (i % 5) as f64 - 2.0).collect();
+            let want: Vec<f64> = (0..b * m * n)
+                .map(|e| {
+                    let (bi, i, j) = (e / (m * n), e / n % m, e % n);
+                    (0..k)
+                        .map(|p| lhs[(bi * m + i) * k + p] * rhs[(bi * k + p) * n + j])
+                        .sum()
+                })
+                .collect();
+            let l = Tensor::from_vec(lhs, &[b, m, k]);
+            let r = Tensor::from_vec(rhs, &[b, k, n]);
+            for dtype in [DType::F32, DType::F64] {
+                let (l, r) = (l.cast(dtype), r.cast(dtype));
+                // The same operands stored transposed and read back.
+                let lt = l.swapaxes(1, 2).contiguous().swapaxes(1, 2);
+                let rt = r.swapaxes(1, 2).contiguous().swapaxes(1, 2);
+                for (l, r) in [(&l, &r), (&lt, &r), (&l, &rt), (&lt, &rt)] {
+                    let got = l.matmul(r).cast(DType::F64).to_vec::<f64>();
+                    assert_eq!(got, want, "{b}x{m}x{n}x{k} {dtype:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn transposed_operands_need_no_copy() {
         // lhs [3, 2] transposed to [2, 3]; rhs [3, 4] contiguous.

@@ -15,6 +15,7 @@
 //! bool) use plain loops accumulating in `i64` with wrapping arithmetic, which
 //! equals wrapping arithmetic in the element type.
 
+use super::dispatch::{self, Kernel};
 use super::elementwise::cast;
 use super::pool;
 use super::strided::Walk;
@@ -475,12 +476,16 @@ type BlockFn<T> = unsafe fn(
 pub trait GemmElem: Element {
     /// faer's matmul for this type, where [`product_block`] uses it.
     const FAER: Option<BlockFn<Self>> = None;
+    /// The loop for tiny products ([`tiny_block`]), where it exists.
+    const TINY: Option<BlockFn<Self>> = None;
 }
 impl GemmElem for f32 {
     const FAER: Option<BlockFn<f32>> = Some(faer_block::<f32>);
+    const TINY: Option<BlockFn<f32>> = Some(tiny_block::<f32>);
 }
 impl GemmElem for f64 {
     const FAER: Option<BlockFn<f64>> = Some(faer_block::<f64>);
+    const TINY: Option<BlockFn<f64>> = Some(tiny_block::<f64>);
 }
 impl GemmElem for f16 {}
 // `gemm::c32`/`c64` are `num_complex`'s `Complex<f32>`/`<f64>` themselves
@@ -526,10 +531,13 @@ pub unsafe fn product_block<T: GemmElem>(
 ) {
     let rhs_col_major = rrs == 1 && rcs != 1 && n > 1;
     let to_faer = rhs_col_major || FAER_BLOCKS.contains(&(m * n * k));
-    // SAFETY (both calls): the caller's contract, read as each library's
-    // (pointer, sizes, strides) views.
-    match T::FAER {
-        Some(faer) if to_faer => faer(m, n, k, dst, dst_rs, lhs, (lrs, lcs), rhs, (rrs, rcs)),
+    // SAFETY (all three calls): the caller's contract, read as each
+    // library's (pointer, sizes, strides) views.
+    match (T::TINY, T::FAER) {
+        (Some(tiny), _) if m * n * k <= TINY_FLOPS => {
+            tiny(m, n, k, dst, dst_rs, lhs, (lrs, lcs), rhs, (rrs, rcs))
+        }
+        (_, Some(faer)) if to_faer => faer(m, n, k, dst, dst_rs, lhs, (lrs, lcs), rhs, (rrs, rcs)),
         _ => gemm::gemm(
             m,
             n,
@@ -560,6 +568,115 @@ pub unsafe fn product_block<T: GemmElem>(
 /// too (squares of 1024 and 2048 in two bands: 5% ahead).
 #[doc(hidden)] // public for nx's tests only (`nx::raw::internals`)
 pub const FAER_BLOCKS: std::ops::Range<usize> = (1 << 20)..(1 << 27);
+
+/// Products of at most this many multiply-adds go to [`tiny_block`]:
+/// `gemm`'s fixed cost per call (packing, dispatch) is most of a tiny
+/// product's time. One thread, a batch of products (eager `matmul`,
+/// 2-vCPU AMD EPYC; rune's `bench_small_products` times it under jit and
+/// vmap beside jax.jit): 1024 of 8x8: 290-350 us
+/// through `gemm`, 125 us here; 2048 of 4x4: 610 -> 277 us; but 256 of
+/// 16x16: 72-94 us through `gemm`, 153 us here (its microkernel blocks
+/// rows and fuses multiply-adds), so the line is at 8x8x8.
+const TINY_FLOPS: usize = 8 * 8 * 8;
+
+/// [`product_block`] as plain loops (same contract), for f32 and f64:
+/// each output row is the sum over `p` of `lhs[i, p] * rhs[p, ..]`, added
+/// in order of `p` (a multiply, then an add: no fused multiply-add), the
+/// rows vectorized for the machine's level.
+unsafe fn tiny_block<F>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut F,
+    dst_rs: isize,
+    lhs: *const F,
+    (lrs, lcs): (isize, isize),
+    rhs: *const F,
+    (rrs, rcs): (isize, isize),
+) where
+    F: Element + std::ops::Mul<Output = F> + std::ops::Add<Output = F>,
+{
+    /// The loops, a [`Kernel`] so that they vectorize for the level.
+    struct Tiny<F> {
+        m: usize,
+        n: usize,
+        k: usize,
+        dst: *mut F,
+        dst_rs: isize,
+        lhs: *const F,
+        l: (isize, isize),
+        rhs: *const F,
+        r: (isize, isize),
+    }
+    impl<F: Element + std::ops::Mul<Output = F> + std::ops::Add<Output = F>> Kernel for Tiny<F> {
+        type Output = ();
+        #[inline(always)]
+        fn run<const FMA: bool>(self) {
+            let Tiny {
+                m,
+                n,
+                k,
+                dst,
+                dst_rs,
+                lhs,
+                l,
+                rhs,
+                r,
+            } = self;
+            // Eight columns at a time, summed in a fixed-size array that
+            // stays in registers (a row accumulated in memory stalled on
+            // every store: 4x slower).
+            const W: usize = 8;
+            for i in 0..m {
+                for j0 in (0..n).step_by(W) {
+                    let w = W.min(n - j0);
+                    let mut acc = [F::from_f64(0.0); W];
+                    for p in 0..k {
+                        // SAFETY: `i < m`, `p < k`, `j0 + t < n`: elements
+                        // of the operands by `tiny_block`'s contract.
+                        let a = unsafe { *lhs.offset(i as isize * l.0 + p as isize * l.1) };
+                        let b = |t: usize| unsafe {
+                            *rhs.offset(p as isize * r.0 + (j0 + t) as isize * r.1)
+                        };
+                        if w == W && r.1 == 1 {
+                            // SAFETY: the `W` contiguous elements `[p, j0..]`.
+                            let row = unsafe {
+                                &*(rhs.offset(p as isize * r.0 + j0 as isize) as *const [F; W])
+                            };
+                            for (o, &v) in acc.iter_mut().zip(row) {
+                                *o = *o + a * v;
+                            }
+                        } else if w == W {
+                            for (t, o) in acc.iter_mut().enumerate() {
+                                *o = *o + a * b(t);
+                            }
+                        } else {
+                            for (t, o) in acc[..w].iter_mut().enumerate() {
+                                *o = *o + a * b(t);
+                            }
+                        }
+                    }
+                    for (t, &v) in acc[..w].iter().enumerate() {
+                        // SAFETY: element `[i, j0 + t]` of the output, which
+                        // no one else touches (the contract).
+                        unsafe { *dst.offset(i as isize * dst_rs + (j0 + t) as isize) = v };
+                    }
+                }
+            }
+        }
+    }
+    dispatch::run(Tiny {
+        m,
+        n,
+        k,
+        dst,
+        dst_rs,
+        lhs,
+        l: (lrs, lcs),
+        rhs,
+        r: (rrs, rcs),
+    })
+}
 
 /// [`product_block`] through faer (same contract), one-threaded; f32 and
 /// f64 only (the [`GemmElem::FAER`] of those two).
@@ -733,8 +850,16 @@ unsafe fn gemm_to<T: GemmElem>(
             let threads = pool::threads();
             let parts = threads.min(m.max(n) / SPLIT_MIN);
             if nbatch >= threads && nbatch * flops >= SPLIT_FLOPS {
-                // Enough products for every thread: one per task.
-                pool::for_each(nbatch, &|b| block(b, 0..m, 0..n));
+                // Enough products for every thread: a run of whole
+                // products per task, four runs per thread (a task per
+                // product made 1024 products of 8x8 contend for the
+                // counter of claimed tasks).
+                let per = nbatch.div_ceil(threads * 4);
+                pool::for_each(nbatch.div_ceil(per), &|t| {
+                    for b in t * per..((t + 1) * per).min(nbatch) {
+                        block(b, 0..m, 0..n)
+                    }
+                });
             } else if flops >= SPLIT_FLOPS && parts > 1 {
                 // A large product: each thread computes a band of the larger
                 // of rows and columns with a one-threaded `gemm`. On few
