@@ -108,7 +108,10 @@ pub(crate) fn generate(g: &Graph, target: &Target) -> Result<Generated, Vec<Stri
         return Err(refused);
     }
     let (kernels, plan) = plan::plan(g, fusion, target.stream_min_bytes);
-    check("the fused kernels and plan", verify::plan(g, &kernels, &plan));
+    check(
+        "the fused kernels and plan",
+        verify::plan(g, &kernels, &plan),
+    );
     let ms_plan = ms(t);
     let t = Instant::now();
     let nests: Vec<LoopNest> = kernels
@@ -313,15 +316,9 @@ mod tests {
         assert!(gpu.nests.iter().all(|n| n.grid));
         // On the CPU the 300-point rows reduce in blocks; not on the GPU.
         let blocks = |gen: &Generated| {
-            gen.nests.iter().any(|n| {
-                matches!(
-                    n.schedule,
-                    lower::Schedule::Reduce {
-                        block: Some(_),
-                        ..
-                    }
-                )
-            })
+            gen.nests
+                .iter()
+                .any(|n| matches!(n.schedule, lower::Schedule::Reduce { block: Some(_), .. }))
         };
         assert!(blocks(&cpu) && !blocks(&gpu));
         // The GPU's range is the output's points.
@@ -336,11 +333,7 @@ mod tests {
         let mut gen = generate(&g, &Target::cpu(None)).ok().unwrap();
         assert!(verify::plan(&g, &gen.kernels, &gen.plan)().is_ok());
         assert!(verify::nests(&gen.kernels, &gen.nests)().is_ok());
-        let k = gen
-            .kernels
-            .iter()
-            .position(|k| k.reduce.is_none())
-            .unwrap();
+        let k = gen.kernels.iter().position(|k| k.reduce.is_none()).unwrap();
         let mut bad = gen.kernels.clone();
         if let Some(crate::fuse::Node::Load { layout, .. }) = bad[k]
             .nodes

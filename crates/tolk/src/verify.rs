@@ -55,7 +55,11 @@ pub fn graph(g: &Graph) -> impl FnOnce() -> Result<(), String> + '_ {
                 }
             }
             if matches!(e.op, Op::Prim(_)) && e.outs.len() != 1 {
-                return Err(format!("equation {i} ({}) has {} outputs", e.name(), e.outs.len()));
+                return Err(format!(
+                    "equation {i} ({}) has {} outputs",
+                    e.name(),
+                    e.outs.len()
+                ));
             }
             for &o in &e.outs {
                 let o = known(o, "an output of equation")?;
@@ -109,9 +113,9 @@ pub fn plan<'a>(
         for (s, step) in plan.steps.iter().enumerate() {
             match step {
                 Step::Kernel { kernel, outs, args } => {
-                    let k = kernels
-                        .get(*kernel)
-                        .ok_or_else(|| format!("step {s} runs kernel {kernel} of {}", kernels.len()))?;
+                    let k = kernels.get(*kernel).ok_or_else(|| {
+                        format!("step {s} runs kernel {kernel} of {}", kernels.len())
+                    })?;
                     if outs.len() != k.out_dtypes.len() || args.len() != k.arg_dtypes.len() {
                         return Err(format!(
                             "step {s} passes {} outputs and {} arguments to kernel {kernel}, \
@@ -124,10 +128,15 @@ pub fn plan<'a>(
                     }
                     for (a, &v) in args.iter().enumerate() {
                         if v >= n || !defined[v] {
-                            return Err(format!("step {s}'s argument {a}, v{v}, is not a buffer yet"));
+                            return Err(format!(
+                                "step {s}'s argument {a}, v{v}, is not a buffer yet"
+                            ));
                         }
                         if g.aval(v).dtype != k.arg_dtypes[a] {
-                            return Err(format!("step {s}'s argument {a}, v{v}, is not a {:?}", k.arg_dtypes[a]));
+                            return Err(format!(
+                                "step {s}'s argument {a}, v{v}, is not a {:?}",
+                                k.arg_dtypes[a]
+                            ));
                         }
                     }
                     let numel: usize = k.out_shape().iter().product();
@@ -149,10 +158,9 @@ pub fn plan<'a>(
                         .map_err(|e| format!("step {s} (kernel {kernel}): {e}"))?;
                 }
                 Step::Library { eqn } => {
-                    let e = g
-                        .eqns
-                        .get(*eqn)
-                        .ok_or_else(|| format!("step {s} runs equation {eqn} of {}", g.eqns.len()))?;
+                    let e = g.eqns.get(*eqn).ok_or_else(|| {
+                        format!("step {s} runs equation {eqn} of {}", g.eqns.len())
+                    })?;
                     for &o in &e.outs {
                         defined[o] = true;
                     }
@@ -167,7 +175,11 @@ pub fn plan<'a>(
 /// output; loads see the kernel's shape.
 fn kernel_nodes(k: &Kernel) -> Result<(), String> {
     if k.roots.len() != k.out_dtypes.len() || k.roots.iter().any(|&r| r >= k.nodes.len()) {
-        return Err(format!("roots {:?} for {} outputs", k.roots, k.out_dtypes.len()));
+        return Err(format!(
+            "roots {:?} for {} outputs",
+            k.roots,
+            k.out_dtypes.len()
+        ));
     }
     if let Some((_, kept)) = k.reduce {
         if kept > k.shape.len() {
@@ -197,7 +209,10 @@ fn kernel_nodes(k: &Kernel) -> Result<(), String> {
         }
         if let Node::Load { arg, .. } | Node::Gather { arg, .. } = n {
             if *arg >= k.arg_dtypes.len() {
-                return Err(format!("node {i} loads argument {arg} of {}", k.arg_dtypes.len()));
+                return Err(format!(
+                    "node {i} loads argument {arg} of {}",
+                    k.arg_dtypes.len()
+                ));
             }
         }
     }
@@ -310,7 +325,11 @@ pub fn nests<'a>(
 ) -> impl FnOnce() -> Result<(), String> + 'a {
     move || {
         if kernels.len() != nests.len() {
-            return Err(format!("{} kernels, {} loop nests", kernels.len(), nests.len()));
+            return Err(format!(
+                "{} kernels, {} loop nests",
+                kernels.len(),
+                nests.len()
+            ));
         }
         for (i, (k, n)) in kernels.iter().zip(nests).enumerate() {
             nest(k, n).map_err(|e| format!("kernel {i}: {e}"))?;
@@ -339,7 +358,10 @@ fn nest(k: &Kernel, n: &LoopNest) -> Result<(), String> {
     }
     let per_node = [n.loads.len(), n.invariant.len(), n.narrow.len()];
     if per_node.iter().any(|&l| l != k.nodes.len()) {
-        return Err(format!("per-node facts {per_node:?} for {} nodes", k.nodes.len()));
+        return Err(format!(
+            "per-node facts {per_node:?} for {} nodes",
+            k.nodes.len()
+        ));
     }
     for (i, (node, ix)) in k.nodes.iter().zip(&n.loads).enumerate() {
         match (layout(node), ix) {
@@ -356,21 +378,25 @@ fn nest(k: &Kernel, n: &LoopNest) -> Result<(), String> {
                     ));
                 }
             }
-            _ => return Err(format!("node {i} has an index exactly when it has no layout")),
+            _ => {
+                return Err(format!(
+                    "node {i} has an index exactly when it has no layout"
+                ))
+            }
         }
         if n.narrow[i] && !matches!(node, Node::Gather { .. }) {
             return Err(format!("node {i} is not a gather but has 32-bit offsets"));
         }
     }
     let fits = match (&n.schedule, k.scatter()) {
-        (
-            Schedule::Scatter { parted, .. },
-            Some(Node::Scatter { init_layout, .. }),
-        ) => *parted == init_layout.is_some() && !n.grid,
-        (Schedule::Map { stream, .. }, None) => k.reduce.is_none() && (!stream || n.dims.len() == 1),
+        (Schedule::Scatter { parted, .. }, Some(Node::Scatter { init_layout, .. })) => {
+            *parted == init_layout.is_some() && !n.grid
+        }
+        (Schedule::Map { stream, .. }, None) => {
+            k.reduce.is_none() && (!stream || n.dims.len() == 1)
+        }
         (Schedule::Reduce { unrolled, block }, None) => {
-            k.reduce.is_some()
-                && block.is_none_or(|b| !unrolled && b.len > 0 && b.len % ACCS == 0)
+            k.reduce.is_some() && block.is_none_or(|b| !unrolled && b.len > 0 && b.len % ACCS == 0)
         }
         (Schedule::Tiled { tile }, None) => {
             k.reduce.is_some()

@@ -546,11 +546,7 @@ fn body_lanes(
                 } => {
                     // The offsets' width, as lowering chose
                     // (`lower::GATHER_I32_MAX`).
-                    let it = if nest.narrow[i] {
-                        "int32_t"
-                    } else {
-                        "int64_t"
-                    };
+                    let it = if nest.narrow[i] { "int32_t" } else { "int64_t" };
                     let i = v(ix);
                     format!(
                         "a{arg}[({it})({}) + ({it})({i} + ({i} < 0 ? {axis_len} : 0)) * ({axis_stride})]",
