@@ -183,16 +183,11 @@ pub fn lower(k: &Kernel, target: &Target) -> LoopNest {
     let mut loads: Vec<Option<Index>> = k
         .nodes
         .iter()
-        .map(|n| match n {
-            Node::Load { layout, .. }
-            | Node::Gather { layout, .. }
-            | Node::Scatter { layout, .. }
-            | Node::Iota { layout, .. }
-            | Node::Coord { layout, .. } => Some(Index {
+        .map(|n| {
+            n.layout().map(|layout| Index {
                 offset: layout.offset,
                 strides: Vec::new(),
-            }),
-            _ => None,
+            })
         })
         .collect();
     let mut kept = 0;
@@ -203,18 +198,7 @@ pub fn lower(k: &Kernel, target: &Target) -> LoopNest {
         // The loads' strides over this group's dims (the output is
         // contiguous, so it merges wherever they all do).
         let range: Vec<usize> = range.collect();
-        let layouts: Vec<&nx::Layout> = k
-            .nodes
-            .iter()
-            .filter_map(|n| match n {
-                Node::Load { layout, .. }
-                | Node::Gather { layout, .. }
-                | Node::Scatter { layout, .. }
-                | Node::Iota { layout, .. }
-                | Node::Coord { layout, .. } => Some(layout),
-                _ => None,
-            })
-            .collect();
+        let layouts: Vec<&nx::Layout> = k.nodes.iter().filter_map(Node::layout).collect();
         let strides: Vec<Vec<isize>> = layouts
             .iter()
             .map(|l| range.iter().map(|&d| l.strides[d]).collect())

@@ -266,28 +266,22 @@ mod tests {
     /// `exp(x) * x` and the row sums of `x * x`, for `x: f32[4, 300]`.
     fn exp_sum() -> Graph {
         let mut g = Graph::default();
-        let x = g.new_var(Aval::new(&[4, 300], DType::F32));
-        let e = g.new_var(Aval::new(&[4, 300], DType::F32));
-        let y = g.new_var(Aval::new(&[4, 300], DType::F32));
-        let z = g.new_var(Aval::new(&[4, 300], DType::F32));
+        let a = Aval::new(&[4, 300], DType::F32);
+        let [x, e, y, z] = [(); 4].map(|_| g.new_var(a.clone()));
         let s = g.new_var(Aval::new(&[4], DType::F32));
-        g.inputs.push(x);
-        g.eqns
-            .push(Eqn::prim(Prim::Unary(UnaryOp::Exp), vec![x], e));
-        g.eqns
-            .push(Eqn::prim(Prim::Binary(BinaryOp::Mul), vec![e, x], y));
-        g.eqns
-            .push(Eqn::prim(Prim::Binary(BinaryOp::Mul), vec![x, x], z));
-        g.eqns.push(Eqn::prim(
-            Prim::Reduce {
-                op: ReduceOp::Sum,
-                axes: vec![1],
-            },
-            vec![z],
-            s,
-        ));
-        g.outputs.push(y);
-        g.outputs.push(s);
+        let (mul, exp) = (Prim::Binary(BinaryOp::Mul), Prim::Unary(UnaryOp::Exp));
+        let sum = Prim::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![1],
+        };
+        g.inputs = vec![x];
+        g.eqns = vec![
+            Eqn::prim(exp, vec![x], e),
+            Eqn::prim(mul.clone(), vec![e, x], y),
+            Eqn::prim(mul, vec![x, x], z),
+            Eqn::prim(sum, vec![z], s),
+        ];
+        g.outputs = vec![y, s];
         g
     }
 

@@ -199,7 +199,7 @@ fn kernel_nodes(k: &Kernel) -> Result<(), String> {
         if let Some(o) = operands.iter().find(|&&o| o >= i) {
             return Err(format!("node {i} reads node {o}, not an earlier one"));
         }
-        if let Some(l) = layout(n) {
+        if let Some(l) = n.layout() {
             if l.shape != k.shape || l.strides.len() != l.shape.len() {
                 return Err(format!(
                     "node {i}'s layout has shape {:?} in a kernel of shape {:?}",
@@ -217,18 +217,6 @@ fn kernel_nodes(k: &Kernel) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// The layout a node addresses through, if it has one.
-fn layout(n: &Node) -> Option<&nx::Layout> {
-    match n {
-        Node::Load { layout, .. }
-        | Node::Gather { layout, .. }
-        | Node::Scatter { layout, .. }
-        | Node::Iota { layout, .. }
-        | Node::Coord { layout, .. } => Some(layout),
-        _ => None,
-    }
 }
 
 /// The lowest and highest element `offset + sum(i_d * strides[d])` reaches
@@ -364,7 +352,7 @@ fn nest(k: &Kernel, n: &LoopNest) -> Result<(), String> {
         ));
     }
     for (i, (node, ix)) in k.nodes.iter().zip(&n.loads).enumerate() {
-        match (layout(node), ix) {
+        match (node.layout(), ix) {
             (None, None) => {}
             (Some(l), Some(ix)) => {
                 if ix.strides.len() != n.dims.len() {
