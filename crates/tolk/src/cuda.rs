@@ -3,7 +3,8 @@
 //! compiled by NVRTC ([`crate::nvrtc`]) to PTX. Running them is
 //! [`crate::device`]'s ([`crate::device::exec`]).
 //!
-//! Every reduction is a kernel here ([`fuse::fuse_with`]): the CPU's
+//! The compile is [`crate::pipeline`]'s, for [`target`]: every reduction
+//! is a kernel here ([`crate::fuse::fuse_with`]): the CPU's
 //! library reductions are nx's eager kernels, which a device cannot call.
 //! Gathers and scatter-adds by input or captured indices are kernels as on
 //! the CPU (their indices checked before any kernel runs), and so are the
@@ -15,9 +16,10 @@
 //! its body's kernels: its body is rendered as a program of its own.
 
 use crate::codegen::{self, cuda::Cuda};
-use crate::graph::{Graph, Op};
+use crate::graph::Graph;
+use crate::lower;
+use crate::pipeline::{self, Generated, Target};
 use crate::plan::{Plan, Step};
-use crate::{fuse, lower, plan, simplify};
 
 /// The device's name in messages.
 pub const DEVICE: &str = "CUDA";
@@ -92,33 +94,41 @@ pub fn runs_on_device(p: &nx::Prim) -> bool {
     matches!(p, nx::Prim::DotGeneral { .. })
 }
 
-fn render_with(graph: Graph, products: bool) -> Result<CudaProgram, String> {
-    let g = simplify::simplify(graph);
-    let fusion = fuse::fuse_with(&g, true);
-    let mut refused: Vec<String> = Vec::new();
-    for (e, &lib) in g.eqns.iter().zip(&fusion.library) {
-        if let (true, Op::Prim(p)) = (lib, &e.op) {
-            if products && (runs_on_device(p) || p.class() == nx::PrimClass::View) {
-                continue; // a product, or an eager view feeding one
-            }
-            let name = p.name();
-            if !refused.contains(&name) {
-                refused.push(name);
-            }
-        }
+/// The compile target of [`render`] (`products` false: every library step
+/// refused) and [`render_program`] (products and the views feeding them
+/// run as library steps): the CUDA dialect, every reduction a kernel, the
+/// kept dims one grid-stride loop ([`lower::Target::GPU`]), one
+/// translation unit.
+pub fn target(products: bool) -> Target {
+    Target {
+        dialect: Box::new(Cuda::for_host()),
+        device: true,
+        lowering: lower::Target::GPU,
+        stream_min_bytes: None,
+        units: 1,
+        runs: if products {
+            |p| runs_on_device(p) || p.class() == nx::PrimClass::View
+        } else {
+            |_| false
+        },
     }
+}
+
+fn render_with(graph: Graph, products: bool) -> Result<CudaProgram, String> {
+    let g = pipeline::simplify(graph);
     // Each loop's body, its consts that are constants here made its own
     // (as the CPU's compile does: their indices checked once).
     let mut bodies = Vec::new();
     for (i, body) in crate::loop_bodies(&g) {
         bodies.push((i, render_with(body, products)?));
     }
-    if !refused.is_empty() {
-        return Err(refusal(&refused));
-    }
-    let (kernels, plan) = plan::plan(&g, fusion, None);
-    let nests: Vec<lower::LoopNest> = kernels.iter().map(lower::lower).collect();
-    let code = codegen::generate(&Cuda::for_host(), &g, &kernels, &nests, &plan, 1);
+    let Generated {
+        kernels,
+        nests,
+        plan,
+        code,
+        ..
+    } = pipeline::generate(&g, &target(products)).map_err(|r| refusal(&r))?;
     debug_assert!(
         code.exact.is_empty(),
         "the CUDA dialect has no guarded forms"
@@ -129,19 +139,13 @@ fn render_with(graph: Graph, products: bool) -> Result<CudaProgram, String> {
         .zip(&code.names)
         .map(|((k, n), name)| CudaKernel {
             name: name.clone(),
-            // A scatter's threads part its outer loop only.
-            points: if k.scatter().is_some() {
-                n.dims[0]
-            } else {
-                n.points()
-            },
+            // The grid-stride loop's range: the output's points, or a
+            // scatter's outer loop (its threads part that loop only).
+            points: n.outer(),
             buffers: k.out_dtypes.len() + k.arg_dtypes.len(),
             fused: k.fused.clone(),
         })
         .collect();
-    if crate::dumping() {
-        crate::dump(&g, &plan, &code.sources);
-    }
     let source = code.units.into_iter().next().unwrap_or_default();
     debug_assert!(plan
         .steps

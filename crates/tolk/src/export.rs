@@ -24,7 +24,7 @@ pub mod graph_codec;
 
 use crate::graph::{Graph, Op};
 use crate::runtime::{ArenaLayout, Program};
-use crate::{build, cache, load, plan, simplify};
+use crate::{build, cache, load, pipeline, plan};
 use bytes::{Reader, Writer};
 use std::sync::Arc;
 
@@ -63,12 +63,14 @@ pub struct ProgramImage {
 /// system C compiler, never through the disk cache. `Err` carries the
 /// compiler's message, or names a constant that cannot be stored.
 pub fn compile(graph: Graph) -> Result<ProgramImage, String> {
-    let g = simplify::simplify(graph);
+    let g = pipeline::simplify(graph);
     let bodies = crate::loop_bodies(&g)
         .into_iter()
         .map(|(i, body)| Ok((i, compile(body)?)))
         .collect::<Result<Vec<_>, String>>()?;
-    let (gen, _, _) = crate::generate(&g, plan::stream_min_bytes());
+    let target = pipeline::Target::cpu(plan::stream_min_bytes());
+    let gen = pipeline::generate(&g, &target)
+        .map_err(|r| format!("tolk: the CPU runs every library step, not {r:?}"))?;
     let build_bytes = |units: &[String]| -> Result<Vec<u8>, String> {
         let so = build::scratch_dir().join(format!("export-{}.so", cache::unique_suffix()));
         build::build_units(units, &so, &[])?;

@@ -219,6 +219,19 @@ pub struct Kernel {
 }
 
 impl Node {
+    /// The layout through which it addresses (a load's, gather's or
+    /// scatter's buffer, an iota's coordinates), if it has one.
+    pub fn layout(&self) -> Option<&Layout> {
+        match self {
+            Node::Load { layout, .. }
+            | Node::Gather { layout, .. }
+            | Node::Scatter { layout, .. }
+            | Node::Iota { layout, .. }
+            | Node::Coord { layout, .. } => Some(layout),
+            _ => None,
+        }
+    }
+
     /// About what computing this node costs per point, in elementwise
     /// additions: transcendentals 16, divisions and roots 4, loads and
     /// constants nothing ([`Kernel::weight`]; the renderer's choice of two

@@ -25,7 +25,12 @@
 //!
 //! # Pipeline
 //!
-//! [`compile()`] (or [`compile_with`]) runs these stages, each a module:
+//! [`compile()`] (or [`compile_with`]) runs these stages, each a module;
+//! stages 1 and 3 to 6 are [`pipeline`]'s driver, shared with the CUDA
+//! device's compile ([`cuda::render`]), the dialect and what its loops can
+//! do a parameter ([`pipeline::Target`]), each IR checked by [`verify`]
+//! between passes in debug builds and tests (`TOLK_VERIFY=1` elsewhere) and
+//! printed by `TOLK_DUMP=1` ([`pipeline::stages`]):
 //!
 //! 1. [`simplify`]: constant folding, common subexpressions, dead code;
 //! 2. [`cache`] lookup: a program with the same structure, flags, compiler,
@@ -37,9 +42,10 @@
 //! 4. [`plan`]: the steps in order, identical kernels merged, and when each
 //!    buffer dies;
 //! 5. [`lower`]: each kernel becomes a loop nest (merged dims, index
-//!    arithmetic, hoisted invariants, accumulators), independent of the
-//!    target language;
-//! 6. [`codegen`]: the nests are rendered in a dialect ([`codegen::c`]
+//!    arithmetic, hoisted invariants, accumulators) and its schedule (two
+//!    lanes, reduction blocks, column tiles, a GPU's grid, streaming
+//!    stores, a scatter's parts), independent of the target language;
+//! 6. [`codegen`]: the nests are printed in a dialect ([`codegen::c`]
 //!    for the CPU, whose per-element C is bit-exact with nx's eager
 //!    kernels; [`codegen::cuda`] for NVIDIA GPUs, through [`cuda`]); identical functions are emitted once, and split into
 //!    translation units for concurrent compilers;
@@ -59,8 +65,9 @@
 //! programs and the collectives between them, for rune's `pmap`.
 //!
 //! The modules depend only on those before them in this list ([`graph`]
-//! and [`hash`] first; [`cache`] before [`build`], whose compiler identity
-//! it stores), and [`shard`] on the whole pipeline.
+//! and [`hash`] first; [`verify`] after [`lower`]; [`cache`] before
+//! [`pipeline`] and [`build`], whose compiler identity it stores), and
+//! [`shard`] on the whole pipeline.
 //!
 //! [`Kernel`]: fuse::Kernel
 #![warn(missing_docs)]
@@ -80,10 +87,12 @@ pub mod index_check;
 pub mod load;
 pub mod lower;
 pub mod nvrtc;
+pub mod pipeline;
 pub mod plan;
 pub mod runtime;
 pub mod shard;
 pub mod simplify;
+pub mod verify;
 
 pub use graph::{Eqn, Graph, Loop, Op, Var};
 pub use runtime::Program;
@@ -173,7 +182,7 @@ pub const EAGER_FIRST_WORK_PER_BYTE: usize = 2048;
 /// [`compile()`] with explicit [`Options`].
 pub fn compile_with(graph: Graph, opts: &Options) -> Result<Compiled, String> {
     let start = Instant::now();
-    let g = simplify::simplify(graph);
+    let g = pipeline::simplify(graph);
     // Each loop's body is a program of its own (through the cache like
     // any program), compiled on a thread of its own while this one
     // compiles the rest: the C compilers run concurrently.
@@ -227,53 +236,6 @@ pub(crate) fn loop_bodies(g: &Graph) -> Vec<(usize, Graph)> {
         .collect()
 }
 
-/// A simplified graph's kernels, plan and C: fuse, plan, lower, render.
-pub(crate) struct Generated {
-    /// The distinct kernels the plan's steps index.
-    pub kernels: Vec<fuse::Kernel>,
-    /// The steps and when buffers die.
-    pub plan: plan::Plan,
-    /// Per kernel: what the runtime (and the cache) needs besides its code.
-    pub meta: Vec<cache::KernelMeta>,
-    /// The translation units, names and sources.
-    pub code: codegen::Code,
-}
-
-/// Fuses, plans, lowers and renders a simplified graph (the C dialect);
-/// returns what was made and the milliseconds planning and rendering took.
-pub(crate) fn generate(g: &Graph, stream_min_bytes: Option<usize>) -> (Generated, f64, f64) {
-    let ms = |since: Instant| since.elapsed().as_secs_f64() * 1e3;
-    let t = Instant::now();
-    let fusion = fuse::fuse(g);
-    let (kernels, plan) = plan::plan(g, fusion, stream_min_bytes);
-    let t_plan = ms(t);
-    let t = Instant::now();
-    let nests: Vec<lower::LoopNest> = kernels.iter().map(lower::lower).collect();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let code = codegen::generate(&codegen::c::C, g, &kernels, &nests, &plan, cores.min(4));
-    let t_render = ms(t);
-    let meta: Vec<cache::KernelMeta> = kernels
-        .iter()
-        .zip(&nests)
-        .zip(code.names.iter().zip(&code.exact_names))
-        .map(|((k, n), (name, exact_name))| cache::KernelMeta {
-            name: name.clone(),
-            exact_name: exact_name.clone(),
-            outer: n.outer(),
-            weight: k.weight(),
-            out_dtypes: k.out_dtypes.clone(),
-            shape: k.out_shape().to_vec(),
-        })
-        .collect();
-    let generated = Generated {
-        kernels,
-        plan,
-        meta,
-        code,
-    };
-    (generated, t_plan, t_render)
-}
-
 /// [`compile_with`] of a simplified graph, its loops' bodies aside: the
 /// cache lookup, then fuse, plan, lower, render, build, load, and the
 /// cache's write.
@@ -303,19 +265,17 @@ fn compile_simplified(g: Graph, opts: &Options, start: Instant) -> Result<Compil
             }
         }
     }
-    let (
-        Generated {
-            kernels,
-            plan,
-            meta,
-            code,
-        },
-        t_plan,
-        t_render,
-    ) = generate(&g, opts.stream_min_bytes);
-    if dumping() {
-        dump(&g, &plan, &code.sources);
-    }
+    let target = pipeline::Target::cpu(opts.stream_min_bytes);
+    let pipeline::Generated {
+        kernels,
+        plan,
+        meta,
+        code,
+        ms_plan: t_plan,
+        ms_render: t_render,
+        ..
+    } = pipeline::generate(&g, &target)
+        .map_err(|r| format!("tolk: the CPU runs every library step, not {r:?}"))?;
     let weights: Vec<usize> = meta.iter().map(|k| k.weight).collect();
     if kernels.is_empty() {
         return Ok(Compiled {
@@ -525,34 +485,4 @@ fn load_entry(
         entries,
         Some(loaded),
     ))
-}
-
-/// Whether `TOLK_DUMP` asks for [`dump`].
-pub(crate) fn dumping() -> bool {
-    std::env::var_os("TOLK_DUMP").is_some_and(|v| v != "0")
-}
-
-/// `TOLK_DUMP=1`: a program's graph, its plan's steps and each kernel's C,
-/// on stderr, as it is compiled (a loop's body is a program of its own,
-/// printed when it compiles).
-pub(crate) fn dump(g: &Graph, plan: &plan::Plan, sources: &[(Vec<String>, String)]) {
-    let mut s = format!("tolk: graph\n{g}\ntolk: plan\n");
-    for step in &plan.steps {
-        match step {
-            plan::Step::Kernel { kernel, outs, args } => {
-                s += &format!("  kernel {kernel}: {outs:?} <- {args:?}\n");
-            }
-            plan::Step::Library { eqn } => {
-                s += &format!(
-                    "  library {}: {:?}\n",
-                    g.eqns[*eqn].name(),
-                    g.eqns[*eqn].outs
-                );
-            }
-        }
-    }
-    for (k, (fused, src)) in sources.iter().enumerate() {
-        s += &format!("tolk: kernel {k} ({})\n{src}\n", fused.join(", "));
-    }
-    eprint!("{s}");
 }

@@ -60,10 +60,6 @@ pub struct C;
 /// so its kernels all build at the flags' level).
 const SMALL_ATTR: &str = "#if defined(__GNUC__) && !defined(__clang__)\n#define TK_SMALL __attribute__((optimize(\"O1\")))\n#else\n#define TK_SMALL\n#endif\n";
 
-/// Elements per block of a reduction's innermost loop
-/// ([`super::Dialect::reduction_block`]).
-const REDUCTION_BLOCK: usize = 64;
-
 /// Marks a map's innermost loop as free of dependences between iterations
 /// (each writes its own elements of outputs that never alias the inputs):
 /// without it gcc vectorizes a loop only after checking at run time that
@@ -77,9 +73,6 @@ impl super::Dialect for C {
     }
     fn independent_loop(&self) -> Option<&'static str> {
         Some("TK_INDEPENDENT")
-    }
-    fn reduction_block(&self) -> usize {
-        REDUCTION_BLOCK
     }
     fn ty(&self, dtype: DType) -> &'static str {
         c_type(dtype)
@@ -108,9 +101,6 @@ impl super::Dialect for C {
     fn kernel_signature(&self, name: &str, small: bool, _buffers: usize) -> String {
         let attr = if small { "TK_SMALL " } else { "" };
         format!("{attr}int {name}(void *const *b, int64_t lo, int64_t hi)")
-    }
-    fn streams(&self) -> bool {
-        true
     }
 }
 

@@ -8,7 +8,8 @@
 //! prelude's software conversions (the wheels' NVRTC ships no
 //! `cuda_fp16.h`).
 //!
-//! The frame differs from C's:
+//! The frame differs from C's (the loops scheduled for
+//! [`crate::lower::Target::GPU`]):
 //! - a kernel is `extern "C" __global__ void name(void *b0, ..., int64_t lo,
 //!   int64_t hi)`: the buffers as parameters (no pointer table to upload),
 //!   no return value (no guarded fast forms: [`Dialect::unary_vectorized`](super::Dialect::unary_vectorized) has
@@ -139,14 +140,5 @@ impl super::Dialect for Cuda {
     }
     fn single_thread(&self) -> Option<&'static str> {
         Some("if (blockIdx.x != 0 || threadIdx.x != 0) return;")
-    }
-    fn flattens_kept_dims(&self) -> bool {
-        true
-    }
-    fn column_tiles(&self) -> bool {
-        false
-    }
-    fn streams(&self) -> bool {
-        false
     }
 }

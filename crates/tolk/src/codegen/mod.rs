@@ -3,7 +3,8 @@
 //! source, split into translation units for concurrent compilers.
 //!
 //! [`render`] holds the structure every C-like language shares (frames,
-//! loops, accumulators, guarded fast paths, streaming stores); a dialect
+//! loops, accumulators, guarded fast paths, streaming stores), printing
+//! what the lowering scheduled ([`crate::lower::Schedule`]); a dialect
 //! supplies the types, the per-element expressions and the function frame,
 //! as tinygrad's `CStyleLanguage` does.
 
@@ -59,7 +60,8 @@ pub trait Dialect: Sync {
         format!("return {guard_failed};")
     }
     /// The header of loop `var` over `from..to`, opening its block; `outer`:
-    /// the kernel's outer loop (the one the runtime splits).
+    /// the kernel's outer loop (the one the runtime splits, or a GPU's
+    /// grid-stride loop: [`crate::lower::Target::grid`]).
     fn loop_header(&self, var: &str, from: &str, to: &str, outer: bool) -> String {
         let _ = outer;
         format!("for (int64_t {var} = {from}; {var} < {to}; {var}++) {{")
@@ -76,27 +78,6 @@ pub trait Dialect: Sync {
     fn independent_loop(&self) -> Option<&'static str> {
         None
     }
-    /// Whether the kept dims are one loop over the output's points (`lo..hi`
-    /// then ranges over all of them, [`LoopNest::points`]), each point's
-    /// indices recovered by division: a GPU's grid-stride loop. Otherwise
-    /// the outer loop is the first kept dim and the others nest inside.
-    fn flattens_kept_dims(&self) -> bool {
-        false
-    }
-    /// Whether reductions over columns accumulate tiles of neighbouring
-    /// outputs at once ([`LoopNest::tile`]).
-    fn column_tiles(&self) -> bool {
-        true
-    }
-    /// A reduction's innermost reduced loop runs in blocks of this many
-    /// elements (a multiple of [`crate::lower::ACCS`]), each block's values
-    /// computed in one loop before they are folded; 0: no blocks.
-    fn reduction_block(&self) -> usize {
-        0
-    }
-    /// Whether maps may store their output past the cache
-    /// ([`Kernel::stream`]).
-    fn streams(&self) -> bool;
 }
 
 /// Programs with at least this many distinct kernels are compiled in

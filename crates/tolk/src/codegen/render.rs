@@ -2,7 +2,10 @@
 //! frame, the loops, the statements per node, the accumulators. The
 //! structure is shared by every C-like language; what differs (types,
 //! per-element expressions, the function's signature, the outer loop) comes
-//! from the [`Dialect`].
+//! from the [`Dialect`]. What the loops do (lanes, blocks, tiles, a grid,
+//! streaming stores, a scatter's parts, gather offsets) was decided by the
+//! lowering ([`LoopNest::grid`], [`Schedule`], [`LoopNest::narrow`]): this
+//! module prints it.
 //!
 //! Every kernel takes its buffers as an array `b` (`b[0..n]` its `n`
 //! outputs, `b[n + k]` argument `k`) and covers outer indices `lo..hi` of its first
@@ -10,7 +13,7 @@
 
 use super::Dialect;
 use crate::fuse::{Kernel, Node, ScatterInit};
-use crate::lower::{self, Identity, LoopNest, ACCS};
+use crate::lower::{self, Block, Identity, LoopNest, Schedule, ACCS};
 use nx::{BinaryOp, DType, ReduceOp};
 use std::fmt::Write;
 
@@ -63,22 +66,41 @@ fn render_fn(
     if fast {
         let _ = writeln!(s, "  uint32_t big = 0;");
     }
-    if let Some(Node::Scatter {
-        out_shape,
-        init,
-        init_layout,
-        ..
-    }) = k.scatter()
+    if let (
+        Some(Node::Scatter {
+            out_shape,
+            init,
+            init_layout,
+            ..
+        }),
+        Schedule::Scatter {
+            parted,
+            distinct_inner,
+        },
+    ) = (k.scatter(), &nest.schedule)
     {
-        let init_layout = init_layout.as_ref();
-        render_scatter(d, &mut s, k, nest, out_shape, init, init_layout, fast);
+        let init_layout = init_layout.as_ref().filter(|_| *parted);
+        render_scatter(
+            d,
+            &mut s,
+            k,
+            nest,
+            out_shape,
+            init,
+            init_layout,
+            *distinct_inner,
+            fast,
+        );
         s.push_str(&finish(d, fast));
         return s;
     }
     // The invariant nodes, once (with the exact forms where the loops use
     // them: a tiled reduction's). Loads among them read element 0 of their
     // buffer, which an empty range may not have: nothing runs then.
-    let tiled = k.reduce.zip(nest.tile).filter(|_| d.column_tiles());
+    let tiled = match (&nest.schedule, k.reduce) {
+        (Schedule::Tiled { tile }, Some((op, _))) => Some((op, *tile)),
+        _ => None,
+    };
     let inv = &nest.invariant;
     if inv
         .iter()
@@ -122,21 +144,20 @@ fn render_fn(
         oidx
     };
     let oidx = oidx_of("");
-    if let Some(((op, _), tile)) = tiled {
+    if let Some((op, tile)) = tiled {
         // Tiled reductions use the exact forms (no guard to check).
         render_tiled(d, &mut s, k, nest, op, tile, &looped);
         s.push_str(&finish(d, false));
         return s;
     }
-    // `stream` is only set on maps that are not epilogues.
-    if k.stream && nd == 1 && d.streams() {
+    if let Schedule::Map { stream: true, .. } = nest.schedule {
         render_streamed(d, &mut s, k, nest, fast, &looped);
         s.push_str(&finish(d, fast));
         return s;
     }
-    // The kept loops: nested, or (a dialect that flattens them) one loop
-    // over the output's points, each point's indices recovered.
-    let flat = d.flattens_kept_dims();
+    // The kept loops: nested, or (on a grid) one loop over the output's
+    // points, each point's indices recovered.
+    let flat = nest.grid;
     if flat {
         let _ = writeln!(s, "{indent}{}", d.loop_header("p", "lo", "hi", true));
         indent.push_str("  ");
@@ -154,13 +175,11 @@ fn render_fn(
     }
     // A map whose chains are long runs its innermost loop two elements at
     // a time (`lanes_loop`).
-    let lanes = !flat
-        && k.reduce.is_none()
-        && nkept > 0
-        && nest.dims[nkept - 1] >= LANES_MIN_EXTENT
-        && (buffers <= LANES_MAX_BUFFERS || nest.dims.iter().product::<usize>() <= LANES_L1_POINTS)
-        && latency_bound(k, &looped);
-    let small = k.reduce.is_some() && small_reduction(nest);
+    let lanes = matches!(nest.schedule, Schedule::Map { lanes: true, .. });
+    let (small, block) = match nest.schedule {
+        Schedule::Reduce { unrolled, block } => (unrolled, block),
+        _ => (false, None),
+    };
     if !flat {
         for l in 0..nkept - usize::from(lanes) {
             if l + 1 == nkept && (k.reduce.is_none() || small) {
@@ -244,12 +263,10 @@ fn render_fn(
             let last = nd - 1;
             let n = nest.dims[last];
             let _ = writeln!(s, "{indent}int64_t r = 0;");
-            let block = d.reduction_block();
-            if block > 0 && n >= block {
+            if let Some(Block { len: block, lanes }) = block {
                 // Blocks of `block` elements: the values in one loop that
-                // vectorizes as a map's does (gcc's SLP gives up on eight
-                // unrolled copies of a long body, leaving it scalar), then
-                // folded into the accumulators in the same order as below.
+                // vectorizes as a map's does, then folded into the
+                // accumulators in the same order as below.
                 let t = d.ty(lower::node_dtype(k, k.roots[0]));
                 let _ = writeln!(s, "{indent}for (; r + {block} <= {n}; r += {block}) {{");
                 let _ = writeln!(s, "{indent}  {t} vals[{block}];");
@@ -270,7 +287,7 @@ fn render_fn(
                     }
                 };
                 let end = format!("r + {block}");
-                if latency_bound(k, &looped) {
+                if lanes {
                     lanes_loop(d, &mut s, &format!("{indent}  "), last, ("r", &end), &store);
                 } else {
                     if let Some(line) = d.independent_loop() {
@@ -325,28 +342,6 @@ fn render_fn(
     s
 }
 
-/// Reductions over at most this many points per output (a pool's window)
-/// are written out point by point ([`small_reduction`]).
-const SMALL_REDUCTION_POINTS: usize = 32;
-
-/// Whether a reduction's points per output are few and its innermost
-/// reduced loop shorter than [`ACCS`], so that the general loops would fold
-/// every point into one accumulator in row-major order: rendered as that
-/// fold written out, with the output loop free to vectorize (a 2x2 max
-/// pool's 4-point windows: 24x faster than the general loops).
-fn small_reduction(nest: &LoopNest) -> bool {
-    let reduced = &nest.dims[nest.kept..];
-    nest.kept > 0
-        && !reduced.is_empty()
-        && reduced.iter().product::<usize>() <= SMALL_REDUCTION_POINTS
-        && reduced.last().is_some_and(|&n| n < ACCS)
-}
-
-/// Buffers with fewer elements than this are gathered from with 32-bit
-/// offsets (each term of the address, and the sum, stays within the
-/// buffer's size, so within half of `i32::MAX`).
-const GATHER_I32_MAX: usize = 1 << 30;
-
 /// A scatter kernel's statements ([`Node::Scatter`]): the loops over the
 /// updates in row-major order, each point adding its value at the element
 /// its index picks (so repeated indices add in eager's order), after the
@@ -366,6 +361,7 @@ fn render_scatter(
     out_shape: &[usize],
     init: &ScatterInit,
     init_layout: Option<&nx::Layout>,
+    distinct: bool,
     fast: bool,
 ) {
     let value = |at: &str| match init {
@@ -388,11 +384,7 @@ fn render_scatter(
     s.push_str(&body(d, k, nest, "  ", fast, &|i| inv[i]));
     // The innermost loop's points add into distinct elements when it
     // moves the destination (it is not the scattered axis): independent.
-    let root = k.roots[0];
     let last = nest.dims.len() - 1;
-    let distinct = nest.loads[root]
-        .as_ref()
-        .is_some_and(|ix| ix.strides[last] != 0);
     let mut indent = String::from("  ");
     for (l, &n) in nest.dims.iter().enumerate() {
         if l == last && distinct {
@@ -513,7 +505,6 @@ fn body_lanes(
 ) -> String {
     let mut s = String::new();
     let last = nest.dims.len().saturating_sub(1);
-    let same_inner = lower::same_along_innermost(k, nest);
     for (i, n) in k.nodes.iter().enumerate().filter(|(i, _)| pick(*i)) {
         for lane in lanes {
             let t = d.ty(lower::node_dtype(k, i));
@@ -551,21 +542,12 @@ fn body_lanes(
                     index: ix,
                     axis_len,
                     axis_stride,
-                    buffer_len,
                     ..
                 } => {
+                    // The offsets' width, as lowering chose
+                    // (`lower::GATHER_I32_MAX`).
+                    let it = if nest.narrow[i] { "int32_t" } else { "int64_t" };
                     let i = v(ix);
-                    // In 32 bits where the buffer allows and the index moves
-                    // along the innermost loop: gcc vectorizes an f32 gather
-                    // only with 32-bit offsets. An index fixed along it
-                    // reads a run of the row: 64-bit offsets, which gcc
-                    // sees are affine and loads as plain vectors (a gather
-                    // instruction there is 4x slower).
-                    let it = if *buffer_len < GATHER_I32_MAX && !same_inner[*ix] {
-                        "int32_t"
-                    } else {
-                        "int64_t"
-                    };
                     format!(
                         "a{arg}[({it})({}) + ({it})({i} + ({i} < 0 ? {axis_len} : 0)) * ({axis_stride})]",
                         index()
@@ -625,36 +607,6 @@ fn body_lanes(
     }
     s
 }
-
-/// Whether a kernel's values are worth computing two elements at a time
-/// ([`body_lanes`]): at least [`LANES_MIN_CALLS`] transcendental, root or
-/// dividing nodes in its loop ([`Node::cost`] 4 and up), whose chains are
-/// then long enough to be bound by their latency rather than by the loads
-/// and stores.
-fn latency_bound(k: &Kernel, looped: &dyn Fn(usize) -> bool) -> bool {
-    let heavy = (k.nodes.iter().enumerate()).filter(|&(i, n)| looped(i) && n.cost() >= 4);
-    heavy.count() >= LANES_MIN_CALLS
-}
-
-/// See [`latency_bound`]: a 2-lane chain of 10 softplus (two calls each)
-/// over 4,096 f32 ran 1.75x faster than one lane; a kernel of one or two
-/// calls is bound by memory, and doubling its C only costs compile time.
-const LANES_MIN_CALLS: usize = 4;
-
-/// A map reading and writing more buffers than this keeps one lane unless
-/// it is small ([`LANES_L1_POINTS`]): two lanes double the streams the
-/// caches follow, and the gradient of a 90-op chain over 4,096 f32 (22
-/// outputs) ran 1.3x slower with them.
-const LANES_MAX_BUFFERS: usize = 8;
-
-/// At most this many points, all of a map's buffers stay in L1 whatever
-/// their number (the gradient of a 120-op chain over 256 f32, 24 buffers,
-/// ran 1.8x faster with two lanes).
-const LANES_L1_POINTS: usize = 1024;
-
-/// Loops shorter than this keep one lane: each half would be under two
-/// 16-float vectors.
-const LANES_MIN_EXTENT: usize = 64;
 
 /// The innermost loop of a map rendered two elements at a time: `i{l}a`
 /// in the first half of `from..to`, `i{l}b` in the second (so both lanes
