@@ -88,9 +88,9 @@ use splitmix::SplitMix;
 #[allow(dead_code)] // train_mlp's accuracy and constants are not needed here
 mod spirals;
 use spirals::{spirals, Mlp, CLASSES, HIDDEN};
-#[path = "common/adam.rs"]
-mod adam;
-use adam::{adam_lr, train_step, State};
+#[path = "common/mlp_step.rs"]
+mod mlp_step;
+use mlp_step::{adam_lr, train_step, State};
 
 // ---------------------------------------------------------------- checks
 

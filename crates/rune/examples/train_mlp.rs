@@ -34,9 +34,9 @@ use splitmix::SplitMix;
 #[path = "common/spirals.rs"]
 mod spirals;
 use spirals::{accuracy, loss, spirals, Mlp, CLASSES, HELD_OUT, HIDDEN};
-#[path = "common/adam.rs"]
-mod adam;
-use adam::{adam_lr, train_step, State};
+#[path = "common/mlp_step.rs"]
+mod mlp_step;
+use mlp_step::{adam_lr, train_step, State};
 
 const BATCH: usize = 128;
 const EPOCHS: usize = 200;

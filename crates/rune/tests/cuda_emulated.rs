@@ -29,8 +29,8 @@ use common::table;
 #[path = "../../nx/tests/common/panics.rs"]
 mod panics;
 
-#[path = "../examples/common/adam.rs"]
-mod adam;
+#[path = "../examples/common/mlp_step.rs"]
+mod mlp_step;
 #[path = "../examples/common/spirals.rs"]
 #[allow(dead_code)]
 mod spirals;
@@ -1071,7 +1071,7 @@ fn a_data_parallel_step_over_cuda_devices_moves_only_the_batch() {
 #[test]
 fn train_mlp_trains_on_the_device_as_on_the_cpu() {
     let _g = setup();
-    use adam::{adam_lr, train_step, State};
+    use mlp_step::{adam_lr, train_step, State};
     use spirals::{accuracy, Mlp, CLASSES, HIDDEN};
     nx::seed(42);
     let mut rng = splitmix::SplitMix(42);

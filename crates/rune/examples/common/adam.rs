@@ -1,40 +1,51 @@
-//! The flagship example's training step, shared by `train_mlp` and the
-//! test that trains it on the emulated CUDA device (`tests/cuda_emulated.rs`):
-//! Adam on the spirals MLP (`spirals.rs`).
+//! Adam (Kingma and Ba, 2015) over any parameter tree, for the examples
+//! whose jitted training step takes the optimizer state as input: the step
+//! count is a 0-d tensor of the state and the bias-corrected step size is
+//! computed from it inside the step, so the step compiles once and nothing
+//! but the batch changes from call to call.
 
 use rune::prelude::*;
 
-use super::spirals::{loss, Mlp};
+pub const BETA1: f64 = 0.9;
+pub const BETA2: f64 = 0.999;
+pub const EPS: f64 = 1e-8;
 
-/// What the training step updates: the parameters and Adam's moments.
+/// The parameters, their first and second moments, and the step count
+/// `t` (0-d F32).
 #[derive(Ptree, Clone)]
-pub struct State {
-    pub params: Mlp,
-    pub m: Mlp, // first moments
-    pub v: Mlp, // second moments
+pub struct Adam<P: Ptree> {
+    pub params: P,
+    pub m: P,
+    pub v: P,
+    pub t: Tensor,
 }
 
-const BETA1: f64 = 0.9;
-const BETA2: f64 = 0.999;
-const EPS: f64 = 1e-8;
+impl<P: Ptree> Adam<P> {
+    /// Step 0: zero moments.
+    pub fn new(params: P) -> Adam<P> {
+        // Two zero trees, not one twice: distinct buffers for m and v.
+        Adam {
+            m: params.map_leaves(&mut |t| t.zeros_like()),
+            v: params.map_leaves(&mut |t| t.zeros_like()),
+            params,
+            t: Tensor::scalar(0.0f32),
+        }
+    }
 
-/// One Adam step (Kingma and Ba, 2015) on a minibatch, written with
-/// `map2_leaves` over the trees: returns the minibatch loss and the new
-/// state. `lr` is the bias-corrected step size, a 0-d tensor so that the
-/// jitted step is compiled once and fed a new value every step.
-pub fn train_step((s, xb, yb, lr): &(State, Tensor, Tensor, Tensor)) -> (Tensor, State) {
-    let (l, grads) = rune::value_and_grad(|p: &Mlp| loss(p, xb, yb), &s.params);
-    let m =
-        s.m.map2_leaves(&grads, &mut |m, g| m * BETA1 + g * (1.0 - BETA1));
-    let v =
-        s.v.map2_leaves(&grads, &mut |v, g| v * BETA2 + g.square() * (1.0 - BETA2));
-    let steps = m.map2_leaves(&v, &mut |m, v| m * lr / (v.sqrt() + EPS));
-    let params = s.params.map2_leaves(&steps, &mut |p, s| p - s);
-    (l, State { params, m, v })
-}
-
-/// The step size of Adam step `t` (from 1) with the bias corrections:
-/// `lr * sqrt(1 - b2^t) / (1 - b1^t)`.
-pub fn adam_lr(lr: f64, t: i32) -> f64 {
-    lr * (1.0 - BETA2.powi(t)).sqrt() / (1.0 - BETA1.powi(t))
+    /// One update with gradients `grads` and step size `lr` (corrected by
+    /// `sqrt(1 - b2^t) / (1 - b1^t)`, with `b^t = exp(t ln b)`).
+    pub fn step(&self, grads: &P, lr: f64) -> Adam<P> {
+        let t = &self.t + 1.0;
+        let pow = |b: f64| (&t * b.ln()).exp();
+        let lr = (1.0 - pow(BETA2)).sqrt() / (1.0 - pow(BETA1)) * lr;
+        let m = self
+            .m
+            .map2_leaves(grads, &mut |m, g| m * BETA1 + g * (1.0 - BETA1));
+        let v = self
+            .v
+            .map2_leaves(grads, &mut |v, g| v * BETA2 + g.square() * (1.0 - BETA2));
+        let steps = m.map2_leaves(&v, &mut |m, v| m * &lr / (v.sqrt() + EPS));
+        let params = self.params.map2_leaves(&steps, &mut |p, s| p - s);
+        Adam { params, m, v, t }
+    }
 }
