@@ -336,6 +336,9 @@ mod dot {
             (2, 3, 5, 7),
             (4, 1, 9, 2),
             (7, 8, 16, 4),
+            // Reaches `SPLIT_FLOPS`: runs of whole products per task, the
+            // last one shorter.
+            (1001, 8, 8, 8),
         ] {
             let lhs: Vec<f64> = (0..b * m * k).map(|i| (i % 7) as f64 - 3.0).collect();
             let rhs: Vec<f64> = (0..b * k * n).map(|i| (i % 5) as f64 - 2.0).collect();

@@ -646,10 +646,6 @@ unsafe fn tiny_block<F>(
                             for (o, &v) in acc.iter_mut().zip(row) {
                                 *o = *o + a * v;
                             }
-                        } else if w == W {
-                            for (t, o) in acc.iter_mut().enumerate() {
-                                *o = *o + a * b(t);
-                            }
                         } else {
                             for (t, o) in acc[..w].iter_mut().enumerate() {
                                 *o = *o + a * b(t);

@@ -106,11 +106,31 @@ impl Geom {
     #[inline(always)]
     fn last_range(&self, ox: usize) -> (usize, usize, isize) {
         let k = self.ins.len() - 1;
-        let start = (ox * self.strides[k]) as isize - self.lo[k] as isize;
-        let w0 = (-start).max(0) as usize;
-        let w1 = (self.ins[k] as isize - start).clamp(0, self.window[k] as isize) as usize;
-        (w0, w1.max(w0), start)
+        window_range(ox, self.window[k], self.strides[k], self.lo[k], self.ins[k])
     }
+}
+
+/// Along one axis of `n` input elements, windows of `w` at stride `s`
+/// starting `lo` before the input: the in-bounds offsets `k0..k1` of
+/// output `j`'s window, and the input index of its offset 0.
+#[inline(always)]
+fn window_range(j: usize, w: usize, s: usize, lo: usize, n: usize) -> (usize, usize, isize) {
+    let start = (j * s) as isize - lo as isize;
+    let k0 = (-start).max(0) as usize;
+    let k1 = (n as isize - start).clamp(0, w as isize) as usize;
+    (k0, k1.max(k0), start)
+}
+
+/// The outputs (of `n_out`) whose whole window lies inside the input, in
+/// [`window_range`]'s terms: the rest are cut by padding.
+fn interior(w: usize, s: usize, lo: usize, n: usize, n_out: usize) -> std::ops::Range<usize> {
+    let first = lo.div_ceil(s);
+    let end = if n + lo >= w {
+        ((n + lo - w) / s + 1).min(n_out)
+    } else {
+        0
+    };
+    first.min(end)..end
 }
 
 /// The input as a contiguous slice source (a copy when it is a view).
@@ -221,14 +241,7 @@ fn reduce_typed<T: Element, A: Copy + Send + Sync>(
     // offset order (so each output's order is unchanged); the edges, where
     // padding cuts the window, go element by element.
     let (w, st, lo) = (window[last], strides[last], g.lo[k] as isize);
-    let n_in = g.ins[k] as isize;
-    let first_in = ((lo + st as isize - 1) / st as isize) as usize;
-    let end_in = if n_in + lo >= w as isize {
-        (((n_in + lo - w as isize) / st as isize) as usize + 1).min(len)
-    } else {
-        0
-    };
-    let inner = first_in.min(end_in)..end_in;
+    let inner = interior(w, st, g.lo[k], g.ins[k], len);
     split_rows(o, len, p.work, &|r0, o| {
         let mut acc = vec![init; len];
         let (mut oc, mut wc) = (vec![0; k], vec![0; k]);
@@ -495,23 +508,12 @@ fn max_along<T: Element + PartialOrd>(k: MaxAlong<'_, T>) {
     let inner: usize = shape[d + 1..].iter().product();
     let outer: usize = shape[..d].iter().product();
     // The in-bounds window offsets of output `j`.
-    let range = |j: usize| {
-        let start = (j * s) as isize - lo as isize;
-        let k0 = (-start).max(0) as usize;
-        let k1 = (n as isize - start).clamp(0, w as isize) as usize;
-        (start, k0, k1.max(k0))
-    };
+    let range = |j: usize| window_range(j, w, s, lo, n);
     if inner == 1 {
         // Along the last axis: the outputs whose window lies inside the
         // row take one strided pass per offset (vectorized with the stride
         // known); the few cut by padding go one by one.
-        let first_in = lo.div_ceil(s);
-        let end_in = if n + lo >= w {
-            ((n + lo - w) / s + 1).min(n_out)
-        } else {
-            0
-        };
-        let interior = first_in.min(end_in)..end_in;
+        let interior = interior(w, s, lo, n, n_out);
         for (row, out) in src.chunks_exact(n).zip(dst.chunks_exact_mut(n_out)) {
             if !interior.is_empty() {
                 let acc = &mut out[interior.clone()];
@@ -530,7 +532,7 @@ fn max_along<T: Element + PartialOrd>(k: MaxAlong<'_, T>) {
             }
             let edges = (0..interior.start).chain(interior.end..n_out);
             for j in edges {
-                let (start, k0, k1) = range(j);
+                let (k0, k1, start) = range(j);
                 let mut v = lowest;
                 for k in k0..k1 {
                     v = max_nan(v, row[(start + k as isize) as usize]);
@@ -544,7 +546,7 @@ fn max_along<T: Element + PartialOrd>(k: MaxAlong<'_, T>) {
         let src = &src[r * n * inner..(r + 1) * n * inner];
         let dst = &mut dst[r * n_out * inner..(r + 1) * n_out * inner];
         for (j, acc) in dst.chunks_exact_mut(inner).enumerate() {
-            let (start, k0, k1) = range(j);
+            let (k0, k1, start) = range(j);
             if k0 == k1 {
                 acc.fill(lowest);
                 continue;
