@@ -583,6 +583,7 @@ const TINY_FLOPS: usize = 8 * 8 * 8;
 /// each output row is the sum over `p` of `lhs[i, p] * rhs[p, ..]`, added
 /// in order of `p` (a multiply, then an add: no fused multiply-add), the
 /// rows vectorized for the machine's level.
+#[allow(clippy::too_many_arguments)]
 unsafe fn tiny_block<F>(
     m: usize,
     n: usize,
