@@ -12,7 +12,9 @@
 
 use super::bytes::{ReadError, Reader, Writer};
 use crate::graph::{Eqn, Graph, Loop, Op, Var};
-use nx::{ArgOp, Aval, BinaryOp, CmpOp, CumOp, DType, FftKind, Prim, ReduceOp, Tensor, UnaryOp};
+use nx::{
+    ArgOp, Aval, BinaryOp, CmpOp, CumOp, DType, F64Bits, FftKind, Prim, ReduceOp, Tensor, UnaryOp,
+};
 use std::sync::Arc;
 
 /// How deep loops may nest in a decoded graph (a corrupt file must not
@@ -207,7 +209,7 @@ fn write_prim(w: &mut Writer, prim: &Prim) {
             w.u8(0);
             w.usizes(shape);
             w.u8(dtype_code(*dtype));
-            w.f64(*value);
+            w.f64(value.get());
         }
         Prim::Iota { shape, axis, dtype } => {
             w.u8(1);
@@ -273,7 +275,7 @@ fn write_prim(w: &mut Writer, prim: &Prim) {
             w.u8(15);
             w.usizes(lo);
             w.usizes(hi);
-            w.f64(*value);
+            w.f64(value.get());
         }
         Prim::Concat { axis } => {
             w.u8(16);
@@ -400,7 +402,7 @@ fn read_prim(r: &mut Reader) -> Result<Prim, ReadError> {
         0 => Prim::Full {
             shape: u(r)?,
             dtype: read_dtype(r, "full dtype")?,
-            value: r.f64("full value")?,
+            value: F64Bits(r.f64("full value")?),
         },
         1 => Prim::Iota {
             shape: u(r)?,
@@ -436,7 +438,7 @@ fn read_prim(r: &mut Reader) -> Result<Prim, ReadError> {
         15 => Prim::Pad {
             lo: u(r)?,
             hi: u(r)?,
-            value: r.f64("pad value")?,
+            value: F64Bits(r.f64("pad value")?),
         },
         16 => Prim::Concat { axis: n(r)? },
         17 => Prim::Copy,
@@ -864,7 +866,7 @@ mod tests {
             Prim::Full {
                 shape: v(&[2, 3]),
                 dtype: DType::BF16,
-                value: -0.0,
+                value: F64Bits(-0.0),
             },
             Prim::Iota {
                 shape: v(&[4]),
@@ -885,7 +887,7 @@ mod tests {
             Prim::Pad {
                 lo: v(&[1]),
                 hi: v(&[2]),
-                value: f64::NEG_INFINITY,
+                value: F64Bits(f64::NEG_INFINITY),
             },
             Prim::Concat { axis: 3 },
             Prim::Copy,
