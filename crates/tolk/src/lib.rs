@@ -27,7 +27,7 @@
 //!
 //! [`compile()`] (or [`compile_with`]) runs these stages, each a module:
 //!
-//! 1. [`simplify`]: constant folding, common subexpressions, dead code;
+//! 1. `simplify`: constant folding, common subexpressions, dead code;
 //! 2. [`cache`] lookup: a program with the same structure, flags, compiler,
 //!    CPU features and executable is loaded from disk (`JITCACHE=0` skips it);
 //! 3. [`fuse`]: elementwise ops and views fuse into [`Kernel`]s (views as
@@ -44,9 +44,9 @@
 //!    kernels; [`codegen::cuda`] for NVIDIA GPUs, through [`cuda`]); identical functions are emitted once, and split into
 //!    translation units for concurrent compilers;
 //! 7. [`build`]: the system C compiler (`$CC`, else `cc`) makes one shared
-//!    object; 8. [`load`]: it is mapped and its kernels looked up, and the
+//!    object; 8. `load`: it is mapped and its kernels looked up, and the
 //!    entry is written to the [`cache`];
-//! 9. [`runtime`]: [`Program::run`] executes the plan of steps over buffers
+//! 9. `runtime`: [`Program::run`] executes the plan of steps over buffers
 //!    (intermediates in an arena kept with the program).
 //!
 //! A program whose C takes long to compile but little to run is returned
@@ -58,11 +58,16 @@
 //! on a thread of its own. [`shard`] turns one graph into per-device
 //! programs and the collectives between them, for rune's `pmap`.
 //!
-//! The modules depend only on those before them in this list ([`graph`]
-//! and [`hash`] first; [`cache`] before [`build`], whose compiler identity
+//! The modules depend only on those before them in this list (`graph`
+//! and `hash` first; [`cache`] before [`build`], whose compiler identity
 //! it stores), and [`shard`] on the whole pipeline.
 //!
 //! [`Kernel`]: fuse::Kernel
+//!
+//! Public modules are those rune, its tests and examples, and
+//! [`codegen`]'s and [`fuse`]'s public docs reach; `graph`, `runtime`,
+//! `simplify`, `load`, `hash` and `index_check` are the crate's own (their
+//! public types are re-exported above where users need them).
 #![warn(missing_docs)]
 
 pub mod build;
@@ -74,16 +79,16 @@ pub mod cuda_probe;
 pub mod device;
 pub mod export;
 pub mod fuse;
-pub mod graph;
-pub mod hash;
-pub mod index_check;
-pub mod load;
+pub(crate) mod graph;
+pub(crate) mod hash;
+pub(crate) mod index_check;
+pub(crate) mod load;
 pub mod lower;
 pub mod nvrtc;
 pub mod plan;
-pub mod runtime;
+pub(crate) mod runtime;
 pub mod shard;
-pub mod simplify;
+pub(crate) mod simplify;
 
 pub use graph::{Eqn, Graph, Loop, Op, Var};
 pub use runtime::Program;
