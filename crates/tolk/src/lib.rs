@@ -86,6 +86,8 @@ pub(crate) mod load;
 pub mod lower;
 pub mod nvrtc;
 pub mod plan;
+#[cfg(test)]
+mod prim_cases;
 pub(crate) mod runtime;
 pub mod shard;
 pub(crate) mod simplify;
