@@ -99,7 +99,7 @@ pub use nx_derive::Ptree;
 pub use ops::{einsum, segment_sum, ConvOpts, Padding, Slice};
 pub use prim::{
     conv_out_size, dilate_size, drop_axes, window_out_shape, ArgOp, Aval, BinaryOp, CmpOp, CumOp,
-    FftKind, Prim, PrimClass, ReduceOp, UnaryOp,
+    F64Bits, FftKind, Prim, PrimClass, ReduceOp, UnaryOp,
 };
 #[doc(hidden)]
 pub use ptree::__private as __ptree;

@@ -231,13 +231,66 @@ pub enum CumOp {
     Prod,
 }
 
+/// An `f64` parameter of a primitive (a fill value), compared and hashed
+/// by its bits: `0.0` and `-0.0` differ, a NaN equals a NaN of the same
+/// bits only (sign and payload count). So `Prim`'s derived `Eq` and `Hash`
+/// never merge two primitives that compute different bits.
+///
+/// `Debug` prints the value as `f64` does, except a NaN other than
+/// `f64::NAN`, which prints its bits (`NaN(0x7ff8000000000001)`): a
+/// compiled program's cache key encodes a primitive by its `Debug` text.
+#[derive(Clone, Copy)]
+pub struct F64Bits(pub f64);
+
+impl F64Bits {
+    /// The value.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+
+    /// The value's bits (what equality and hashing compare).
+    pub fn to_bits(self) -> u64 {
+        self.0.to_bits()
+    }
+}
+
+impl From<f64> for F64Bits {
+    fn from(v: f64) -> F64Bits {
+        F64Bits(v)
+    }
+}
+
+impl PartialEq for F64Bits {
+    fn eq(&self, other: &F64Bits) -> bool {
+        self.to_bits() == other.to_bits()
+    }
+}
+
+impl Eq for F64Bits {}
+
+impl std::hash::Hash for F64Bits {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.to_bits().hash(h)
+    }
+}
+
+impl std::fmt::Debug for F64Bits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_nan() && self.to_bits() != f64::NAN.to_bits() {
+            write!(f, "NaN({:#018x})", self.to_bits())
+        } else {
+            std::fmt::Debug::fmt(&self.0, f)
+        }
+    }
+}
+
 /// A primitive with its static parameters.
 ///
-/// Equality and hashing are bitwise on the fill values (`Full`'s and
-/// `Pad`'s `value`): `0.0` and `-0.0` differ and a NaN fill equals
-/// itself, so two equal primitives compute the same bits, and `Prim` can
-/// key a hash map.
-#[derive(Clone, Debug)]
+/// Equality and hashing are derived; the fill values (`Full`'s and `Pad`'s
+/// `value`) are [`F64Bits`], compared by their bits: `0.0` and `-0.0`
+/// differ and a NaN fill equals itself, so two equal primitives compute the
+/// same bits, and `Prim` can key a hash map (CSE, the cache key).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Prim {
     /// A new tensor of `shape` filled with `value` (converted to `dtype`). No inputs.
     Full {
@@ -246,7 +299,7 @@ pub enum Prim {
         /// The output's dtype.
         dtype: DType,
         /// The fill value, converted to `dtype`.
-        value: f64,
+        value: F64Bits,
     },
     /// `0, 1, 2, ...` along `axis`, broadcast over the other axes. No inputs.
     Iota {
@@ -325,7 +378,7 @@ pub enum Prim {
         /// Elements added after each axis.
         hi: Vec<usize>,
         /// The padding value, converted to the input's dtype.
-        value: f64,
+        value: F64Bits,
     },
     /// Joins the inputs (same dtype, shapes equal except on `axis`).
     Concat {
@@ -884,199 +937,6 @@ pub(crate) fn svd_packed_len(m: usize, n: usize, full_matrices: bool) -> usize {
     let k = m.min(n);
     let (ku, kv) = if full_matrices { (m, n) } else { (k, k) };
     m * ku + k + kv * n
-}
-
-impl PartialEq for Prim {
-    /// Same primitive, same parameters, fill values compared by bits.
-    fn eq(&self, other: &Prim) -> bool {
-        use Prim::*;
-        let bits = |a: &f64, b: &f64| a.to_bits() == b.to_bits();
-        match self {
-            Full {
-                shape,
-                dtype,
-                value,
-            } => {
-                matches!(other, Full { shape: s, dtype: d, value: v } if s == shape && d == dtype && bits(v, value))
-            }
-            Iota { shape, axis, dtype } => {
-                matches!(other, Iota { shape: s, axis: a, dtype: d } if s == shape && a == axis && d == dtype)
-            }
-            Unary(op) => matches!(other, Unary(o) if o == op),
-            Binary(op) => matches!(other, Binary(o) if o == op),
-            Compare(op) => matches!(other, Compare(o) if o == op),
-            Cast(to) => matches!(other, Cast(t) if t == to),
-            Reduce { op, axes } => {
-                matches!(other, Reduce { op: o, axes: a } if o == op && a == axes)
-            }
-            ArgReduce { op, axis } => {
-                matches!(other, ArgReduce { op: o, axis: a } if o == op && a == axis)
-            }
-            Cumulative { op, axis } => {
-                matches!(other, Cumulative { op: o, axis: a } if o == op && a == axis)
-            }
-            Reshape { shape } => matches!(other, Reshape { shape: s } if s == shape),
-            Broadcast { shape } => matches!(other, Broadcast { shape: s } if s == shape),
-            Permute { perm } => matches!(other, Permute { perm: p } if p == perm),
-            Slice { start, end, step } => {
-                matches!(other, Slice { start: a, end: b, step: c } if a == start && b == end && c == step)
-            }
-            Flip { axes } => matches!(other, Flip { axes: a } if a == axes),
-            Pad { lo, hi, value } => {
-                matches!(other, Pad { lo: l, hi: h, value: v } if l == lo && h == hi && bits(v, value))
-            }
-            Concat { axis } => matches!(other, Concat { axis: a } if a == axis),
-            Gather { axis } => matches!(other, Gather { axis: a } if a == axis),
-            ScatterAdd { axis } => matches!(other, ScatterAdd { axis: a } if a == axis),
-            DotGeneral {
-                lhs_batch,
-                rhs_batch,
-                lhs_contract,
-                rhs_contract,
-            } => matches!(
-                other,
-                DotGeneral { lhs_batch: lb, rhs_batch: rb, lhs_contract: lc, rhs_contract: rc }
-                    if lb == lhs_batch && rb == rhs_batch && lc == lhs_contract && rc == rhs_contract
-            ),
-            Conv {
-                strides,
-                padding,
-                lhs_dilation,
-                rhs_dilation,
-                feature_group_count,
-            } => matches!(
-                other,
-                Conv { strides: s, padding: p, lhs_dilation: l, rhs_dilation: r, feature_group_count: g }
-                    if s == strides && p == padding && l == lhs_dilation && r == rhs_dilation
-                        && g == feature_group_count
-            ),
-            ReduceWindow {
-                op,
-                window,
-                strides,
-                padding,
-            } => matches!(
-                other,
-                ReduceWindow { op: o, window: w, strides: s, padding: p }
-                    if o == op && w == window && s == strides && p == padding
-            ),
-            WindowArgmax {
-                window,
-                strides,
-                padding,
-                flat_from,
-            } => matches!(
-                other,
-                WindowArgmax { window: w, strides: s, padding: p, flat_from: f }
-                    if w == window && s == strides && p == padding && f == flat_from
-            ),
-            Argsort { axis, descending } => {
-                matches!(other, Argsort { axis: a, descending: d } if a == axis && d == descending)
-            }
-            TopK { k } => matches!(other, TopK { k: o } if o == k),
-            TriangularSolve {
-                lower,
-                left,
-                transpose,
-                unit_diagonal,
-            } => matches!(
-                other,
-                TriangularSolve { lower: a, left: b, transpose: c, unit_diagonal: d }
-                    if a == lower && b == left && c == transpose && d == unit_diagonal
-            ),
-            Qr { complete } => matches!(other, Qr { complete: c } if c == complete),
-            Svd { full_matrices } => {
-                matches!(other, Svd { full_matrices: f } if f == full_matrices)
-            }
-            Fft { kind, lengths } => {
-                matches!(other, Fft { kind: k, lengths: l } if k == kind && l == lengths)
-            }
-            Where => matches!(other, Where),
-            Copy => matches!(other, Copy),
-            StopGradient => matches!(other, StopGradient),
-            Assign => matches!(other, Assign),
-            Threefry2x32 => matches!(other, Threefry2x32),
-            Cholesky => matches!(other, Cholesky),
-            Solve => matches!(other, Solve),
-            Slogdet => matches!(other, Slogdet),
-            Eigh => matches!(other, Eigh),
-        }
-    }
-}
-
-impl Eq for Prim {}
-
-impl std::hash::Hash for Prim {
-    /// Hashes what [`PartialEq`] compares (fill values by their bits).
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        use Prim::*;
-        std::mem::discriminant(self).hash(h);
-        match self {
-            Full {
-                shape,
-                dtype,
-                value,
-            } => (shape, dtype, value.to_bits()).hash(h),
-            Iota { shape, axis, dtype } => (shape, axis, dtype).hash(h),
-            Unary(op) => op.hash(h),
-            Binary(op) => op.hash(h),
-            Compare(op) => op.hash(h),
-            Cast(to) => to.hash(h),
-            Reduce { op, axes } => (op, axes).hash(h),
-            ArgReduce { op, axis } => (op, axis).hash(h),
-            Cumulative { op, axis } => (op, axis).hash(h),
-            Reshape { shape } | Broadcast { shape } => shape.hash(h),
-            Permute { perm: v } | Flip { axes: v } => v.hash(h),
-            Slice { start, end, step } => (start, end, step).hash(h),
-            Pad { lo, hi, value } => (lo, hi, value.to_bits()).hash(h),
-            Concat { axis } | Gather { axis } | ScatterAdd { axis } => axis.hash(h),
-            DotGeneral {
-                lhs_batch,
-                rhs_batch,
-                lhs_contract,
-                rhs_contract,
-            } => (lhs_batch, rhs_batch, lhs_contract, rhs_contract).hash(h),
-            Conv {
-                strides,
-                padding,
-                lhs_dilation,
-                rhs_dilation,
-                feature_group_count,
-            } => (
-                strides,
-                padding,
-                lhs_dilation,
-                rhs_dilation,
-                feature_group_count,
-            )
-                .hash(h),
-            ReduceWindow {
-                op,
-                window,
-                strides,
-                padding,
-            } => (op, window, strides, padding).hash(h),
-            WindowArgmax {
-                window,
-                strides,
-                padding,
-                flat_from,
-            } => (window, strides, padding, flat_from).hash(h),
-            Argsort { axis, descending } => (axis, descending).hash(h),
-            TopK { k } => k.hash(h),
-            TriangularSolve {
-                lower,
-                left,
-                transpose,
-                unit_diagonal,
-            } => (lower, left, transpose, unit_diagonal).hash(h),
-            Qr { complete } => complete.hash(h),
-            Svd { full_matrices } => full_matrices.hash(h),
-            Fft { kind, lengths } => (kind, lengths).hash(h),
-            Where | Copy | StopGradient | Assign | Threefry2x32 | Cholesky | Solve | Slogdet
-            | Eigh => {}
-        }
-    }
 }
 
 /// `(n - 1) * d + 1` (0 for `n == 0`): the size of `n` elements `d` apart.

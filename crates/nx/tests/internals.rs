@@ -98,7 +98,7 @@ mod prim {
         Prim::Full {
             shape: vec![2],
             dtype: DType::F32,
-            value,
+            value: value.into(),
         }
     }
 
@@ -114,7 +114,7 @@ mod prim {
         let pad = |value: f64| Prim::Pad {
             lo: vec![1],
             hi: vec![0],
-            value,
+            value: value.into(),
         };
         assert_ne!(pad(0.0), pad(-0.0));
         assert_eq!(pad(f64::NAN), pad(f64::NAN));

@@ -13,7 +13,7 @@ use crate::rules::{
 };
 use crate::scope::{Tag, TaggedTracer, TracerState};
 use nx::trace::{with_ceiling, CustomJvpCall, CustomVjpCall};
-use nx::{bind, BinaryOp, CumOp, Prim, ReduceOp, Tensor, Trace, UnaryOp};
+use nx::{bind, BinaryOp, CumOp, F64Bits, Prim, ReduceOp, Tensor, Trace, UnaryOp};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -218,7 +218,7 @@ fn jvp_rule(prim: &Prim, xs: &[Tensor], ts: &[Option<Tensor>], out: &Tensor) -> 
             let zero_pad = Prim::Pad {
                 lo: lo.clone(),
                 hi: hi.clone(),
-                value: 0.0,
+                value: F64Bits(0.0),
             };
             bind(zero_pad, &[t])
         }),

@@ -35,11 +35,14 @@ pub(crate) fn as_loop(op: &Arc<dyn MultiOp>) -> &Loop {
 /// Registers this module's rules for the loop with the traces
 /// (`scope::multi_op_rule`); each downcasts its trace.
 fn register_rules() {
-    crate::scope::register_multi_op_rules([
-        |t, op, ins| jvp(t.downcast_ref().expect("a JvpTrace"), as_loop(op), ins),
-        |t, op, ins| vjp(t.downcast_ref().expect("a VjpTrace"), as_loop(op), ins),
-        |t, op, ins| batch(t.downcast_ref().expect("a BatchTrace"), as_loop(op), ins),
-    ]);
+    crate::scope::register_multi_op_rules(
+        std::any::TypeId::of::<Loop>(),
+        [
+            |t, op, ins| jvp(t.downcast_ref().expect("a JvpTrace"), as_loop(op), ins),
+            |t, op, ins| vjp(t.downcast_ref().expect("a VjpTrace"), as_loop(op), ins),
+            |t, op, ins| batch(t.downcast_ref().expect("a BatchTrace"), as_loop(op), ins),
+        ],
+    );
 }
 
 /// Binds `lp` on `inputs` (to the traces below the current ceiling).

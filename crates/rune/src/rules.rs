@@ -4,7 +4,7 @@
 //! ordinary tensor operations, so derivatives are themselves differentiable
 //! and batchable.
 
-use nx::{bind, BinaryOp, CumOp, DType, FftKind, Prim, ReduceOp, Tensor, UnaryOp};
+use nx::{bind, BinaryOp, CumOp, DType, F64Bits, FftKind, Prim, ReduceOp, Tensor, UnaryOp};
 
 /// The partial derivative of an elementwise operation with respect to one
 /// input: a multiplier applied to a tangent or a cotangent.
@@ -789,7 +789,7 @@ impl WindowSpec {
                 Prim::Pad {
                     lo: vec![0; ff + 1],
                     hi,
-                    value: 0.0,
+                    value: F64Bits(0.0),
                 },
                 &[&t],
             );
@@ -861,7 +861,7 @@ impl WindowSpec {
                 Prim::Pad {
                     lo: vec![0; nd],
                     hi,
-                    value: 0.0,
+                    value: F64Bits(0.0),
                 },
                 &[&g],
             );
@@ -880,7 +880,7 @@ impl WindowSpec {
                 Prim::Pad {
                     lo: vec![0; 2 * nd],
                     hi,
-                    value: 0.0,
+                    value: F64Bits(0.0),
                 },
                 &[&g.reshape(&split)],
             );
@@ -907,7 +907,7 @@ impl WindowSpec {
                 Prim::Pad {
                     lo: lo.iter().map(|&p| p.max(0) as usize).collect(),
                     hi: hi.iter().map(|&p| p.max(0) as usize).collect(),
-                    value: 0.0,
+                    value: F64Bits(0.0),
                 },
                 &[&g],
             );

@@ -5,15 +5,15 @@
 //! level and tag every tracer holds, around the trace's own per-value
 //! state), with the downcast that finds a trace's own tracers
 //! ([`TaggedTracer::of`]); and the three traces' rules for multi-output
-//! operations ([`multi_op_rule`]), which the module defining such an
-//! operation registers (JAX's `primitive_jvps`/`primitive_batchers` tables),
+//! operations ([`multi_op_rule`], by the operation's type), which the
+//! module defining such an operation registers (JAX's `primitive_jvps`/`primitive_batchers` tables),
 //! so that no trace imports the operations it transforms.
 
 use nx::trace::{Trace, Tracer};
 use nx::{Aval, Tensor};
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, RwLock};
 
 /// Identifies one trace; tracers point to it, and it says whether the
 /// trace is still running (a differentiation tracer escaping it becomes its
@@ -159,28 +159,146 @@ pub(crate) enum Transformation {
     Batch = 2,
 }
 
-/// The rules of rune's one multi-output operation, the staged loop
-/// (`loops.rs`), registered before the first loop is bound.
-static MULTI_OP_RULES: OnceLock<[MultiOpRule; 3]> = OnceLock::new();
+/// The rules for multi-output operations, by the operation's type: a
+/// second multi-output type never gets another's rules. rune's one such
+/// operation is the staged loop (`loops.rs`), registered before the first
+/// loop is bound.
+static MULTI_OP_RULES: RwLock<Vec<(TypeId, [MultiOpRule; 3])>> = RwLock::new(Vec::new());
 
-/// Registers the rules for multi-output operations, indexed by
-/// [`Transformation`]; later calls keep the first registration.
-pub(crate) fn register_multi_op_rules(rules: [MultiOpRule; 3]) {
-    MULTI_OP_RULES.get_or_init(|| rules);
+/// Registers the rules for the multi-output operations of type `op`
+/// (`nx::MultiOp::as_any`'s type), indexed by [`Transformation`]; later
+/// calls for the same type keep the first registration.
+pub(crate) fn register_multi_op_rules(op: TypeId, rules: [MultiOpRule; 3]) {
+    let known = |table: &[(TypeId, [MultiOpRule; 3])]| table.iter().any(|(t, _)| *t == op);
+    if known(&MULTI_OP_RULES.read().unwrap_or_else(|e| e.into_inner())) {
+        return;
+    }
+    let mut table = MULTI_OP_RULES.write().unwrap_or_else(|e| e.into_inner());
+    if !known(&table) {
+        table.push((op, rules));
+    }
 }
 
-/// `t`'s rule for `op`, applied by `trace`.
+/// `t`'s rule for `op` (the one registered for its type), applied by
+/// `trace`.
 pub(crate) fn multi_op_rule(
     t: Transformation,
     trace: &dyn Any,
     op: &Arc<dyn nx::MultiOp>,
     inputs: &[&Tensor],
 ) -> Vec<Tensor> {
-    let rules = MULTI_OP_RULES.get().unwrap_or_else(|| {
+    let ty = op.as_any().type_id();
+    let rule = MULTI_OP_RULES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(k, _)| *k == ty)
+        .map(|(_, rules)| rules[t as usize]);
+    let rule = rule.unwrap_or_else(|| {
         panic!(
             "{}: no {t:?} rule is registered for this operation (internal error)",
             op.name()
         )
     });
-    rules[t as usize](trace, op, inputs)
+    rule(trace, op, inputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nx::MultiOp;
+
+    /// Two multi-output operations of different types: `Twice` returns
+    /// its input twice, `Thrice` three times.
+    struct Twice;
+    struct Thrice;
+
+    impl MultiOp for Twice {
+        fn name(&self) -> String {
+            "twice".into()
+        }
+        fn eval(&self, inputs: &[&Tensor]) -> Vec<Tensor> {
+            vec![inputs[0].clone(), inputs[0].clone()]
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+        fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+            self
+        }
+    }
+
+    impl MultiOp for Thrice {
+        fn name(&self) -> String {
+            "thrice".into()
+        }
+        fn eval(&self, inputs: &[&Tensor]) -> Vec<Tensor> {
+            vec![inputs[0].clone(); 3]
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+        fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+            self
+        }
+    }
+
+    /// A rule that says which operation and transformation it belongs to:
+    /// `10 * op + transformation` as a scalar, once per output of `eval`.
+    fn tagged<const OP: u32, const T: u32>(
+        _trace: &dyn Any,
+        op: &Arc<dyn nx::MultiOp>,
+        inputs: &[&Tensor],
+    ) -> Vec<Tensor> {
+        op.eval(inputs)
+            .iter()
+            .map(|_| Tensor::from_slice(&[(10 * OP + T) as f32], &[1]))
+            .collect()
+    }
+
+    fn apply(t: Transformation, op: &Arc<dyn nx::MultiOp>) -> Vec<f32> {
+        let x = Tensor::from_slice(&[0.0f32], &[1]);
+        multi_op_rule(t, &(), op, &[&x])
+            .iter()
+            .map(|y| y.to_vec::<f32>()[0])
+            .collect()
+    }
+
+    #[test]
+    fn multi_op_rules_are_keyed_by_the_operations_type() {
+        let twice: Arc<dyn nx::MultiOp> = Arc::new(Twice);
+        let thrice: Arc<dyn nx::MultiOp> = Arc::new(Thrice);
+        register_multi_op_rules(
+            TypeId::of::<Twice>(),
+            [tagged::<1, 0>, tagged::<1, 1>, tagged::<1, 2>],
+        );
+        // `Thrice` has no rules yet: it must not get `Twice`'s.
+        let missing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            apply(Transformation::Jvp, &thrice)
+        }));
+        let message = missing.expect_err("thrice has no rule");
+        let message = message
+            .downcast_ref::<String>()
+            .expect("a formatted panic message");
+        assert_eq!(
+            message,
+            "thrice: no Jvp rule is registered for this operation (internal error)"
+        );
+        register_multi_op_rules(
+            TypeId::of::<Thrice>(),
+            [tagged::<2, 0>, tagged::<2, 1>, tagged::<2, 2>],
+        );
+        assert_eq!(apply(Transformation::Jvp, &twice), [10.0, 10.0]);
+        assert_eq!(apply(Transformation::Vjp, &twice), [11.0, 11.0]);
+        assert_eq!(apply(Transformation::Batch, &twice), [12.0, 12.0]);
+        assert_eq!(apply(Transformation::Jvp, &thrice), [20.0, 20.0, 20.0]);
+        assert_eq!(apply(Transformation::Vjp, &thrice), [21.0, 21.0, 21.0]);
+        assert_eq!(apply(Transformation::Batch, &thrice), [22.0, 22.0, 22.0]);
+        // A second registration for a type keeps the first.
+        register_multi_op_rules(
+            TypeId::of::<Twice>(),
+            [tagged::<3, 0>, tagged::<3, 1>, tagged::<3, 2>],
+        );
+        assert_eq!(apply(Transformation::Vjp, &twice), [11.0, 11.0]);
+    }
 }

@@ -429,6 +429,8 @@ const _: fn(Var) -> usize = |v| v;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prim_cases::{every_prim, one_field_changes};
+    use nx::{F64Bits, Prim};
     use std::time::{Duration, SystemTime};
 
     #[test]
@@ -485,5 +487,60 @@ mod tests {
         left.sort();
         assert_eq!(left, ["new.so", "other.txt", "tmp-2.c"]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A program of one equation applying `p` to one `[2, 3]` input: its
+    /// cache key (the avals are the same for every `p`, so only the
+    /// primitive can tell two keys apart).
+    fn key_of(p: &Prim) -> String {
+        let mut g = crate::graph::Graph::default();
+        let x = g.new_var(nx::Aval::new(&[2, 3], DType::F32));
+        let y = g.new_var(nx::Aval::new(&[2, 3], DType::F32));
+        g.inputs = vec![x];
+        g.eqns.push(crate::graph::Eqn::prim(p.clone(), vec![x], y));
+        g.outputs = vec![y];
+        key(&g.structure_key(), &["-O2"], "cc 1.0")
+    }
+
+    /// Two primitives that differ in any one field (a fill value by its
+    /// bits: the sign of a zero, a NaN's sign and payload) never compare
+    /// equal and never share a cache key: CSE and the disk cache never
+    /// merge them. Equal ones share both.
+    #[test]
+    fn prims_differing_in_one_field_never_compare_equal_nor_share_a_cache_key() {
+        let bases = every_prim();
+        assert_eq!(
+            bases.len(),
+            37,
+            "one base per primitive (a new one: add it here and to one_field_changes)"
+        );
+        let mut all: Vec<Prim> = bases.clone();
+        for p in &bases {
+            assert_eq!(*p, p.clone());
+            assert_eq!(key_of(p), key_of(&p.clone()), "{p:?} keys like itself");
+            for q in one_field_changes(p) {
+                assert_ne!(*p, q, "{p:?} and {q:?} compare equal");
+                assert_ne!(key_of(p), key_of(&q), "{p:?} and {q:?} share a key");
+                all.push(q);
+            }
+        }
+        assert!(all.len() > 100, "{} primitives", all.len());
+        // Across the whole set: equal primitives exactly when equal keys.
+        let distinct: std::collections::HashSet<&Prim> = all.iter().collect();
+        let keys: std::collections::HashSet<String> = all.iter().map(key_of).collect();
+        assert_eq!(distinct.len(), keys.len());
+        assert_eq!(
+            key_of(&Prim::Full {
+                shape: vec![2, 3],
+                dtype: DType::F32,
+                value: F64Bits(f64::NAN),
+            }),
+            key_of(&Prim::Full {
+                shape: vec![2, 3],
+                dtype: DType::F32,
+                value: F64Bits(f64::from_bits(f64::NAN.to_bits())),
+            }),
+            "a NaN of the same bits keys like itself"
+        );
     }
 }

@@ -14,7 +14,7 @@
 //! and [`ProgramImage::decode`] turn it into bytes and back (decoding
 //! checks every index it reads, so malformed bytes are an `Err`, never a
 //! panic); [`ProgramImage::instantiate`] loads its shared objects from
-//! private temporary files ([`load::load_bytes`]) and returns a
+//! private temporary files (`load::load_bytes`) and returns a
 //! [`Program`] ready to run. Integrity (a checksum) and compatibility
 //! (CPU features, format version) are the container's to check (rune's
 //! `Exported`): the code is native and built with `-march=native`.

@@ -484,7 +484,7 @@ mod tests {
             Prim::Full {
                 shape: vec![n],
                 dtype: DType::F32,
-                value,
+                value: value.into(),
             },
             vec![],
             c,

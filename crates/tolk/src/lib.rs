@@ -32,7 +32,7 @@
 //! between passes in debug builds and tests (`TOLK_VERIFY=1` elsewhere) and
 //! printed by `TOLK_DUMP=1` ([`pipeline::stages`]):
 //!
-//! 1. [`simplify`]: constant folding, common subexpressions, dead code;
+//! 1. `simplify`: constant folding, common subexpressions, dead code;
 //! 2. [`cache`] lookup: a program with the same structure, flags, compiler,
 //!    CPU features and executable is loaded from disk (`JITCACHE=0` skips it);
 //! 3. [`fuse`]: elementwise ops and views fuse into [`Kernel`]s (views as
@@ -50,9 +50,9 @@
 //!    kernels; [`codegen::cuda`] for NVIDIA GPUs, through [`cuda`]); identical functions are emitted once, and split into
 //!    translation units for concurrent compilers;
 //! 7. [`build`]: the system C compiler (`$CC`, else `cc`) makes one shared
-//!    object; 8. [`load`]: it is mapped and its kernels looked up, and the
+//!    object; 8. `load`: it is mapped and its kernels looked up, and the
 //!    entry is written to the [`cache`];
-//! 9. [`runtime`]: [`Program::run`] executes the plan of steps over buffers
+//! 9. `runtime`: [`Program::run`] executes the plan of steps over buffers
 //!    (intermediates in an arena kept with the program).
 //!
 //! A program whose C takes long to compile but little to run is returned
@@ -64,12 +64,17 @@
 //! on a thread of its own. [`shard`] turns one graph into per-device
 //! programs and the collectives between them, for rune's `pmap`.
 //!
-//! The modules depend only on those before them in this list ([`graph`]
-//! and [`hash`] first; [`verify`] after [`lower`]; [`cache`] before
+//! The modules depend only on those before them in this list (`graph`
+//! and `hash` first; [`verify`] after [`lower`]; [`cache`] before
 //! [`pipeline`] and [`build`], whose compiler identity it stores), and
 //! [`shard`] on the whole pipeline.
 //!
 //! [`Kernel`]: fuse::Kernel
+//!
+//! Public modules are those rune, its tests and examples, and
+//! [`codegen`]'s and [`fuse`]'s public docs reach; `graph`, `runtime`,
+//! `simplify`, `load`, `hash` and `index_check` are the crate's own (their
+//! public types are re-exported above where users need them).
 #![warn(missing_docs)]
 
 pub mod build;
@@ -81,17 +86,19 @@ pub mod cuda_probe;
 pub mod device;
 pub mod export;
 pub mod fuse;
-pub mod graph;
-pub mod hash;
-pub mod index_check;
-pub mod load;
+pub(crate) mod graph;
+pub(crate) mod hash;
+pub(crate) mod index_check;
+pub(crate) mod load;
 pub mod lower;
 pub mod nvrtc;
 pub mod pipeline;
 pub mod plan;
-pub mod runtime;
+#[cfg(test)]
+mod prim_cases;
+pub(crate) mod runtime;
 pub mod shard;
-pub mod simplify;
+pub(crate) mod simplify;
 pub mod verify;
 
 pub use graph::{Eqn, Graph, Loop, Op, Var};

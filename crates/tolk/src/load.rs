@@ -97,11 +97,6 @@ impl Lazy {
         }
     }
 
-    /// The source.
-    pub fn source(&self) -> &str {
-        &self.source
-    }
-
     /// Function `i` of the names given to [`Lazy::new`], building (or, for
     /// code given built, mapping) and loading the code on the first call.
     ///

@@ -79,7 +79,7 @@ pub(crate) struct Generated {
 }
 
 /// Simplifies `graph` (constant folding, CSE, DCE and the rewrites of
-/// [`crate::simplify`]), checked where [`verifying`].
+/// the crate's `simplify` module), checked where [`verifying`].
 pub fn simplify(graph: Graph) -> Graph {
     check("the graph to compile", verify::graph(&graph));
     let g = crate::simplify::simplify(graph);

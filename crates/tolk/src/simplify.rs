@@ -253,7 +253,7 @@ fn windows_as_maps(mut g: Graph) -> Graph {
             let prim = Prim::Pad {
                 lo: padding.iter().map(|p| p.0).collect(),
                 hi: padding.iter().map(|p| p.1).collect(),
-                value,
+                value: value.into(),
             };
             xp = push(&mut g, prim, vec![xp], &shape, x.dtype);
         }
@@ -291,7 +291,7 @@ fn windows_as_maps(mut g: Graph) -> Graph {
                     let zero = Prim::Full {
                         shape: o.clone(),
                         dtype: acc_dt,
-                        value: 0.0,
+                        value: 0.0.into(),
                     };
                     let z = push(&mut g, zero, vec![], &o, acc_dt);
                     push(&mut g, Prim::Binary(BinaryOp::Add), vec![z, v], &o, acc_dt)
@@ -546,7 +546,7 @@ fn shared_transposes(mut g: Graph) -> Graph {
 fn splat<'a>(v: Var, def: &impl Fn(Var) -> Option<&'a Eqn>) -> Option<f64> {
     let e = def(v)?;
     match e.as_prim()? {
-        Prim::Full { value, .. } => Some(*value),
+        Prim::Full { value, .. } => Some(value.get()),
         Prim::Broadcast { .. } | Prim::Reshape { .. } => splat(e.inputs[0], def),
         _ => None,
     }
@@ -741,7 +741,7 @@ mod tests {
         let full = |value: f64| Prim::Full {
             shape: vec![],
             dtype: DType::F32,
-            value,
+            value: value.into(),
         };
         let slice = |i: usize| Prim::Slice {
             start: vec![i],

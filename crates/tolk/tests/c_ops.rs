@@ -685,7 +685,7 @@ fn every_elementwise_op_matches_eager_bit_for_bit() {
                 Prim::Full {
                     shape: vec![],
                     dtype: d,
-                    value: v,
+                    value: v.into(),
                 },
                 &[],
             );

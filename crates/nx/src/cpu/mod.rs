@@ -51,7 +51,7 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
             shape,
             dtype,
             value,
-        } => fill::full(&shape, dtype, value),
+        } => fill::full(&shape, dtype, value.get()),
         Prim::Iota { shape, axis, dtype } => fill::iota(&shape, axis, dtype),
         Prim::Unary(op) => elementwise::unary(op, v(0)),
         Prim::Binary(op) => elementwise::binary(op, v(0), v(1)),
@@ -66,7 +66,7 @@ pub(crate) fn eval(prim: Prim, inputs: &[&Tensor]) -> Tensor {
         Prim::Permute { perm } => movement::permute(v(0), &perm),
         Prim::Slice { start, end, step } => movement::slice(v(0), &start, &end, &step),
         Prim::Flip { axes } => movement::flip(v(0), &axes),
-        Prim::Pad { lo, hi, value } => movement::pad(v(0), &lo, &hi, value),
+        Prim::Pad { lo, hi, value } => movement::pad(v(0), &lo, &hi, value.get()),
         Prim::Concat { axis } => {
             let vs: Vec<_> = inputs.iter().map(|t| t.value()).collect();
             movement::concat(&vs, axis)

@@ -12,7 +12,7 @@ impl Tensor {
             Prim::Full {
                 shape: shape.to_vec(),
                 dtype,
-                value,
+                value: value.into(),
             },
             &[],
         )

@@ -10,7 +10,7 @@
 //! (under `rune::jit`, with the same message, before any kernel runs).
 
 use super::{check_same_dtype, require_index};
-use crate::prim::Prim;
+use crate::prim::{F64Bits, Prim};
 use crate::shape::{normalize_axis, try_broadcast_shapes};
 use crate::tensor::Tensor;
 use crate::trace::bind;
@@ -179,7 +179,7 @@ impl Tensor {
             Prim::Pad {
                 lo: vec![0; n],
                 hi,
-                value: 0.0,
+                value: F64Bits(0.0),
             },
             &[&s],
         );

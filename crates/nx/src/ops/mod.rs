@@ -98,7 +98,7 @@ impl Tensor {
             Prim::Full {
                 shape: vec![],
                 dtype: self.dtype(),
-                value,
+                value: value.into(),
             },
             &[],
         )

@@ -413,7 +413,7 @@ impl Tensor {
             Prim::Pad {
                 lo: pads.iter().map(|p| p.0).collect(),
                 hi: pads.iter().map(|p| p.1).collect(),
-                value,
+                value: value.into(),
             },
             &[self],
         )

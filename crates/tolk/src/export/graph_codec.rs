@@ -12,7 +12,9 @@
 
 use super::bytes::{ReadError, Reader, Writer};
 use crate::graph::{Eqn, Graph, Loop, Op, Var};
-use nx::{ArgOp, Aval, BinaryOp, CmpOp, CumOp, DType, FftKind, Prim, ReduceOp, Tensor, UnaryOp};
+use nx::{
+    ArgOp, Aval, BinaryOp, CmpOp, CumOp, DType, F64Bits, FftKind, Prim, ReduceOp, Tensor, UnaryOp,
+};
 use std::sync::Arc;
 
 /// How deep loops may nest in a decoded graph (a corrupt file must not
@@ -207,7 +209,7 @@ fn write_prim(w: &mut Writer, prim: &Prim) {
             w.u8(0);
             w.usizes(shape);
             w.u8(dtype_code(*dtype));
-            w.f64(*value);
+            w.f64(value.get());
         }
         Prim::Iota { shape, axis, dtype } => {
             w.u8(1);
@@ -273,7 +275,7 @@ fn write_prim(w: &mut Writer, prim: &Prim) {
             w.u8(15);
             w.usizes(lo);
             w.usizes(hi);
-            w.f64(*value);
+            w.f64(value.get());
         }
         Prim::Concat { axis } => {
             w.u8(16);
@@ -400,7 +402,7 @@ fn read_prim(r: &mut Reader) -> Result<Prim, ReadError> {
         0 => Prim::Full {
             shape: u(r)?,
             dtype: read_dtype(r, "full dtype")?,
-            value: r.f64("full value")?,
+            value: F64Bits(r.f64("full value")?),
         },
         1 => Prim::Iota {
             shape: u(r)?,
@@ -436,7 +438,7 @@ fn read_prim(r: &mut Reader) -> Result<Prim, ReadError> {
         15 => Prim::Pad {
             lo: u(r)?,
             hi: u(r)?,
-            value: r.f64("pad value")?,
+            value: F64Bits(r.f64("pad value")?),
         },
         16 => Prim::Concat { axis: n(r)? },
         17 => Prim::Copy,
@@ -855,90 +857,16 @@ mod tests {
         }
     }
 
-    /// One primitive of every kind, with parameters that tell fields apart,
-    /// reads back equal (bitwise, through `Prim`'s `Eq`).
+    /// One primitive of every kind, and each with one field changed (fill
+    /// values' zero signs and NaN payloads included), reads back equal
+    /// (bitwise, through `Prim`'s `Eq`); so does every elementwise, reduce,
+    /// cumulative and FFT op.
     #[test]
     fn every_primitive_reads_back_equal() {
-        let v = |x: &[usize]| x.to_vec();
-        let mut prims = vec![
-            Prim::Full {
-                shape: v(&[2, 3]),
-                dtype: DType::BF16,
-                value: -0.0,
-            },
-            Prim::Iota {
-                shape: v(&[4]),
-                axis: 0,
-                dtype: DType::I64,
-            },
-            Prim::Where,
-            Prim::Cast(DType::U16),
-            Prim::Reshape { shape: v(&[6]) },
-            Prim::Broadcast { shape: v(&[2, 6]) },
-            Prim::Permute { perm: v(&[1, 0]) },
-            Prim::Slice {
-                start: v(&[1]),
-                end: v(&[5]),
-                step: v(&[2]),
-            },
-            Prim::Flip { axes: v(&[0, 2]) },
-            Prim::Pad {
-                lo: v(&[1]),
-                hi: v(&[2]),
-                value: f64::NEG_INFINITY,
-            },
-            Prim::Concat { axis: 3 },
-            Prim::Copy,
-            Prim::StopGradient,
-            Prim::Gather { axis: 1 },
-            Prim::ScatterAdd { axis: 2 },
-            Prim::DotGeneral {
-                lhs_batch: v(&[0]),
-                rhs_batch: v(&[1]),
-                lhs_contract: v(&[2]),
-                rhs_contract: v(&[0]),
-            },
-            Prim::Assign,
-            Prim::Threefry2x32,
-            Prim::Conv {
-                strides: v(&[1, 2]),
-                padding: vec![(-1, 2), (3, -4)],
-                lhs_dilation: v(&[1, 1]),
-                rhs_dilation: v(&[2, 1]),
-                feature_group_count: 3,
-            },
-            Prim::ReduceWindow {
-                op: ReduceOp::Max,
-                window: v(&[1, 2]),
-                strides: v(&[1, 2]),
-                padding: vec![(0, 1), (2, 3)],
-            },
-            Prim::WindowArgmax {
-                window: v(&[2]),
-                strides: v(&[2]),
-                padding: vec![(1, 0)],
-                flat_from: 1,
-            },
-            Prim::Argsort {
-                axis: 1,
-                descending: true,
-            },
-            Prim::TopK { k: 3 },
-            Prim::Cholesky,
-            Prim::TriangularSolve {
-                lower: true,
-                left: false,
-                transpose: true,
-                unit_diagonal: false,
-            },
-            Prim::Solve,
-            Prim::Slogdet,
-            Prim::Qr { complete: true },
-            Prim::Eigh,
-            Prim::Svd {
-                full_matrices: false,
-            },
-        ];
+        let mut prims = crate::prim_cases::every_prim();
+        for p in crate::prim_cases::every_prim() {
+            prims.extend(crate::prim_cases::one_field_changes(&p));
+        }
         prims.extend(UNARY.iter().map(|&o| Prim::Unary(o)));
         prims.extend(BINARY.iter().map(|&o| Prim::Binary(o)));
         prims.extend(COMPARE.iter().map(|&o| Prim::Compare(o)));

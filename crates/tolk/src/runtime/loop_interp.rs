@@ -1,0 +1,373 @@
+//! The loop interpreter: a staged loop (`scan`) run step by step with its
+//! body's compiled `Program`, the body's plan resolved once into places
+//! (`Place`, `Frame`), so that a step calls its kernels with no tensor,
+//! lock or allocation.
+
+use super::{call_kernel, contiguous, written_in_place, KernelEntry, Program};
+use crate::graph::{Loop, Op, Var};
+use crate::plan::Step;
+use nx::{Prim, Tensor};
+
+/// Where a value of a loop's body lives during one step (see
+/// [`run_loop`]).
+#[derive(Clone, Copy)]
+enum Place {
+    /// The same buffer at every step: a const, an arena slot, a buffer of
+    /// the call's own (index into [`Frame::fixed`]).
+    Fixed(usize),
+    /// Carry `i` as the step receives it.
+    CarryIn(usize),
+    /// Carry `i` as the step produces it.
+    CarryOut(usize),
+    /// Row `t` of stacked input `j`.
+    X(usize),
+    /// Row `t` of stacked output `j`.
+    Y(usize),
+    /// The result of library step `k` of this step (a fresh tensor).
+    Lib(usize),
+}
+
+/// The buffers behind one step's places, as tensors and addresses.
+struct Frame {
+    fixed: Vec<(Tensor, *mut u8)>,
+    /// The carries' buffers: the caller's initial ones, then the two that
+    /// the steps write alternately.
+    carries: [Vec<(Tensor, *mut u8)>; 3],
+    /// Which of `carries` this step reads and writes.
+    carry_in: usize,
+    carry_out: usize,
+    xs: Vec<(Tensor, *mut u8, usize)>,
+    ys: Vec<(Tensor, *mut u8, usize)>,
+    lib: Vec<Option<(Tensor, *mut u8)>>,
+    t: usize,
+}
+
+impl Frame {
+    /// The address of `p`'s first element.
+    fn at(&self, p: Place) -> *mut u8 {
+        match p {
+            Place::Fixed(i) => self.fixed[i].1,
+            Place::CarryIn(i) => self.carries[self.carry_in][i].1,
+            Place::CarryOut(i) => self.carries[self.carry_out][i].1,
+            // In bounds: row `t < length` of a contiguous [length, ...]
+            // tensor whose rows are `row` bytes.
+            Place::X(j) => self.xs[j].1.wrapping_add(self.t * self.xs[j].2),
+            Place::Y(j) => self.ys[j].1.wrapping_add(self.t * self.ys[j].2),
+            Place::Lib(k) => self.lib[k].as_ref().expect("computed this step").1,
+        }
+    }
+
+    /// `p` as a tensor (for a library step).
+    fn tensor(&self, p: Place) -> Tensor {
+        match p {
+            Place::Fixed(i) => self.fixed[i].0.clone(),
+            Place::CarryIn(i) => self.carries[self.carry_in][i].0.clone(),
+            Place::CarryOut(i) => self.carries[self.carry_out][i].0.clone(),
+            Place::X(j) => row(&self.xs[j].0, self.t),
+            Place::Y(j) => row(&self.ys[j].0, self.t),
+            Place::Lib(k) => self.lib[k].as_ref().expect("computed this step").0.clone(),
+        }
+    }
+}
+
+/// `t` and the address of its first element (a dense tensor). The address
+/// stays valid while `t` lives: storage never moves.
+fn addressed(t: Tensor) -> (Tensor, *mut u8) {
+    let p = nx::raw::read(&t).ptr() as *mut u8;
+    (t, p)
+}
+
+/// One step of a loop body's plan, resolved to places.
+enum Call<'p> {
+    Kernel {
+        entry: &'p KernelEntry,
+        places: Vec<Place>,
+        work: usize,
+    },
+    /// A product written straight into its place.
+    Product {
+        prim: &'p Prim,
+        inputs: Vec<Place>,
+        out: Place,
+    },
+    Library {
+        prim: &'p Prim,
+        inputs: Vec<Place>,
+        /// Index into [`Frame::lib`].
+        out: usize,
+    },
+    /// A loop inside the body, with its own compiled body.
+    Loop {
+        lp: &'p Loop,
+        body: &'p Program,
+        inputs: Vec<Place>,
+        /// Indices into [`Frame::lib`], one per output.
+        outs: Vec<usize>,
+    },
+}
+
+/// Runs loop `lp` with its compiled `body` on the loop equation's inputs
+/// (consts, initial carries, stacked xs); returns the final carries, then
+/// the per-step outputs stacked along axis 0.
+///
+/// The body's plan is resolved once into places (no tensor, lock or
+/// allocation per kernel call): each carry has two buffers the steps write
+/// alternately; a kernel computing a carry or a per-step output writes it
+/// in place (the carry's next buffer, the output's row); library steps
+/// make fresh tensors; outputs that are copies of other values (an input
+/// passed through, a value returned twice, a library result) are copied
+/// after the step.
+///
+/// The loop's own buffers (carries, outputs, scratch) are written through
+/// their addresses without their storage's lock: no one else holds them
+/// until the loop returns them. Inputs are only read.
+pub(super) fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
+    let g = &body.graph;
+    let (nk, nc) = (lp.n_consts, lp.n_carry);
+    let bytes = |a: &nx::Aval| a.numel() * a.dtype.size_in_bytes();
+    let row_bytes = |t: &Tensor| bytes(&t.aval()) / t.shape()[0].max(1);
+    let fresh = |a: &nx::Aval| addressed(nx::raw::alloc(a.dtype, &a.shape));
+    let out_avals = lp.out_avals();
+    let mut frame = Frame {
+        fixed: Vec::new(),
+        carries: [
+            ins[nk..nk + nc]
+                .iter()
+                .map(|t| addressed(contiguous(t)))
+                .collect(),
+            out_avals[..nc].iter().map(fresh).collect(),
+            out_avals[..nc].iter().map(fresh).collect(),
+        ],
+        carry_in: 0,
+        carry_out: 1,
+        xs: ins[nk + nc..]
+            .iter()
+            .map(|x| {
+                let (t, p) = addressed(contiguous(x));
+                let r = row_bytes(&t);
+                (t, p, r)
+            })
+            .collect(),
+        ys: out_avals[nc..]
+            .iter()
+            .map(|a| {
+                let (t, p) = fresh(a);
+                let r = bytes(a) / a.shape[0].max(1);
+                (t, p, r)
+            })
+            .collect(),
+        lib: Vec::new(),
+        t: 0,
+    };
+    let mut place: Vec<Option<Place>> = vec![None; g.avals.len()];
+    for (i, &v) in g.inputs.iter().enumerate() {
+        place[v] = Some(if i < nk {
+            frame.fixed.push(addressed(contiguous(ins[i])));
+            Place::Fixed(frame.fixed.len() - 1)
+        } else if i < nk + nc {
+            Place::CarryIn(i - nk)
+        } else {
+            Place::X(i - nk - nc)
+        });
+    }
+    for (v, t, d) in &body.consts {
+        frame
+            .fixed
+            .push(addressed(d.clone().unwrap_or_else(|| t.clone())));
+        place[*v] = Some(Place::Fixed(frame.fixed.len() - 1));
+    }
+    // Kernel outputs: an output of the body in place (its first), else
+    // the body's arena, else a buffer of this call. Library results are
+    // this step's tensors.
+    let mut homed: Vec<Var> = Vec::new();
+    for step in &body.plan.steps {
+        match step {
+            Step::Kernel { .. } | Step::Library { .. } if !written_in_place(g, step).is_empty() => {
+                for &out in written_in_place(g, step) {
+                    let home = g.outputs.iter().position(|&o| o == out);
+                    place[out] = Some(match (home, &body.arena_views[out]) {
+                        (Some(o), _) if place[out].is_none() => {
+                            homed.push(out);
+                            if o < nc {
+                                Place::CarryOut(o)
+                            } else {
+                                Place::Y(o - nc)
+                            }
+                        }
+                        (_, Some(view)) => {
+                            frame
+                                .fixed
+                                .push((view.clone(), body.arena_ptrs[out].expect("a slot")));
+                            Place::Fixed(frame.fixed.len() - 1)
+                        }
+                        _ => {
+                            frame.fixed.push(fresh(g.aval(out)));
+                            Place::Fixed(frame.fixed.len() - 1)
+                        }
+                    });
+                }
+            }
+            Step::Kernel { .. } => {}
+            Step::Library { eqn } => {
+                for &o in &g.eqns[*eqn].outs {
+                    place[o] = Some(Place::Lib(frame.lib.len()));
+                    frame.lib.push(None);
+                }
+            }
+        }
+    }
+    let placed = |v: Var| place[v].expect("tolk: a loop body's value without a place");
+    let body_kernels = body.kernels.borrow();
+    let calls: Vec<Call<'_>> = body
+        .plan
+        .steps
+        .iter()
+        .zip(&body.work)
+        .filter_map(|(step, &work)| match step {
+            Step::Kernel { kernel, outs, args } => {
+                (g.aval(outs[0]).numel() > 0).then(|| Call::Kernel {
+                    entry: &body_kernels[*kernel],
+                    places: outs.iter().chain(args).map(|&v| placed(v)).collect(),
+                    work,
+                })
+            }
+            Step::Library { eqn } => {
+                let e = &g.eqns[*eqn];
+                let lib = |v: Var| match placed(v) {
+                    Place::Lib(k) => k,
+                    _ => unreachable!("a library result"),
+                };
+                let inputs = e.inputs.iter().map(|&v| placed(v)).collect();
+                Some(match &e.op {
+                    Op::Prim(prim @ Prim::DotGeneral { .. }) => Call::Product {
+                        prim,
+                        inputs,
+                        out: placed(e.out()),
+                    },
+                    Op::Prim(prim) => Call::Library {
+                        prim,
+                        inputs,
+                        out: lib(e.outs[0]),
+                    },
+                    Op::Loop(lp) => Call::Loop {
+                        lp,
+                        body: body.body_of(*eqn),
+                        inputs,
+                        outs: e.outs.iter().map(|&v| lib(v)).collect(),
+                    },
+                })
+            }
+        })
+        .collect();
+    // Outputs not written in place are copied after each step.
+    let copies: Vec<(Place, Place, usize)> = g
+        .outputs
+        .iter()
+        .enumerate()
+        .filter(|&(o, v)| {
+            let first = g.outputs.iter().position(|u| u == v) == Some(o);
+            !(first && homed.contains(v))
+        })
+        .map(|(o, &v)| {
+            let home = if o < nc {
+                Place::CarryOut(o)
+            } else {
+                Place::Y(o - nc)
+            };
+            (placed(v), home, bytes(g.aval(v)))
+        })
+        .collect();
+    // Gathered indices: the loop's consts (and the body's failing
+    // constants) once, carries and per-step inputs at every step.
+    let (once, per_step): (Vec<_>, Vec<_>) = body
+        .index_checks
+        .iter()
+        .map(|c| (c, placed(c.base)))
+        .partition(|(_, p)| matches!(p, Place::Fixed(_)));
+    for (c, p) in once {
+        c.check(&frame.tensor(p));
+    }
+    let mut ptrs: Vec<*mut u8> = Vec::new();
+    for i in 0..lp.length {
+        frame.t = if lp.reverse { lp.length - 1 - i } else { i };
+        for (c, p) in &per_step {
+            c.check(&frame.tensor(*p));
+        }
+        for call in &calls {
+            match call {
+                Call::Kernel {
+                    entry,
+                    places,
+                    work,
+                } => {
+                    ptrs.clear();
+                    ptrs.extend(places.iter().map(|&p| frame.at(p)));
+                    call_kernel(entry, &ptrs, *work);
+                }
+                Call::Product { prim, inputs, out } => {
+                    let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
+                    let refs: Vec<&Tensor> = args.iter().collect();
+                    // SAFETY: `out` is the product's own place (an arena
+                    // slot, a buffer of this call, the next carry or this
+                    // step's output row), sized for it and shared with no
+                    // value live at this step, its operands included.
+                    unsafe { nx::raw::dot_general_to(prim, &refs, frame.at(*out)) };
+                }
+                Call::Library { prim, inputs, out } => {
+                    let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
+                    let refs: Vec<&Tensor> = args.iter().collect();
+                    let result = contiguous(&nx::raw::eval((*prim).clone(), &refs));
+                    frame.lib[*out] = Some(addressed(result));
+                }
+                Call::Loop {
+                    lp,
+                    body,
+                    inputs,
+                    outs,
+                } => {
+                    let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
+                    let refs: Vec<&Tensor> = args.iter().collect();
+                    for (&k, t) in outs.iter().zip(run_loop(lp, body, &refs)) {
+                        frame.lib[k] = Some(addressed(t));
+                    }
+                }
+            }
+        }
+        for &(src, dst, n) in &copies {
+            // SAFETY: both places address `n` bytes (the value's aval) of
+            // live buffers, and they differ: the destination is the next
+            // carry buffer or an output row, which only this copy writes
+            // in this step, and the source is another value's buffer.
+            unsafe { std::ptr::copy_nonoverlapping(frame.at(src), frame.at(dst), n) };
+        }
+        // The carries just written are the next step's input; the step
+        // after writes the other buffers (never the caller's initial ones).
+        frame.carry_in = 1 + i % 2;
+        frame.carry_out = 1 + (i + 1) % 2;
+        for l in frame.lib.iter_mut() {
+            *l = None;
+        }
+    }
+    let [_, a, b] = frame.carries;
+    let last = if frame.carry_in == 1 { a } else { b };
+    let mut outs: Vec<Tensor> = last.into_iter().map(|(t, _)| t).collect();
+    outs.extend(frame.ys.into_iter().map(|(t, _, _)| t));
+    outs
+}
+
+/// Row `t` of `x` along axis 0, as a view without that axis.
+fn row(x: &Tensor, t: usize) -> Tensor {
+    let shape = x.shape();
+    let mut start = vec![0; shape.len()];
+    start[0] = t;
+    let mut end = shape.to_vec();
+    end[0] = t + 1;
+    let step = vec![1; shape.len()];
+    let r = nx::raw::eval(Prim::Slice { start, end, step }, &[x]);
+    nx::raw::eval(
+        Prim::Reshape {
+            shape: shape[1..].to_vec(),
+        },
+        &[&r],
+    )
+}
