@@ -4,7 +4,7 @@
 #   1. here (any machine with Rust): build the test binaries that run on a
 #      CUDA device (cuda_emulated: the same tests the emulated device passes
 #      in CI, run against the real driver with RUNE_TEST_REAL_CUDA=1;
-#      cuda_compile) and a benchmark binary (bench_jit), and copy them into
+#      jit_fuzz's CUDA programs, the same way; cuda_compile) and a benchmark binary (bench_jit), and copy them into
 #      one folder, target/gpu-check/, that travels to the GPU machine (the
 #      device image has CUDA 13 and JAX but no Rust);
 #   2. there (or here, if this machine has a driver): run them.
@@ -43,6 +43,9 @@ run_on_device() {
     local status=0
     echo "== tests against the real driver (the emulated device's tests)"
     RUNE_TEST_REAL_CUDA=1 RUST_BACKTRACE=0 timeout 300 "$dir/cuda_emulated" --test-threads=1 || status=1
+    echo "== random programs on the device equal eager (jit_fuzz's CUDA seeds)"
+    RUNE_TEST_REAL_CUDA=1 RUST_BACKTRACE=0 timeout 300 "$dir/jit_fuzz" --test-threads=1 \
+        random_programs_on_the_emulated_cuda_device_equal_eager --nocapture || status=1
     echo "== the CUDA kernels compile (NVRTC)"
     RUST_BACKTRACE=0 timeout 200 "$dir/cuda_compile" --test-threads=2 || status=1
     echo "== benchmarks"
@@ -61,7 +64,7 @@ binary_of() { # cargo's JSON messages -> the executable of test/example $1
     sed -n "s/.*\"executable\":\"\([^\"]*\/$1-[^\"]*\)\".*/\1/p" | tail -1
 }
 mkdir -p "$OUT"
-for t in cuda_emulated cuda_compile; do
+for t in cuda_emulated cuda_compile jit_fuzz; do
     exe=$(cargo test --release -p rune --test "$t" --no-run --message-format=json 2>/dev/null | binary_of "$t")
     [ -n "$exe" ] || { echo "gpu_check: building test $t failed"; exit 1; }
     cp "$exe" "$OUT/$t"
@@ -70,7 +73,7 @@ cargo build --release -p rune --example bench_jit
 cp target/release/examples/bench_jit "$OUT/bench_jit"
 # Line tables are most of each binary: without them the folder fits the
 # device machine's carry limit (64 MiB).
-for b in "$OUT"/cuda_emulated "$OUT"/cuda_compile "$OUT"/bench_jit; do
+for b in "$OUT"/cuda_emulated "$OUT"/cuda_compile "$OUT"/jit_fuzz "$OUT"/bench_jit; do
     strip --strip-debug "$b" 2>/dev/null || true
 done
 cp "$0" "$OUT/gpu_check.sh"

@@ -600,10 +600,13 @@ fn every_random_program_under_jit_equals_eager() {
 /// held bit for bit): staged scans driven from the host, gathers,
 /// scatter-adds and pools as kernels, products through the device gemm;
 /// programs with an operation the device does not run are refused naming
-/// it and counted.
+/// it and counted. With `RUNE_TEST_REAL_CUDA=1` the same programs run on
+/// the real driver instead (`bench/gpu_check.sh` does).
 #[test]
 fn random_programs_on_the_emulated_cuda_device_equal_eager() {
-    tolk::device::emulated::install_for_tests();
+    if !std::env::var("RUNE_TEST_REAL_CUDA").is_ok_and(|v| v == "1") {
+        tolk::device::emulated::install_for_tests();
+    }
     let start = Instant::now();
     let n = env_usize("JIT_FUZZ_CUDA_CASES", 120);
     let c = fuzz(env_usize("JIT_FUZZ_SEED", 1) as u64, n, BATCH, "CUDA");
