@@ -7,6 +7,8 @@
 //!   kept from the forward pass, then the cotangent scatter-added into
 //!   zeros), here bound directly since nx does not depend on rune;
 //! - P3 `avg_pool` 2x2 stride 2 forward (context);
+//! - P4 `max_pool` 3x3 stride 2 SAME (padded, overlapping windows:
+//!   reduced one axis at a time), forward;
 //! - S1 `sort` of 10^6 f32 (standard normal), S2 `argsort`, S3 `top_k(10)`.
 //!
 //! `cargo run --release -p nx --example bench_pool_sort`
@@ -36,6 +38,13 @@ fn main() {
             "P1",
             "max_pool 2x2/2 f32 [32,64,32,32] fwd",
             bench(pool, 5, 50),
+        );
+    }
+    if wanted("P4") {
+        emit(
+            "P4",
+            "max_pool 3x3/2 SAME f32 [32,64,32,32] fwd",
+            bench(|| x.max_pool(&[3, 3], &[2, 2], Padding::Same), 5, 50),
         );
     }
     let ct = Tensor::ones(&[32, 64, 16, 16], DType::F32);
