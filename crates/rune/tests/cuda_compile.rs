@@ -6,11 +6,11 @@
 //! zero failures. No GPU is needed.
 //!
 //! Library steps the device runs as kernels of their own (windows, window
-//! argmax, gathers and scatter-adds by computed indices) are compiled with
-//! the rest, and on their own by `library_kernels_compile_with_nvrtc_and_ptxas`.
-//! Entries and programs holding an operation the CUDA dialect does not
-//! render yet (products, convolutions, cumulative ops, arg-reductions,
-//! sorts, threefry, ...) must be refused with a `JitError` naming the
+//! argmax, arg-reductions, running ops, gathers and scatter-adds by
+//! computed indices) are compiled with the rest, and on their own by
+//! `library_kernels_compile_with_nvrtc_and_ptxas`. Entries and programs
+//! holding an operation the CUDA dialect does not render yet (products,
+//! convolutions, sorts, top-k, threefry, ...) must be refused with a `JitError` naming the
 //! device; they are counted apart.
 //!
 //! NVRTC and ptxas come from PyPI (`nvidia-cuda-nvrtc-cu12`,
@@ -267,6 +267,28 @@ fn library_kernels_compile_with_nvrtc_and_ptxas() {
             rune::device_kernels(f, &(table.clone(), i), "CUDA"),
         );
     }
+    for dt in [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::U8,
+        DType::Bool,
+    ] {
+        let xd = x.cast(dt);
+        let f = |x: &Tensor| {
+            let mut outs = vec![x.argmax(2, false), x.argmin(3, true)];
+            if dt != DType::Bool {
+                outs.extend([x.cumsum(2), x.cumprod(3)]);
+            }
+            outs
+        };
+        add(
+            &format!("arg-reductions and running ops of {dt}"),
+            rune::device_kernels(f, &xd, "CUDA"),
+        );
+    }
     let tmp = std::env::temp_dir().join(format!("tolk-cuda-library-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let failures = compile_all(&functions, &ptxas, &prelude, &tmp);
@@ -520,13 +542,17 @@ fn operations_not_on_cuda_yet_are_a_jit_error_naming_them_and_the_device() {
         "{m}"
     );
     let m = refused(rune::device_kernels(
-        |x: &Tensor| x.argmax(1, false),
+        |x: &Tensor| x.argsort(1, false),
         &a,
         "CUDA:1",
     ));
-    assert!(m.contains("argmax") && m.contains("\"CUDA\""), "{m}");
-    let m = refused(rune::device_kernels(|x: &Tensor| x.cumsum(1), &a, "CUDA"));
-    assert!(m.contains("cumsum") && m.contains("\"CUDA\""), "{m}");
+    assert!(m.contains("argsort") && m.contains("\"CUDA\""), "{m}");
+    let m = refused(rune::device_kernels(|x: &Tensor| x.top_k(2).1, &a, "CUDA"));
+    assert!(m.contains("top_k") && m.contains("\"CUDA\""), "{m}");
+    // Arg-reductions and running ops are kernels of their own.
+    let p = rune::device_kernels(|x: &Tensor| (x.argmax(1, false), x.cumsum(1)), &a, "CUDA")
+        .expect("renders");
+    assert_eq!(p.library.len(), 2);
     // Elementwise work, reductions (of an input too) and views render.
     let p = rune::device_kernels(
         |x: &Tensor| {

@@ -421,12 +421,12 @@ fn a_host_read_without_a_copy_is_reported() {
 fn operations_not_on_the_device_yet_are_a_jit_error_naming_it() {
     let _g = setup();
     let a = Tensor::from_slice(&[1.0f32, -2.0, 3.0, 0.5, 4.0, -1.0], &[2, 3]);
-    let e = jit_with(|x: &Tensor| x.cumsum(1), cuda())
+    let e = jit_with(|x: &Tensor| x.argsort(1, false), cuda())
         .try_call(&a)
         .err()
         .expect("refused");
     assert!(
-        e.message().contains("cumsum") && e.message().contains("\"CUDA\""),
+        e.message().contains("argsort") && e.message().contains("\"CUDA\""),
         "{}",
         e.message()
     );
@@ -751,6 +751,60 @@ fn gathers_and_scatters_by_computed_indices_equal_eager() {
     let m = panics::panic_message(|| drop(jit_with(scatter, cuda()).call(&bad)));
     assert_eq!(m, panics::panic_message(|| drop(scatter(&bad))));
     assert!(m.contains("scatter_add"), "{m}");
+}
+
+/// Arg-reductions and running sums and products are kernels of their own
+/// on the device, equal to eager bit for bit: argmax/argmin keep the first
+/// of ties and take the first NaN, over any axis; cumsum/cumprod run
+/// floats in f64 (f32, f64, f16, bf16) and wrap integers (bools are
+/// searched; nx refuses their running ops); the gradients of the running
+/// ops too.
+#[test]
+fn arg_reductions_and_running_ops_equal_eager_bit_for_bit() {
+    let _g = setup();
+    let x = special(&[3, 5, 7], 4);
+    let f = |x: &Tensor| {
+        let mut outs = Vec::new();
+        for axis in 0..3 {
+            outs.push(x.argmax(axis, false));
+            outs.push(x.argmin(axis, true));
+            outs.push(x.cumsum(axis));
+            outs.push(x.cumprod(axis));
+        }
+        outs
+    };
+    for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        let xd = x.cast(dt);
+        let got = jit_with(f, cuda()).call(&xd);
+        for (k, (a, b)) in got.iter().zip(f(&xd)).enumerate() {
+            same_bits(a, &b).unwrap_or_else(|e| panic!("{dt}, output {k}: {e}"));
+        }
+    }
+    // Integers wrap (a running product of i8 overflows); bools searched.
+    let ints: Vec<i32> = (0..105).map(|i| ((i * 37) % 23) as i32 - 11).collect();
+    let xi = Tensor::from_slice(&ints, &[3, 5, 7]);
+    for dt in [DType::I32, DType::I8, DType::U8, DType::I64] {
+        let xd = xi.cast(dt);
+        let got = jit_with(f, cuda()).call(&xd);
+        for (k, (a, b)) in got.iter().zip(f(&xd)).enumerate() {
+            same_bits(a, &b).unwrap_or_else(|e| panic!("{dt}, output {k}: {e}"));
+        }
+    }
+    let xb = xi.greater(&Tensor::scalar(2i32));
+    let fb = |x: &Tensor| (x.argmax(1, false), x.argmin(2, false));
+    let got = jit_with(fb, cuda()).call(&xb);
+    let want = fb(&xb);
+    for (k, (a, b)) in got.leaves().iter().zip(want.leaves()).enumerate() {
+        same_bits(a, &b).unwrap_or_else(|e| panic!("bool, output {k}: {e}"));
+    }
+    // Gradients of the running ops: cumsum's (a reversed cumsum) bit for
+    // bit; cumprod's holds a sum over a masked product matrix, a fused
+    // reduction (f64 accumulators on the device): within 8 epsilons.
+    let xg = data(&[4, 6], 5);
+    let g = |x: &Tensor| rune::grad(|x: &Tensor| (x.cumsum(1).sin() * x.cumsum(0)).sum_all(), x);
+    same_bits(&jit_with(g, cuda()).call(&xg), &g(&xg)).unwrap();
+    let g = |x: &Tensor| rune::grad(|x: &Tensor| (x.cumprod(0) * x.cumsum(0)).sum_all(), x);
+    close(&jit_with(g, cuda()).call(&xg), &g(&xg), 8.0).unwrap();
 }
 
 /// Entries whose run closure inspects eager memory layout, or assigns into

@@ -14,11 +14,11 @@
 //! [`codegen::cuda_library`] are kernels of their own here
 //! ([`LibraryKernel`]): max windows with padding, overlapping at a stride
 //! or of more than 32 points, large sum windows, the first maxima of
-//! windows (a max pool's gradient), and gathers and scatter-adds by
-//! indices the program computes, after a check kernel whose flag the
-//! runtime reads back ([`IndexKernel`]). The other library steps
-//! (convolutions, sorts, cumulative ops, arg-reductions, threefry) are
-//! not rendered yet: [`render`] refuses a program holding one, naming its
+//! windows (a max pool's gradient), arg-reductions, running sums and
+//! products, and gathers and scatter-adds by indices the program
+//! computes, after a check kernel whose flag the runtime reads back
+//! ([`IndexKernel`]). The other library steps (convolutions, sorts,
+//! top-k, threefry) are not rendered yet: [`render`] refuses a program holding one, naming its
 //! primitives and the device. A staged loop is a host-driven loop over
 //! its body's kernels: its body is rendered as a program of its own.
 
@@ -64,7 +64,8 @@ pub struct CudaKernel {
 
 /// A library step the device runs as a kernel of its own (its operands
 /// contiguous, its output fresh): a window reduction `simplify` left, a
-/// window's first maximum, a gather or scatter-add by computed indices.
+/// window's first maximum, an arg-reduction, a running sum or product, a
+/// gather or scatter-add by computed indices.
 pub struct LibraryKernel {
     /// The equation it computes (a [`Step::Library`] of the plan).
     pub eqn: usize,
@@ -280,8 +281,9 @@ fn refusal(prims: &[String]) -> String {
     format!(
         "{what} {} {verb} not supported on device \"{DEVICE}\" yet (the CUDA dialect renders \
          elementwise, movement, pad/concat, reduction, gather and scatter-add kernels, window \
-         reductions and staged loops; products run as gemm steps; convolutions, sorts, \
-         cumulative ops, arg-reductions and threefry are not rendered yet); use device \"CPU\"",
+         reductions, arg-reductions, running sums and products, and staged loops; products run \
+         as gemm steps; convolutions, sorts, top-k and threefry are not rendered yet); use \
+         device \"CPU\"",
         prims.join(", ")
     )
 }
@@ -352,6 +354,76 @@ mod tests {
         let mut points: Vec<usize> = p.kernels.iter().map(|k| k.points).collect();
         points.sort();
         assert_eq!(points, [4, 1200]);
+    }
+
+    /// A padded max window and a gather by the indices the program
+    /// computes (its first maxima) are library steps with kernels of their
+    /// own, the gather's after its index check; the flag's clearing
+    /// kernel once.
+    #[test]
+    fn library_steps_with_a_rule_are_kernels_of_their_own() {
+        let mut g = Graph::default();
+        let x = g.new_var(Aval::new(&[2, 9, 7], DType::F32));
+        let m = g.new_var(Aval::new(&[2, 5, 4], DType::F32));
+        let am = g.new_var(Aval::new(&[2, 5, 4], DType::I32));
+        let flat = g.new_var(Aval::new(&[2, 63], DType::F32));
+        let idx = g.new_var(Aval::new(&[2, 20], DType::I32));
+        let picked = g.new_var(Aval::new(&[2, 20], DType::F32));
+        g.inputs.push(x);
+        let (window, strides, padding) =
+            (vec![1, 3, 3], vec![1, 2, 2], vec![(0, 0), (1, 1), (1, 1)]);
+        g.eqns.push(Eqn::prim(
+            Prim::ReduceWindow {
+                op: ReduceOp::Max,
+                window: window.clone(),
+                strides: strides.clone(),
+                padding: padding.clone(),
+            },
+            vec![x],
+            m,
+        ));
+        g.eqns.push(Eqn::prim(
+            Prim::WindowArgmax {
+                window,
+                strides,
+                padding,
+                flat_from: 1,
+            },
+            vec![x],
+            am,
+        ));
+        g.eqns.push(Eqn::prim(
+            Prim::Reshape { shape: vec![2, 63] },
+            vec![x],
+            flat,
+        ));
+        g.eqns.push(Eqn::prim(
+            Prim::Reshape { shape: vec![2, 20] },
+            vec![am],
+            idx,
+        ));
+        g.eqns
+            .push(Eqn::prim(Prim::Gather { axis: 1 }, vec![flat, idx], picked));
+        g.outputs.extend([m, picked]);
+        let p = render(g).unwrap();
+        let names: Vec<&str> = p.library.iter().map(|l| l.kernel.name.as_str()).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        for n in &names {
+            assert!(p.source.contains(&format!("{n}(")), "{n}");
+        }
+        let gather = p.library.last().unwrap();
+        let check = gather.check.as_ref().expect("an index check");
+        assert_eq!((check.op, check.axis, check.axis_len), ("gather", 1, 63));
+        assert_eq!(check.kernel.points, 40);
+        assert_eq!(
+            p.source.matches(codegen::cuda_library::FLAG_CLEAR).count(),
+            1
+        );
+        // Padding is skipped by a bounds check; the max starts at -inf.
+        assert!(p
+            .source
+            .contains("(uint64_t)i1 >= 9ull || (uint64_t)i2 >= 7ull"));
+        assert!(p.source.contains("acc = (-INFINITY)"));
     }
 
     #[test]

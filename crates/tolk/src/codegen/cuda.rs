@@ -29,10 +29,10 @@
 //!   or, unsplit, one thread runs it ([`super::Dialect::single_thread`]).
 //!
 //! Library steps with a rule of their own (windows `simplify` leaves, the
-//! first maxima of windows, gathers and scatter-adds by computed indices)
-//! are rendered by [`super::cuda_library`]. What is not rendered yet: the
-//! other library steps (convolutions, sorts, cumulative ops,
-//! arg-reductions, threefry) — [`crate::cuda::render`] refuses a program
+//! first maxima of windows, arg-reductions, running sums and products,
+//! gathers and scatter-adds by computed indices) are rendered by
+//! [`super::cuda_library`]. What is not rendered yet: the other library
+//! steps (convolutions, sorts, top-k, threefry) — [`crate::cuda::render`] refuses a program
 //! holding one, naming its primitives and the device.
 //!
 //! Not bit-identical yet: the functions the C dialect takes from the

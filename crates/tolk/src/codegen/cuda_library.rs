@@ -1,7 +1,8 @@
 //! Library steps as CUDA kernels: the primitives the CPU runs as nx's
 //! eager kernels and fusion leaves as library steps (windows `simplify`
 //! does not turn into maps, first maxima of windows, gathers and
-//! scatter-adds by indices the program computes), each rendered by a rule
+//! scatter-adds by indices the program computes, arg-reductions, running
+//! sums and products), each rendered by a rule
 //! of its own as one self-contained `extern "C" __global__` function with
 //! its shapes baked in. The device runs them as steps of the plan
 //! ([`crate::device::exec`]) over contiguous operands: `b0` the output,
@@ -12,7 +13,9 @@
 //! a window visits its elements in row-major window order, skipping those
 //! in the padding (`crates/nx/src/cpu/window.rs`); a scatter-add adds each
 //! destination's updates in order along its axis
-//! (`crates/nx/src/cpu/index.rs`). So the bits are eager's.
+//! (`crates/nx/src/cpu/index.rs`); arg-reductions and running ops walk
+//! each line along their axis in order (`crates/nx/src/cpu/reduce.rs`).
+//! So the bits are eager's.
 //!
 //! Indices a program computes cannot be checked before the program runs:
 //! a gather or scatter-add by such indices comes with a check kernel
@@ -35,6 +38,8 @@ pub fn renders(p: &Prim) -> bool {
         } | Prim::WindowArgmax { .. }
             | Prim::Gather { .. }
             | Prim::ScatterAdd { .. }
+            | Prim::ArgReduce { .. }
+            | Prim::Cumulative { .. }
     )
 }
 
@@ -76,9 +81,13 @@ pub fn render(
     out: &Aval,
 ) -> Result<String, String> {
     let dtype = ins[0].dtype;
-    // A gather moves elements (bools included); the others compare or add.
-    let moves = matches!(prim, Prim::Gather { .. }) && dtype == DType::Bool;
-    if !(dtype.is_float() || dtype.is_int() || moves) {
+    // Bools are gathered (moved), searched and scanned (or, and); the
+    // windows and scatter-adds compare or add numbers only.
+    let bools = matches!(
+        prim,
+        Prim::Gather { .. } | Prim::ArgReduce { .. } | Prim::Cumulative { .. }
+    );
+    if !(dtype.is_float() || dtype.is_int() || (bools && dtype == DType::Bool)) {
         return Err(format!("{} of {dtype}", prim.name()));
     }
     let body = match prim {
@@ -107,6 +116,8 @@ pub fn render(
         }
         Prim::Gather { axis } => gather(d, ins[0], ins[1], *axis),
         Prim::ScatterAdd { axis } => scatter_add(d, ins[0], ins[1], *axis),
+        Prim::ArgReduce { op, axis } => arg_reduce(d, ins[0], *op == nx::ArgOp::Argmax, *axis),
+        Prim::Cumulative { op, axis } => cumulative(d, ins[0], *op, *axis),
         p => unreachable!("tolk: no CUDA library kernel for {}", p.name()),
     };
     let buffers = 1 + ins.len();
@@ -395,11 +406,111 @@ fn scatter_add(d: &Cuda, x: &Aval, idx: &Aval, axis: usize) -> String {
     s
 }
 
+/// The index (`int32`) of the first extreme along `axis` (`ArgReduce`),
+/// as nx's: the first element is the best so far; a later one replaces it
+/// when strictly greater (smaller for `argmin`) or the first NaN. One
+/// thread per output: its line along the axis, `inner` elements apart.
+fn arg_reduce(d: &Cuda, x: &Aval, max: bool, axis: usize) -> String {
+    let dtype = x.dtype;
+    let t = d.ty(dtype);
+    let (len, inner) = line(x, axis);
+    let cmp = if max { CmpOp::Gt } else { CmpOp::Lt };
+    let better = format!(
+        "{} | ({} & !{})",
+        d.compare(cmp, dtype, "v", "best"),
+        d.compare(CmpOp::Ne, dtype, "v", "v"),
+        d.compare(CmpOp::Ne, dtype, "best", "best")
+    );
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "    const int64_t base = (p / {inner}) * {} + p % {inner};",
+        len * inner
+    );
+    if len == 0 {
+        // nx refuses an empty axis; nothing to search.
+        let _ = writeln!(s, "    ((int32_t *)b0)[p] = 0;");
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "    {t} best = (({t} *)b1)[base];
+    int32_t bi = 0;"
+    );
+    let _ = writeln!(s, "    for (int64_t a = 1; a < {len}; a++) {{");
+    let _ = writeln!(s, "      const {t} v = (({t} *)b1)[base + a * {inner}];");
+    let _ = writeln!(s, "      if ({better}) {{ best = v; bi = (int32_t)a; }}");
+    let _ = writeln!(
+        s,
+        "    }}
+    ((int32_t *)b0)[p] = bi;"
+    );
+    s
+}
+
+/// The inclusive running sum or product along `axis` (`Cumulative`), as
+/// nx's: floats run in f64 (each element widened exactly, each running
+/// value rounded to the type), integers wrap in their type, bools run an
+/// `or` (sum) or an `and` (product) as nx's kernel would (its op refuses
+/// them today). One thread per line along the axis.
+fn cumulative(d: &Cuda, x: &Aval, op: nx::CumOp, axis: usize) -> String {
+    let dtype = x.dtype;
+    let t = d.ty(dtype);
+    let (len, inner) = line(x, axis);
+    let sum = op == nx::CumOp::Sum;
+    let (acc_t, init, step, store) = if dtype.is_float() {
+        let v = d.cast(dtype, DType::F64, "v");
+        let step = if sum {
+            format!("acc + {v}")
+        } else {
+            format!("acc * {v}")
+        };
+        let init = if sum { "0.0" } else { "1.0" };
+        (
+            "double",
+            init.to_string(),
+            step,
+            d.cast(DType::F64, dtype, "acc"),
+        )
+    } else {
+        let bop = match (dtype == DType::Bool, sum) {
+            (true, true) => BinaryOp::Or,
+            (true, false) => BinaryOp::And,
+            (false, true) => BinaryOp::Add,
+            (false, false) => BinaryOp::Mul,
+        };
+        let init = d.literal(dtype, if sum { 0.0 } else { 1.0 });
+        (t, init, d.binary(bop, dtype, "acc", "v"), "acc".to_string())
+    };
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "    const int64_t base = (p / {inner}) * {} + p % {inner};",
+        len * inner
+    );
+    let _ = writeln!(s, "    {acc_t} acc = {init};");
+    let _ = writeln!(s, "    for (int64_t a = 0; a < {len}; a++) {{");
+    let _ = writeln!(s, "      const {t} v = (({t} *)b1)[base + a * {inner}];");
+    let _ = writeln!(s, "      acc = {step};");
+    let _ = writeln!(s, "      (({t} *)b0)[base + a * {inner}] = {store};");
+    let _ = writeln!(s, "    }}");
+    s
+}
+
+/// A contiguous `x`'s line along `axis`: its length and the distance
+/// between its elements (the elements after the axis).
+fn line(x: &Aval, axis: usize) -> (usize, usize) {
+    (x.shape[axis], x.shape[axis + 1..].iter().product())
+}
+
 /// How many threads a library kernel's grid-stride loop covers: the
-/// output's points, or for a scatter-add the positions off its axis.
+/// output's points, or for a scatter-add and a running op the positions
+/// off its axis (one line each).
 pub fn points(prim: &Prim, out: &Aval) -> usize {
     match prim {
-        Prim::ScatterAdd { axis } => out.numel() / out.shape[*axis].max(1),
+        Prim::ScatterAdd { axis } | Prim::Cumulative { axis, .. } => {
+            out.numel() / out.shape[*axis].max(1)
+        }
         _ => out.numel(),
     }
 }
