@@ -412,7 +412,12 @@ impl DeviceProgram {
                     if let Some(lk) = p.library.iter().find(|l| l.eqn == *eqn) {
                         self.run_library(lk, e, &mut slots, index_bytes)?;
                     } else if prim.class() == nx::PrimClass::View {
-                        let src = slots[e.inputs[0]].clone().expect("tolk: view of nothing");
+                        let mut src = slots[e.inputs[0]].clone().expect("tolk: view of nothing");
+                        if prim.view_layout(&src.layout).is_none() {
+                            // A reshape no strides express over this view
+                            // (of a permuted one): of a contiguous copy.
+                            src = src.contiguous()?;
+                        }
                         let layout = prim.view_layout(&src.layout).ok_or_else(|| {
                             unsupported(&format!(
                                 "{} that is not a view of its operand",
