@@ -140,6 +140,15 @@ fn unravel(shape: &[usize], var: &str, s: &mut String) {
     }
 }
 
+/// `terms` joined by `op`, or `empty` when there are none.
+fn joined(terms: Vec<String>, op: &str, empty: &str) -> String {
+    if terms.is_empty() {
+        empty.to_string()
+    } else {
+        terms.join(op)
+    }
+}
+
 /// Row-major strides of a contiguous `shape`.
 fn strides_of(shape: &[usize]) -> Vec<usize> {
     nx::shape::contiguous_strides(shape)
@@ -190,21 +199,26 @@ impl Window {
         let ind = |k: usize| "  ".repeat(k + 1);
         for d in 0..nd {
             let (w, st, lo) = (self.window[d], self.strides[d], self.padding[d].0);
-            if w == 1 {
-                let _ = writeln!(s, "{}const int64_t i{d} = o{d} * {st} - {lo};", ind(depth));
+            // The input coordinate `o * stride + w - lo`, terms that are 0
+            // or factors that are 1 left out.
+            let mut at = if st == 1 {
+                format!("o{d}")
             } else {
+                format!("o{d} * {st}")
+            };
+            if w != 1 {
                 let _ = writeln!(
                     s,
                     "{}for (int64_t w{d} = 0; w{d} < {w}; w{d}++) {{",
                     ind(depth)
                 );
                 depth += 1;
-                let _ = writeln!(
-                    s,
-                    "{}const int64_t i{d} = o{d} * {st} + w{d} - {lo};",
-                    ind(depth)
-                );
+                at += &format!(" + w{d}");
             }
+            if lo != 0 {
+                at += &format!(" - {lo}");
+            }
+            let _ = writeln!(s, "{}const int64_t i{d} = {at};", ind(depth));
         }
         let padded: Vec<String> = (0..nd)
             .filter(|&d| self.padding[d] != (0, 0))
@@ -364,27 +378,26 @@ fn scatter_add(d: &Cuda, x: &Aval, idx: &Aval, axis: usize) -> String {
     let base: Vec<String> = (0..x.shape.len())
         .filter(|&k| k != axis)
         .map(|k| format!("o{k} * {}", xs[k]))
-        .chain(["0".to_string()])
         .collect();
-    let _ = writeln!(s, "    const int64_t base = {};", base.join(" + "));
+    let _ = writeln!(s, "    const int64_t base = {};", joined(base, " + ", "0"));
     let _ = writeln!(
         s,
         "    for (int64_t k = 0; k < {n}; k++) (({t} *)b0)[base + k * {xa}] = (({t} *)b1)[base + k * {xa}];",
         xa = xs[axis]
     );
+    // The positions the indices reach (their shape may be smaller off the
+    // axis).
     let inside: Vec<String> = (0..x.shape.len())
-        .filter(|&k| k != axis)
+        .filter(|&k| k != axis && idx.shape[k] < x.shape[k])
         .map(|k| format!("o{k} < {}", idx.shape[k]))
-        .chain(["1".to_string()])
         .collect();
     let ibase: Vec<String> = (0..idx.shape.len())
         .filter(|&k| k != axis)
         .map(|k| format!("o{k} * {}", is[k]))
-        .chain(["0".to_string()])
         .collect();
     let dst = format!("(({t} *)b0)[base + i * {}]", xs[axis]);
-    let _ = writeln!(s, "    if ({}) {{", inside.join(" && "));
-    let _ = writeln!(s, "      const int64_t ib = {};", ibase.join(" + "));
+    let _ = writeln!(s, "    if ({}) {{", joined(inside, " && ", "1"));
+    let _ = writeln!(s, "      const int64_t ib = {};", joined(ibase, " + ", "0"));
     let _ = writeln!(s, "      for (int64_t j = 0; j < {m}; j++) {{");
     let _ = writeln!(
         s,
