@@ -701,7 +701,8 @@ fn padded_max_pools_and_their_gradients_equal_eager_bit_for_bit() {
 /// `take`, `take_along_axis`, `scatter_add`, `index_add`, `segment_sum`
 /// and the gradient of a take, with I32 and I64 indices at both bounds
 /// and negative; bit for bit with eager. A computed index out of range
-/// raises eager's message, for a gather and a scatter-add.
+/// raises eager's message, for a gather, a scatter-add and a gather inside
+/// a staged loop's body.
 #[test]
 fn gathers_and_scatters_by_computed_indices_equal_eager() {
     let _g = setup();
@@ -746,6 +747,28 @@ fn gathers_and_scatters_by_computed_indices_equal_eager() {
     let low = (x.clone(), Tensor::from_slice(&[-1i32], &[1]));
     let m = panics::panic_message(|| drop(jit_with(gather, cuda()).call(&low)));
     assert_eq!(m, panics::panic_message(|| drop(gather(&low))));
+    // Inside a staged loop: indices computed in the body from a carry,
+    // checked on the device at every step; out of range at a later step,
+    // eager's message.
+    let looped = |(tb, i0, xs): &(Tensor, Tensor, Tensor)| {
+        rune::scan(
+            |(i, c): &(Tensor, Tensor), x: &Tensor| {
+                let j = (i * 2.0) - 3.0;
+                ((i + 1.0, c + tb.take(&j, 0).sum(&[0], false) * x), ())
+            },
+            &(i0.clone(), Tensor::zeros(&[4], DType::F32)),
+            xs,
+        )
+        .0
+         .1
+    };
+    let xs = data(&[3, 4], 6);
+    let args = (x.clone(), Tensor::from_slice(&[0i32, 2], &[2]), xs.clone());
+    let got = jit_with(looped, cuda()).call(&args);
+    same_bits(&got, &looped(&args)).unwrap();
+    let bad = (x.clone(), Tensor::from_slice(&[0i32, 3], &[2]), xs);
+    let m = panics::panic_message(|| drop(jit_with(looped, cuda()).call(&bad)));
+    assert_eq!(m, panics::panic_message(|| drop(looped(&bad))));
     let scatter = |(x, i): &(Tensor, Tensor)| x.index_add(0, &(i * 2.0), &x.take(&i, 0));
     let bad = (x.clone(), Tensor::from_slice(&[1i32, 2, 3], &[3]));
     let m = panics::panic_message(|| drop(jit_with(scatter, cuda()).call(&bad)));
