@@ -5,9 +5,12 @@
 //! PTX (`compute_80`) and assembled by `ptxas` for sm_80 and sm_90, with
 //! zero failures. No GPU is needed.
 //!
-//! Entries and programs holding an operation the CUDA dialect does not
-//! render yet (products, gathers, scatters, cumulative ops, arg-reductions,
-//! sorts, threefry, ...) must be refused with a `JitError` naming the
+//! Library steps the device runs as kernels of their own (windows, window
+//! argmax, arg-reductions, running ops, gathers and scatter-adds by
+//! computed indices) are compiled with the rest, and on their own by
+//! `library_kernels_compile_with_nvrtc_and_ptxas`. Entries and programs
+//! holding an operation the CUDA dialect does not render yet (products,
+//! convolutions, sorts, top-k, threefry, ...) must be refused with a `JitError` naming the
 //! device; they are counted apart.
 //!
 //! NVRTC and ptxas come from PyPI (`nvidia-cuda-nvrtc-cu12`,
@@ -176,6 +179,125 @@ fn check_refusal(label: &str, e: &rune::JitError, failures: &mut Vec<String>) {
     if !(m.contains("\"CUDA\"") && m.contains("not supported")) {
         failures.push(format!("{label}: unexpected JitError: {m}"));
     }
+}
+
+/// The library steps the device runs as kernels of their own
+/// (`tolk::codegen::cuda_library`): padded, overlapping and large max
+/// windows in every real dtype and their gradients (window argmax,
+/// scatter-add and gather by those indices), large sum windows, and
+/// gathers and scatter-adds by computed indices (I32 and I64) with their
+/// index checks: each program renders them, and they compile with NVRTC
+/// and ptxas (sm_80, sm_90).
+#[test]
+fn library_kernels_compile_with_nvrtc_and_ptxas() {
+    use nx::Padding::{Explicit, Same, Valid};
+    let Some((nvrtc, ptxas)) = toolchain() else {
+        skipped("no NVRTC or ptxas (TOLK_NVRTC, TOLK_PTXAS, target/cuda-wheels)");
+        return;
+    };
+    std::env::set_var("TOLK_NVRTC", &nvrtc);
+    if let Err(e) = tolk::nvrtc::Nvrtc::get() {
+        skipped(&e);
+        return;
+    }
+    let prelude = {
+        use tolk::codegen::Dialect;
+        tolk::codegen::cuda::Cuda::for_host().prelude()
+    };
+    let mut functions = Functions::default();
+    let mut add = |label: &str, p: Result<tolk::cuda::CudaProgram, rune::JitError>| {
+        let p = p.unwrap_or_else(|e| panic!("{label}: {}", e.message()));
+        assert!(!p.library.is_empty(), "{label}: no library kernel");
+        functions.add(&p, label, &prelude);
+    };
+    let x = Tensor::from_slice(
+        &(0..2 * 3 * 9 * 7)
+            .map(|i| (i % 11) as f32 - 5.0)
+            .collect::<Vec<_>>(),
+        &[2, 3, 9, 7],
+    );
+    for dt in [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+    ] {
+        let xd = x.cast(dt);
+        let f = |x: &Tensor| {
+            (
+                x.max_pool(&[3, 3], &[2, 2], Same),
+                x.max_pool(&[3, 2], &[2, 1], Explicit(vec![(1, 2), (0, 1)])),
+                x.max_pool(&[6, 6], &[1, 1], Valid),
+            )
+        };
+        add(
+            &format!("max pools of {dt}"),
+            rune::device_kernels(f, &xd, "CUDA"),
+        );
+    }
+    for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        let xd = x.cast(dt);
+        let f = |x: &Tensor| {
+            let g = rune::grad(|x: &Tensor| x.max_pool(&[3, 3], &[2, 2], Same).sum_all(), x);
+            let (_, t) = rune::jvp(|x: &Tensor| x.max_pool(&[3, 3], &[2, 2], Same), x, x);
+            let a = x.avg_pool(&[6, 6], &[1, 2], Same);
+            (g, t, a)
+        };
+        add(
+            &format!("pool gradients of {dt}"),
+            rune::device_kernels(f, &xd, "CUDA"),
+        );
+    }
+    let table = Tensor::from_slice(&(0..24).map(|i| i as f32).collect::<Vec<_>>(), &[6, 4]);
+    for it in [DType::I32, DType::I64] {
+        let i = Tensor::from_slice(&[0i32, 11, 3, 6], &[4]).cast(it);
+        let f = |(t, i): &(Tensor, Tensor)| {
+            let j = i - 6.0;
+            (
+                t.take(&j, 0),
+                t.index_add(0, &j, &t.take(&j, 0)),
+                nx::segment_sum(&t.take(&j, 0), &(i % 3.0), 3),
+            )
+        };
+        add(
+            &format!("computed indices of {it}"),
+            rune::device_kernels(f, &(table.clone(), i), "CUDA"),
+        );
+    }
+    for dt in [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::U8,
+        DType::Bool,
+    ] {
+        let xd = x.cast(dt);
+        let f = |x: &Tensor| {
+            let mut outs = vec![x.argmax(2, false), x.argmin(3, true)];
+            if dt != DType::Bool {
+                outs.extend([x.cumsum(2), x.cumprod(3)]);
+            }
+            outs
+        };
+        add(
+            &format!("arg-reductions and running ops of {dt}"),
+            rune::device_kernels(f, &xd, "CUDA"),
+        );
+    }
+    let tmp = std::env::temp_dir().join(format!("tolk-cuda-library-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let failures = compile_all(&functions, &ptxas, &prelude, &tmp);
+    let _ = std::fs::remove_dir_all(&tmp);
+    println!(
+        "library kernels: {} distinct functions compiled",
+        functions.list.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
 #[test]
@@ -420,13 +542,17 @@ fn operations_not_on_cuda_yet_are_a_jit_error_naming_them_and_the_device() {
         "{m}"
     );
     let m = refused(rune::device_kernels(
-        |x: &Tensor| x.argmax(1, false),
+        |x: &Tensor| x.argsort(1, false),
         &a,
         "CUDA:1",
     ));
-    assert!(m.contains("argmax") && m.contains("\"CUDA\""), "{m}");
-    let m = refused(rune::device_kernels(|x: &Tensor| x.cumsum(1), &a, "CUDA"));
-    assert!(m.contains("cumsum") && m.contains("\"CUDA\""), "{m}");
+    assert!(m.contains("argsort") && m.contains("\"CUDA\""), "{m}");
+    let m = refused(rune::device_kernels(|x: &Tensor| x.top_k(2).1, &a, "CUDA"));
+    assert!(m.contains("top_k") && m.contains("\"CUDA\""), "{m}");
+    // Arg-reductions and running ops are kernels of their own.
+    let p = rune::device_kernels(|x: &Tensor| (x.argmax(1, false), x.cumsum(1)), &a, "CUDA")
+        .expect("renders");
+    assert_eq!(p.library.len(), 2);
     // Elementwise work, reductions (of an input too) and views render.
     let p = rune::device_kernels(
         |x: &Tensor| {

@@ -421,12 +421,12 @@ fn a_host_read_without_a_copy_is_reported() {
 fn operations_not_on_the_device_yet_are_a_jit_error_naming_it() {
     let _g = setup();
     let a = Tensor::from_slice(&[1.0f32, -2.0, 3.0, 0.5, 4.0, -1.0], &[2, 3]);
-    let e = jit_with(|x: &Tensor| x.cumsum(1), cuda())
+    let e = jit_with(|x: &Tensor| x.argsort(1, false), cuda())
         .try_call(&a)
         .err()
         .expect("refused");
     assert!(
-        e.message().contains("cumsum") && e.message().contains("\"CUDA\""),
+        e.message().contains("argsort") && e.message().contains("\"CUDA\""),
         "{}",
         e.message()
     );
@@ -530,6 +530,304 @@ fn pools_are_kernels_on_the_device() {
     let want = max(&x);
     close(&got.0, &want.0, 8.0).unwrap();
     same_bits(&got.1, &want.1).unwrap();
+}
+
+/// Values for window tests: ties, signed zeros, NaN and infinities among
+/// ordinary values, in an order that puts them at every window position.
+fn special(shape: &[usize], k: usize) -> Tensor {
+    const V: [f32; 12] = [
+        1.5,
+        -0.0,
+        0.0,
+        2.0,
+        f32::NAN,
+        f32::NEG_INFINITY,
+        2.0,
+        -1.25,
+        f32::INFINITY,
+        0.0,
+        -0.0,
+        1.5,
+    ];
+    let n: usize = shape.iter().product();
+    // Mostly ordinary values (so most windows have a finite maximum),
+    // every special one somewhere.
+    let v: Vec<f32> = (0..n)
+        .map(|i| {
+            let j = (i * 7 + k * 5) % 23;
+            if j < V.len() {
+                V[j]
+            } else {
+                ((i * 31 + k) % 9) as f32 * 0.5 - 2.0
+            }
+        })
+        .collect();
+    Tensor::from_slice(&v, shape)
+}
+
+/// The max pools the CPU leaves to nx's kernel (padded, overlapping at a
+/// stride, more than 32 points per window) and large sum windows are
+/// kernels of their own on the device: each equal to eager bit for bit
+/// (ties keep the first, -0.0 before +0.0, NaN, infinities, windows of
+/// padding only giving the lowest value), over NCHW and NHWC (a
+/// transposed pool), 1-D and 3-D windows, f32, f64, f16, bf16 and i32;
+/// and their gradients (the first maximum of each window, a scatter-add
+/// and a gather by those computed indices), bit for bit too.
+#[test]
+fn padded_max_pools_and_their_gradients_equal_eager_bit_for_bit() {
+    use nx::Padding::{Explicit, Same, Valid};
+    let _g = setup();
+    type Pool = (
+        &'static str,
+        Vec<usize>,
+        Vec<usize>,
+        Vec<usize>,
+        nx::Padding,
+    );
+    let pools: Vec<Pool> = vec![
+        ("3x3/2 SAME", vec![2, 3, 9, 7], vec![3, 3], vec![2, 2], Same),
+        ("2x2/1 SAME", vec![1, 2, 6, 5], vec![2, 2], vec![1, 1], Same),
+        (
+            "3x2/2x1 explicit",
+            vec![2, 2, 5, 6],
+            vec![3, 2],
+            vec![2, 1],
+            Explicit(vec![(1, 2), (0, 1)]),
+        ),
+        (
+            "3x3/2 VALID (overlapping)",
+            vec![1, 3, 9, 9],
+            vec![3, 3],
+            vec![2, 2],
+            Valid,
+        ),
+        (
+            "6x6/1 VALID (36 points)",
+            vec![1, 2, 8, 8],
+            vec![6, 6],
+            vec![1, 1],
+            Valid,
+        ),
+        (
+            "padding-only windows",
+            vec![1, 1, 2, 3],
+            vec![2, 2],
+            vec![2, 2],
+            Explicit(vec![(2, 2), (3, 2)]),
+        ),
+        (
+            "1-D 4/3",
+            vec![2, 3, 10],
+            vec![4],
+            vec![3],
+            Explicit(vec![(2, 1)]),
+        ),
+        (
+            "3-D",
+            vec![1, 2, 4, 5, 3],
+            vec![2, 3, 2],
+            vec![1, 2, 1],
+            Same,
+        ),
+    ];
+    for (i, (what, shape, w, st, pad)) in pools.iter().enumerate() {
+        let x = special(shape, i);
+        let f = |x: &Tensor| {
+            let m = x.max_pool(w, st, pad.clone());
+            let g = rune::grad(
+                |x: &Tensor| (x.max_pool(w, st, pad.clone()) * 1.5).sin().sum_all(),
+                x,
+            );
+            let tangent = x.cos();
+            let (_, jv) = rune::jvp(|x: &Tensor| x.max_pool(w, st, pad.clone()), x, &tangent);
+            (m, g, jv)
+        };
+        let got = jit_with(f, cuda()).call(&x);
+        let want = f(&x);
+        for (k, (a, b)) in [(&got.0, &want.0), (&got.1, &want.1), (&got.2, &want.2)]
+            .into_iter()
+            .enumerate()
+        {
+            same_bits(a, b).unwrap_or_else(|e| panic!("{what}, output {k}: {e}"));
+        }
+        for dt in [DType::F64, DType::F16, DType::BF16, DType::I32] {
+            let xd = if dt == DType::I32 {
+                // Ties, the type's lowest value (the padding's) and others.
+                let v: Vec<i32> = (0..x.numel())
+                    .map(|j| match (j * 7 + i) % 9 {
+                        0 => i32::MIN,
+                        r => r as i32 - 4,
+                    })
+                    .collect();
+                Tensor::from_slice(&v, shape)
+            } else {
+                x.cast(dt)
+            };
+            let f = |x: &Tensor| x.max_pool(w, st, pad.clone());
+            let got = jit_with(f, cuda()).call(&xd);
+            same_bits(&got, &f(&xd)).unwrap_or_else(|e| panic!("{what}, {dt}: {e}"));
+        }
+        // NHWC: the same pool over a transposed input.
+        if shape.len() == 4 {
+            let nhwc = x.permute(&[0, 2, 3, 1]).contiguous();
+            let f = |x: &Tensor| {
+                x.permute(&[0, 3, 1, 2])
+                    .max_pool(w, st, pad.clone())
+                    .permute(&[0, 2, 3, 1])
+            };
+            let got = jit_with(f, cuda()).call(&nhwc);
+            same_bits(&got, &f(&nhwc)).unwrap_or_else(|e| panic!("{what}, NHWC: {e}"));
+        }
+    }
+    // Sum windows of more than 32 points (a 6x6 average pool, forward and
+    // backward): kernels of their own, eager's order of additions.
+    let x = data(&[2, 3, 9, 8], 3);
+    let f = |x: &Tensor| {
+        let a = x.avg_pool(&[6, 6], &[1, 2], Same);
+        let g = rune::grad(
+            |x: &Tensor| x.avg_pool(&[6, 6], &[3, 3], Valid).square().sum_all(),
+            x,
+        );
+        (a, g)
+    };
+    let got = jit_with(f, cuda()).call(&x);
+    let want = f(&x);
+    same_bits(&got.0, &want.0).unwrap();
+    same_bits(&got.1, &want.1).unwrap();
+}
+
+/// Gathers and scatter-adds by indices the program computes run on the
+/// device, each after a check kernel whose flag is read back (4 bytes):
+/// `take`, `take_along_axis`, `scatter_add`, `index_add`, `segment_sum`
+/// and the gradient of a take, with I32 and I64 indices at both bounds
+/// and negative; bit for bit with eager. A computed index out of range
+/// raises eager's message, for a gather, a scatter-add and a gather inside
+/// a staged loop's body.
+#[test]
+fn gathers_and_scatters_by_computed_indices_equal_eager() {
+    let _g = setup();
+    let x = data(&[6, 4], 1);
+    let u = data(&[3, 6], 2);
+    // Computed: i - 6 over 0..12 is -6..6, both bounds of an axis of 6.
+    let i32s = Tensor::from_slice(&[0i32, 11, 3, 6, 7, 10], &[6]);
+    let f = |(x, u, i): &(Tensor, Tensor, Tensor)| {
+        let j = i - 6.0;
+        let t0 = x.take(&j, 0);
+        let t1 = x.take(&(i % 4.0), 1);
+        let along = x.take_along_axis(&j.reshape(&[6, 1]).broadcast_to(&[6, 4]), 0);
+        let sc = x
+            .transpose()
+            .scatter_add(1, &j.reshape(&[1, 6]).broadcast_to(&[3, 6]), u);
+        let ia = x.index_add(0, &j, &(x * 2.0));
+        let seg = nx::segment_sum(x, &(i % 3.0), 3);
+        let g = rune::grad(|x: &Tensor| x.take(&j, 0).exp().sum_all(), x);
+        (t0, t1, along, sc, ia, seg, g)
+    };
+    for idx in [i32s.clone(), i32s.cast(DType::I64)] {
+        let args = (x.clone(), u.clone(), idx);
+        let jf = jit_with(f, cuda());
+        jf.call(&args);
+        reset_jit_stats();
+        let got = jf.call(&args);
+        // The outputs stay on the device until read below: during the call
+        // only the checks' flags came back, 4 bytes each.
+        let flags = jit_stats().bytes_from_device;
+        assert!(flags > 0 && flags % 4 == 0 && flags <= 4 * 16, "{flags}");
+        let want = f(&args);
+        for (k, (a, b)) in got.leaves().iter().zip(want.leaves()).enumerate() {
+            same_bits(a, &b).unwrap_or_else(|e| panic!("output {k}: {e}"));
+        }
+    }
+    // Out of range: eager's message, before the results are used.
+    let gather = |(x, i): &(Tensor, Tensor)| x.take(&(i - 6.0), 0).sum_all();
+    let bad = (x.clone(), Tensor::from_slice(&[3i32, 12, 13], &[3]));
+    let m = panics::panic_message(|| drop(jit_with(gather, cuda()).call(&bad)));
+    assert_eq!(m, panics::panic_message(|| drop(gather(&bad))));
+    assert!(m.contains("index 6 is out of bounds"), "{m}");
+    let low = (x.clone(), Tensor::from_slice(&[-1i32], &[1]));
+    let m = panics::panic_message(|| drop(jit_with(gather, cuda()).call(&low)));
+    assert_eq!(m, panics::panic_message(|| drop(gather(&low))));
+    // Inside a staged loop: indices computed in the body from a carry,
+    // checked on the device at every step; out of range at a later step,
+    // eager's message.
+    let looped = |(tb, i0, xs): &(Tensor, Tensor, Tensor)| {
+        rune::scan(
+            |(i, c): &(Tensor, Tensor), x: &Tensor| {
+                let j = (i * 2.0) - 3.0;
+                ((i + 1.0, c + tb.take(&j, 0).sum(&[0], false) * x), ())
+            },
+            &(i0.clone(), Tensor::zeros(&[4], DType::F32)),
+            xs,
+        )
+        .0
+         .1
+    };
+    let xs = data(&[3, 4], 6);
+    let args = (x.clone(), Tensor::from_slice(&[0i32, 2], &[2]), xs.clone());
+    let got = jit_with(looped, cuda()).call(&args);
+    same_bits(&got, &looped(&args)).unwrap();
+    let bad = (x.clone(), Tensor::from_slice(&[0i32, 3], &[2]), xs);
+    let m = panics::panic_message(|| drop(jit_with(looped, cuda()).call(&bad)));
+    assert_eq!(m, panics::panic_message(|| drop(looped(&bad))));
+    let scatter = |(x, i): &(Tensor, Tensor)| x.index_add(0, &(i * 2.0), &x.take(&i, 0));
+    let bad = (x.clone(), Tensor::from_slice(&[1i32, 2, 3], &[3]));
+    let m = panics::panic_message(|| drop(jit_with(scatter, cuda()).call(&bad)));
+    assert_eq!(m, panics::panic_message(|| drop(scatter(&bad))));
+    assert!(m.contains("scatter_add"), "{m}");
+}
+
+/// Arg-reductions and running sums and products are kernels of their own
+/// on the device, equal to eager bit for bit: argmax/argmin keep the first
+/// of ties and take the first NaN, over any axis; cumsum/cumprod run
+/// floats in f64 (f32, f64, f16, bf16) and wrap integers (bools are
+/// searched; nx refuses their running ops); the gradients of the running
+/// ops too.
+#[test]
+fn arg_reductions_and_running_ops_equal_eager_bit_for_bit() {
+    let _g = setup();
+    let x = special(&[3, 5, 7], 4);
+    let f = |x: &Tensor| {
+        let mut outs = Vec::new();
+        for axis in 0..3 {
+            outs.push(x.argmax(axis, false));
+            outs.push(x.argmin(axis, true));
+            outs.push(x.cumsum(axis));
+            outs.push(x.cumprod(axis));
+        }
+        outs
+    };
+    for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        let xd = x.cast(dt);
+        let got = jit_with(f, cuda()).call(&xd);
+        for (k, (a, b)) in got.iter().zip(f(&xd)).enumerate() {
+            same_bits(a, &b).unwrap_or_else(|e| panic!("{dt}, output {k}: {e}"));
+        }
+    }
+    // Integers wrap (a running product of i8 overflows); bools searched.
+    let ints: Vec<i32> = (0..105).map(|i| ((i * 37) % 23) as i32 - 11).collect();
+    let xi = Tensor::from_slice(&ints, &[3, 5, 7]);
+    for dt in [DType::I32, DType::I8, DType::U8, DType::I64] {
+        let xd = xi.cast(dt);
+        let got = jit_with(f, cuda()).call(&xd);
+        for (k, (a, b)) in got.iter().zip(f(&xd)).enumerate() {
+            same_bits(a, &b).unwrap_or_else(|e| panic!("{dt}, output {k}: {e}"));
+        }
+    }
+    let xb = xi.greater(&Tensor::scalar(2i32));
+    let fb = |x: &Tensor| (x.argmax(1, false), x.argmin(2, false));
+    let got = jit_with(fb, cuda()).call(&xb);
+    let want = fb(&xb);
+    for (k, (a, b)) in got.leaves().iter().zip(want.leaves()).enumerate() {
+        same_bits(a, &b).unwrap_or_else(|e| panic!("bool, output {k}: {e}"));
+    }
+    // Gradients of the running ops: cumsum's (a reversed cumsum) bit for
+    // bit; cumprod's holds a sum over a masked product matrix, a fused
+    // reduction (f64 accumulators on the device): within 8 epsilons.
+    let xg = data(&[4, 6], 5);
+    let g = |x: &Tensor| rune::grad(|x: &Tensor| (x.cumsum(1).sin() * x.cumsum(0)).sum_all(), x);
+    same_bits(&jit_with(g, cuda()).call(&xg), &g(&xg)).unwrap();
+    let g = |x: &Tensor| rune::grad(|x: &Tensor| (x.cumprod(0) * x.cumsum(0)).sum_all(), x);
+    close(&jit_with(g, cuda()).call(&xg), &g(&xg), 8.0).unwrap();
 }
 
 /// Entries whose run closure inspects eager memory layout, or assigns into

@@ -9,10 +9,17 @@
 //! Gathers and scatter-adds by input or captured indices are kernels as on
 //! the CPU (their indices checked before any kernel runs), and so are the
 //! window reductions `simplify` turns into maps or reductions (average
-//! pools, unpadded max pools). The other library steps (convolutions,
-//! sorts, padded max windows, cumulative ops, arg-reductions, threefry,
-//! gathers by computed indices) are not rendered yet: [`render`] refuses a
-//! program holding one, naming its primitives and the device. A staged loop is a host-driven loop over
+//! pools, unpadded max pools over small windows). The library steps the
+//! CPU leaves to nx's kernels that have a rule in
+//! [`codegen::cuda_library`] are kernels of their own here
+//! ([`LibraryKernel`]): max windows with padding, overlapping at a stride
+//! or of more than 32 points, large sum windows, the first maxima of
+//! windows (a max pool's gradient), arg-reductions, running sums and
+//! products, and gathers and scatter-adds by indices the program
+//! computes, after a check kernel whose flag the runtime reads back
+//! ([`IndexKernel`]). The other library steps (convolutions, sorts,
+//! top-k, threefry) are not rendered yet: [`render`] refuses a program holding one, naming its
+//! primitives and the device. A staged loop is a host-driven loop over
 //! its body's kernels: its body is rendered as a program of its own.
 
 use crate::codegen::{self, cuda::Cuda};
@@ -35,6 +42,9 @@ pub struct CudaProgram {
     pub plan: Plan,
     /// Per loop equation (its index): its body's program.
     pub bodies: Vec<(usize, CudaProgram)>,
+    /// The library steps run as kernels of their own
+    /// ([`codegen::cuda_library`]), in plan order.
+    pub library: Vec<LibraryKernel>,
     /// The simplified graph the plan indexes (inputs, constants, outputs,
     /// writebacks, and the equations of library steps).
     pub graph: Graph,
@@ -52,6 +62,35 @@ pub struct CudaKernel {
     pub fused: Vec<String>,
 }
 
+/// A library step the device runs as a kernel of its own (its operands
+/// contiguous, its output fresh): a window reduction `simplify` left, a
+/// window's first maximum, an arg-reduction, a running sum or product, a
+/// gather or scatter-add by computed indices.
+pub struct LibraryKernel {
+    /// The equation it computes (a [`Step::Library`] of the plan).
+    pub eqn: usize,
+    /// Its kernel (`b0` the output, then the equation's inputs).
+    pub kernel: CudaKernel,
+    /// A gather's or scatter-add's index check, run before it.
+    pub check: Option<IndexKernel>,
+}
+
+/// The check of a library gather's or scatter-add's indices (its input 1)
+/// on the device ([`codegen::cuda_library::index_check`]): the kernel
+/// sets a flag ([`codegen::cuda_library::FLAG_CLEAR`] clears it) that the
+/// runtime reads back before the step; when set, it reads the indices
+/// and raises eager's message for the first out of range.
+pub struct IndexKernel {
+    /// The check's kernel (`b0` the flag, `b1` the indices).
+    pub kernel: CudaKernel,
+    /// The primitive as eager names it in its message.
+    pub op: &'static str,
+    /// The gathered (or scattered) axis.
+    pub axis: usize,
+    /// Its size.
+    pub axis_len: usize,
+}
+
 impl CudaProgram {
     /// The translation units of this program and of its loops' bodies, in
     /// order (this program's first).
@@ -66,6 +105,8 @@ impl CudaProgram {
     /// Kernels in this program and its loops' bodies.
     pub fn num_kernels(&self) -> usize {
         self.kernels.len()
+            + self.library.len()
+            + self.library.iter().filter(|l| l.check.is_some()).count()
             + self
                 .bodies
                 .iter()
@@ -89,16 +130,19 @@ pub fn render_program(graph: Graph) -> Result<CudaProgram, String> {
     render_with(graph, true)
 }
 
-/// Whether a library step runs on the device ([`render_program`]).
+/// Whether a library step runs on the device ([`render_program`]): a
+/// product (gemm), or a primitive rendered as a kernel of its own
+/// ([`codegen::cuda_library::renders`]).
 pub fn runs_on_device(p: &nx::Prim) -> bool {
-    matches!(p, nx::Prim::DotGeneral { .. })
+    matches!(p, nx::Prim::DotGeneral { .. }) || codegen::cuda_library::renders(p)
 }
 
-/// The compile target of [`render`] (`products` false: every library step
-/// refused) and [`render_program`] (products and the views feeding them
-/// run as library steps): the CUDA dialect, every reduction a kernel, the
-/// kept dims one grid-stride loop ([`lower::Target::GPU`]), one
-/// translation unit.
+/// The compile target of [`render`] (`products` false: products refused)
+/// and [`render_program`] (products and the views feeding them run as
+/// library steps): the CUDA dialect, every reduction a kernel, the kept
+/// dims one grid-stride loop ([`lower::Target::GPU`]), one translation
+/// unit; the library steps with a kernel of their own
+/// ([`codegen::cuda_library`]) and the views feeding them run in both.
 pub fn target(products: bool) -> Target {
     Target {
         dialect: Box::new(Cuda::for_host()),
@@ -109,7 +153,7 @@ pub fn target(products: bool) -> Target {
         runs: if products {
             |p| runs_on_device(p) || p.class() == nx::PrimClass::View
         } else {
-            |_| false
+            |p| codegen::cuda_library::renders(p) || p.class() == nx::PrimClass::View
         },
     }
 }
@@ -146,18 +190,85 @@ fn render_with(graph: Graph, products: bool) -> Result<CudaProgram, String> {
             fused: k.fused.clone(),
         })
         .collect();
-    let source = code.units.into_iter().next().unwrap_or_default();
-    debug_assert!(plan
-        .steps
-        .iter()
-        .all(|s| matches!(s, Step::Kernel { .. }) || bodies.len() > 0 || products));
+    let mut source = code.units.into_iter().next().unwrap_or_default();
+    let at = source.len();
+    let library = library_kernels(&g, &plan, &mut source).map_err(|r| refusal(&[r]))?;
+    if pipeline::dumping() && source.len() > at {
+        eprint!("tolk: CUDA library kernels\n{}", &source[at..]);
+    }
     Ok(CudaProgram {
         source,
         kernels: described,
         plan,
         bodies,
+        library,
         graph: g,
     })
+}
+
+/// The plan's library steps that have a kernel of their own
+/// ([`codegen::cuda_library`]), rendered and appended to `source` (with
+/// their index checks, and the flag's clearing kernel once); `Err` names
+/// one that is not rendered (its dtype).
+fn library_kernels(
+    g: &Graph,
+    plan: &Plan,
+    source: &mut String,
+) -> Result<Vec<LibraryKernel>, String> {
+    use codegen::cuda_library as lib;
+    let d = Cuda::for_host();
+    let mut out = Vec::new();
+    for step in &plan.steps {
+        let Step::Library { eqn } = step else {
+            continue;
+        };
+        let e = &g.eqns[*eqn];
+        let Some(prim) = e.as_prim().filter(|p| lib::renders(p)) else {
+            continue;
+        };
+        let ins: Vec<&nx::Aval> = e.inputs.iter().map(|&v| g.aval(v)).collect();
+        let o = g.aval(e.out());
+        let name = format!("tk_klib{eqn}");
+        source.push_str(&lib::render(&d, &name, prim, &ins, o)?);
+        let check = match prim {
+            nx::Prim::Gather { axis } | nx::Prim::ScatterAdd { axis } => {
+                let op = if matches!(prim, nx::Prim::Gather { .. }) {
+                    "gather"
+                } else {
+                    "scatter_add"
+                };
+                let axis_len = ins[0].shape[*axis];
+                let cname = format!("tk_kcheck{eqn}");
+                source.push_str(&lib::index_check(&d, &cname, ins[1], axis_len));
+                Some(IndexKernel {
+                    kernel: CudaKernel {
+                        name: cname,
+                        points: ins[1].numel(),
+                        buffers: 2,
+                        fused: vec![format!("{op} index check")],
+                    },
+                    op,
+                    axis: *axis,
+                    axis_len,
+                })
+            }
+            _ => None,
+        };
+        out.push(LibraryKernel {
+            eqn: *eqn,
+            kernel: CudaKernel {
+                name,
+                points: lib::points(prim, o),
+                buffers: 1 + ins.len(),
+                fused: vec![prim.name()],
+            },
+            check,
+        });
+    }
+    if out.iter().any(|l| l.check.is_some()) {
+        source.push_str(&lib::flag_clear(&d));
+    }
+    Ok(out)
 }
 
 /// The message for primitives not rendered on CUDA yet.
@@ -169,10 +280,10 @@ fn refusal(prims: &[String]) -> String {
     };
     format!(
         "{what} {} {verb} not supported on device \"{DEVICE}\" yet (the CUDA dialect renders \
-         elementwise, movement, pad/concat, reduction, gather and scatter-add kernels, small \
-         windows and staged loops; products run as gemm steps; convolutions, sorts, padded \
-         max windows, cumulative ops, arg-reductions, threefry and gathers by computed indices \
-         are not rendered yet); use device \"CPU\"",
+         elementwise, movement, pad/concat, reduction, gather and scatter-add kernels, window \
+         reductions, arg-reductions, running sums and products, and staged loops; products run \
+         as gemm steps; convolutions, sorts, top-k and threefry are not rendered yet); use \
+         device \"CPU\"",
         prims.join(", ")
     )
 }
@@ -243,6 +354,76 @@ mod tests {
         let mut points: Vec<usize> = p.kernels.iter().map(|k| k.points).collect();
         points.sort();
         assert_eq!(points, [4, 1200]);
+    }
+
+    /// A padded max window and a gather by the indices the program
+    /// computes (its first maxima) are library steps with kernels of their
+    /// own, the gather's after its index check; the flag's clearing
+    /// kernel once.
+    #[test]
+    fn library_steps_with_a_rule_are_kernels_of_their_own() {
+        let mut g = Graph::default();
+        let x = g.new_var(Aval::new(&[2, 9, 7], DType::F32));
+        let m = g.new_var(Aval::new(&[2, 5, 4], DType::F32));
+        let am = g.new_var(Aval::new(&[2, 5, 4], DType::I32));
+        let flat = g.new_var(Aval::new(&[2, 63], DType::F32));
+        let idx = g.new_var(Aval::new(&[2, 20], DType::I32));
+        let picked = g.new_var(Aval::new(&[2, 20], DType::F32));
+        g.inputs.push(x);
+        let (window, strides, padding) =
+            (vec![1, 3, 3], vec![1, 2, 2], vec![(0, 0), (1, 1), (1, 1)]);
+        g.eqns.push(Eqn::prim(
+            Prim::ReduceWindow {
+                op: ReduceOp::Max,
+                window: window.clone(),
+                strides: strides.clone(),
+                padding: padding.clone(),
+            },
+            vec![x],
+            m,
+        ));
+        g.eqns.push(Eqn::prim(
+            Prim::WindowArgmax {
+                window,
+                strides,
+                padding,
+                flat_from: 1,
+            },
+            vec![x],
+            am,
+        ));
+        g.eqns.push(Eqn::prim(
+            Prim::Reshape { shape: vec![2, 63] },
+            vec![x],
+            flat,
+        ));
+        g.eqns.push(Eqn::prim(
+            Prim::Reshape { shape: vec![2, 20] },
+            vec![am],
+            idx,
+        ));
+        g.eqns
+            .push(Eqn::prim(Prim::Gather { axis: 1 }, vec![flat, idx], picked));
+        g.outputs.extend([m, picked]);
+        let p = render(g).unwrap();
+        let names: Vec<&str> = p.library.iter().map(|l| l.kernel.name.as_str()).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        for n in &names {
+            assert!(p.source.contains(&format!("{n}(")), "{n}");
+        }
+        let gather = p.library.last().unwrap();
+        let check = gather.check.as_ref().expect("an index check");
+        assert_eq!((check.op, check.axis, check.axis_len), ("gather", 1, 63));
+        assert_eq!(check.kernel.points, 40);
+        assert_eq!(
+            p.source.matches(codegen::cuda_library::FLAG_CLEAR).count(),
+            1
+        );
+        // Padding is skipped by a bounds check; the max starts at -inf.
+        assert!(p
+            .source
+            .contains("(uint64_t)i1 >= 9ull || (uint64_t)i2 >= 7ull"));
+        assert!(p.source.contains("acc = (-INFINITY)"));
     }
 
     #[test]

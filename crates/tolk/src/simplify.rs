@@ -177,7 +177,8 @@ const WINDOW_MAP_MAX: usize = 32;
 /// `where(v > acc | v != v, v, acc)`, its NaN and signed-zero choices).
 /// The same bits, and a map that fuses with what produces its input (a
 /// bias and relu before a pool) and what consumes it, on every dialect,
-/// where `reduce_window` is a library step (and none on CUDA). Padding
+/// where `reduce_window` is a library step (on CUDA a kernel of its own,
+/// `codegen::cuda_library`, which does not fuse). Padding
 /// holds the value the eager kernel skips it as: 0 for a sum (adding +0
 /// changes no sum that started from +0). Maxes with padding, or whose
 /// windows overlap along the last axis at a stride above 1, stay library

@@ -28,10 +28,12 @@
 //!   dim, each setting and adding into its own elements in eager's order),
 //!   or, unsplit, one thread runs it ([`super::Dialect::single_thread`]).
 //!
-//! What is not rendered yet: the other library steps (convolutions, sorts,
-//! padded max windows, cumulative ops, arg-reductions, threefry, gathers by
-//! computed indices) — [`crate::cuda::render`] refuses a program holding
-//! one, naming its primitives and the device.
+//! Library steps with a rule of their own (windows `simplify` leaves, the
+//! first maxima of windows, arg-reductions, running sums and products,
+//! gathers and scatter-adds by computed indices) are rendered by
+//! [`super::cuda_library`]. What is not rendered yet: the other library
+//! steps (convolutions, sorts, top-k, threefry) — [`crate::cuda::render`] refuses a program
+//! holding one, naming its primitives and the device.
 //!
 //! Not bit-identical yet: the functions the C dialect takes from the
 //! system libm (tan, exp2, expm1, the f64 transcendentals, powf, fmod,

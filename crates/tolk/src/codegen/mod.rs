@@ -10,6 +10,7 @@
 
 pub mod c;
 pub mod cuda;
+pub mod cuda_library;
 pub mod render;
 
 use crate::fuse::Kernel;

@@ -25,7 +25,8 @@
 //! layout describes, products of integers and complex numbers.
 
 use super::{Buffer, DevPtr, Device, Gemm, KernelArg, ModuleId, Operand};
-use crate::cuda::CudaProgram;
+use crate::codegen::cuda_library::FLAG_CLEAR;
+use crate::cuda::{CudaKernel, CudaProgram, LibraryKernel};
 use crate::graph::{Op, Var};
 use crate::index_check::IndexCheck;
 use crate::plan::Step;
@@ -408,8 +409,15 @@ impl DeviceProgram {
                             continue;
                         }
                     };
-                    if prim.class() == nx::PrimClass::View {
-                        let src = slots[e.inputs[0]].clone().expect("tolk: view of nothing");
+                    if let Some(lk) = p.library.iter().find(|l| l.eqn == *eqn) {
+                        self.run_library(lk, e, &mut slots, index_bytes)?;
+                    } else if prim.class() == nx::PrimClass::View {
+                        let mut src = slots[e.inputs[0]].clone().expect("tolk: view of nothing");
+                        if prim.view_layout(&src.layout).is_none() {
+                            // A reshape no strides express over this view
+                            // (of a permuted one): of a contiguous copy.
+                            src = src.contiguous()?;
+                        }
                         let layout = prim.view_layout(&src.layout).ok_or_else(|| {
                             unsupported(&format!(
                                 "{} that is not a view of its operand",
@@ -458,6 +466,78 @@ impl DeviceProgram {
             .map(|&(i, v)| (i, take(v)))
             .collect();
         Ok((outputs, writebacks))
+    }
+
+    /// Runs library step `lk` (equation `e`) as its kernel: its operands
+    /// made contiguous, its output fresh. A gather's or scatter-add's
+    /// indices are checked on the device first: a flag cleared, set by
+    /// the check kernel when an index is out of range, read back (4 bytes,
+    /// counted in `index_bytes`) before the step runs; when set, the
+    /// indices are read back too and eager's message for the first one out
+    /// of range is raised (as a loop's per-step check raises it).
+    fn run_library(
+        &self,
+        lk: &LibraryKernel,
+        e: &crate::graph::Eqn,
+        slots: &mut [Option<Value>],
+        index_bytes: &mut u64,
+    ) -> Result<(), String> {
+        let g = &self.program.graph;
+        let api = self.device.api();
+        let mut ins = Vec::with_capacity(e.inputs.len());
+        for &v in &e.inputs {
+            let val = slots[v].as_ref().expect("tolk: library step input");
+            ins.push(val.contiguous()?);
+        }
+        if let Some(c) = &lk.check {
+            let idx = &ins[1];
+            if c.kernel.points > 0 {
+                let flag = self.device.alloc(4)?;
+                let clear = [
+                    KernelArg::Ptr(flag.ptr()),
+                    KernelArg::I64(0),
+                    KernelArg::I64(1),
+                ];
+                api.launch(self.module, FLAG_CLEAR, 1, 1, &clear)?;
+                self.launch(&c.kernel, &[flag.ptr(), idx.dense_ptr().expect("dense")])?;
+                let mut set = [0u8; 4];
+                api.copy_out(flag.ptr(), &mut set)?;
+                *index_bytes += 4;
+                if set != [0; 4] {
+                    let check = IndexCheck {
+                        op: c.op,
+                        base: e.inputs[1],
+                        views: Vec::new(),
+                        axis: c.axis,
+                        axis_len: c.axis_len,
+                    };
+                    check.check(&super::loops::host(idx, index_bytes)?);
+                    unreachable!("tolk: the device flagged an index the host finds in range");
+                }
+            }
+        }
+        let a = g.aval(e.out());
+        let out = Arc::new(self.device.alloc(bytes_of(a))?);
+        let mut ptrs = vec![out.ptr()];
+        ptrs.extend(ins.iter().map(|v| v.dense_ptr().expect("dense")));
+        self.launch(&lk.kernel, &ptrs)?;
+        slots[e.out()] = Some(Value::dense(out, a));
+        Ok(())
+    }
+
+    /// Launches `k` over buffers `ptrs` and its points (`lo` 0, `hi` its
+    /// points), one thread per point up to the grid's limit.
+    fn launch(&self, k: &CudaKernel, ptrs: &[DevPtr]) -> Result<(), String> {
+        if k.points == 0 {
+            return Ok(());
+        }
+        let mut params: Vec<KernelArg> = ptrs.iter().map(|&p| KernelArg::Ptr(p)).collect();
+        params.push(KernelArg::I64(0));
+        params.push(KernelArg::I64(k.points as i64));
+        let grid = k.points.div_ceil(BLOCK).clamp(1, MAX_GRID);
+        self.device
+            .api()
+            .launch(self.module, &k.name, grid as u32, BLOCK as u32, &params)
     }
 
     /// The body of loop equation `eqn`.
