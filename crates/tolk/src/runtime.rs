@@ -6,17 +6,21 @@
 //! it as it is, as eager does (a reduction over a strided view sums in a
 //! different order than over its contiguous copy).
 //!
-//! Intermediates that kernels write live in the program's arena: one
-//! buffer allocated with the program and kept across calls, cut into
-//! slots; each value is assigned at compile time to a slot that no value
-//! alive at the same time uses (`ArenaLayout`). Kernels write and read
-//! arena values through the slots' addresses, with no allocation and no
-//! lock. Outputs and writeback values (and values that an output is a
-//! view of) are fresh buffers every call, computed in place by their
-//! kernel; library steps (GEMM, gather, ...) allocate their results from
-//! nx's caching allocator, and every buffer that is not in
-//! the arena is dropped at its last use. Writebacks are replayed into the
-//! caller's input tensors after the steps.
+//! Intermediates that kernels, products and staged loops write live in the
+//! program's arena: one buffer allocated with the program and kept across
+//! calls, cut into slots; each value is assigned at compile time to a slot
+//! that no value alive at the same time uses (`ArenaLayout`). Kernels write
+//! and read arena values through the slots' addresses, with no allocation
+//! and no lock; a product writes its slot through
+//! `nx::raw::dot_general_to`; a loop writes its final carries and stacked
+//! outputs into their slots and alternates each carry with a scratch slot
+//! of its own, so a steady-state call allocates its outputs and nothing
+//! else. Outputs and writeback values (and values that an output is a view
+//! of) are fresh buffers every call, computed in place by their kernel;
+//! other library steps (a sort, a convolution, ...) allocate their results
+//! from nx's caching allocator, and every buffer that is not in the arena
+//! is dropped at its last use. Writebacks are replayed into the caller's
+//! input tensors after the steps.
 //!
 //! This file owns `Program` and its `run`; apart from it: the arena's
 //! memory planner (`arena`), the background build and the eager first
@@ -77,6 +81,10 @@ pub struct Program {
     /// and the slot's address.
     arena_views: Vec<Option<Tensor>>,
     arena_ptrs: Vec<Option<*mut u8>>,
+    /// Per step: a loop step's second buffer per carry, in its arena slot
+    /// (written alternately with the carry's final buffer; empty for other
+    /// steps, and in sanitized builds, where the loop allocates them).
+    carry_scratch: Vec<Vec<(Tensor, *mut u8)>>,
     /// Per step: the elements a kernel step visits ([`step_work`]).
     work: Vec<usize>,
     /// Reused argument array of kernel calls.
@@ -202,6 +210,24 @@ impl Program {
                 arena_ptrs[v] = Some(arena.ptr().wrapping_add(offsets[i]));
             }
         }
+        let carry_scratch = plan
+            .steps
+            .iter()
+            .zip(&layout.carry_scratch)
+            .map(|(step, slabs)| match step {
+                Step::Library { eqn } => slabs
+                    .iter()
+                    .zip(&graph.eqns[*eqn].outs)
+                    .map(|(&i, &c)| {
+                        let a = graph.aval(c);
+                        // In bounds, as above.
+                        let p = arena.ptr().wrapping_add(offsets[i]);
+                        (arena.view(offsets[i], a.dtype, &a.shape), p)
+                    })
+                    .collect(),
+                Step::Kernel { .. } => Vec::new(),
+            })
+            .collect();
         let n_steps = plan.steps.len();
         Program {
             work,
@@ -214,6 +240,7 @@ impl Program {
             _arena: arena,
             arena_views,
             arena_ptrs,
+            carry_scratch,
             scratch: RefCell::new(Vec::new()),
             slots: RefCell::new(vec![None; n]),
             dense: RefCell::new(vec![None; n]),
@@ -382,7 +409,17 @@ impl Program {
                             .iter()
                             .map(|a| slots[*a].as_ref().unwrap())
                             .collect();
-                        let outs = run_loop(lp, body, &ins);
+                        // The loop writes its outputs into their arena
+                        // slots (fresh buffers for the program's outputs).
+                        let dests: Vec<Option<(Tensor, *mut u8)>> = e
+                            .outs
+                            .iter()
+                            .map(|&v| {
+                                let t = self.arena_views[v].clone()?;
+                                Some((t, self.arena_ptrs[v]?))
+                            })
+                            .collect();
+                        let outs = run_loop(lp, body, &ins, &dests, &self.carry_scratch[s]);
                         for (&v, t) in e.outs.iter().zip(outs) {
                             slots[v] = Some(t);
                         }

@@ -31,7 +31,8 @@ enum Place {
 struct Frame {
     fixed: Vec<(Tensor, *mut u8)>,
     /// The carries' buffers: the caller's initial ones, then the two that
-    /// the steps write alternately.
+    /// the steps write alternately (the final ones, which the last step
+    /// writes, and the scratch ones).
     carries: [Vec<(Tensor, *mut u8)>; 3],
     /// Which of `carries` this step reads and writes.
     carry_in: usize,
@@ -110,24 +111,51 @@ enum Call<'p> {
 /// (consts, initial carries, stacked xs); returns the final carries, then
 /// the per-step outputs stacked along axis 0.
 ///
+/// `dests` (one per output, or empty) are the buffers the outputs are
+/// written into, where the caller planned them (its arena's slots); the
+/// others are fresh buffers. `scratch` (one per carry, or empty: fresh
+/// ones) are the carries' second buffers: each carry's steps write its
+/// final buffer and its scratch one alternately, the last step the final
+/// one, so that a loop whose buffers are all planned allocates nothing.
+///
 /// The body's plan is resolved once into places (no tensor, lock or
-/// allocation per kernel call): each carry has two buffers the steps write
-/// alternately; a kernel computing a carry or a per-step output writes it
-/// in place (the carry's next buffer, the output's row); library steps
-/// make fresh tensors; outputs that are copies of other values (an input
-/// passed through, a value returned twice, a library result) are copied
-/// after the step.
+/// allocation per kernel call): a kernel computing a carry or a per-step
+/// output writes it in place (the carry's next buffer, the output's row);
+/// library steps make fresh tensors; outputs that are copies of other
+/// values (an input passed through, a value returned twice, a library
+/// result) are copied after the step.
 ///
 /// The loop's own buffers (carries, outputs, scratch) are written through
 /// their addresses without their storage's lock: no one else holds them
-/// until the loop returns them. Inputs are only read.
-pub(super) fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor> {
+/// until the loop returns them (the caller's arena slots are its own).
+/// Inputs are only read.
+pub(super) fn run_loop(
+    lp: &Loop,
+    body: &Program,
+    ins: &[&Tensor],
+    dests: &[Option<(Tensor, *mut u8)>],
+    scratch: &[(Tensor, *mut u8)],
+) -> Vec<Tensor> {
     let g = &body.graph;
     let (nk, nc) = (lp.n_consts, lp.n_carry);
     let bytes = |a: &nx::Aval| a.numel() * a.dtype.size_in_bytes();
     let row_bytes = |t: &Tensor| bytes(&t.aval()) / t.shape()[0].max(1);
     let fresh = |a: &nx::Aval| addressed(nx::raw::alloc(a.dtype, &a.shape));
     let out_avals = lp.out_avals();
+    // Output `o`'s buffer: its destination, else a fresh one.
+    let dest = |o: usize| match dests.get(o) {
+        Some(Some((t, p))) => (t.clone(), *p),
+        _ => fresh(&out_avals[o]),
+    };
+    debug_assert!(lp.length > 0, "a loop runs at least one step");
+    // The steps of the last one's parity write carry buffer 1 (the final
+    // one), the others buffer 2: the first writes 1 when the steps after
+    // it are even in number.
+    let first_out = if (lp.length - 1).is_multiple_of(2) {
+        1
+    } else {
+        2
+    };
     let mut frame = Frame {
         fixed: Vec::new(),
         carries: [
@@ -135,11 +163,16 @@ pub(super) fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor
                 .iter()
                 .map(|t| addressed(contiguous(t)))
                 .collect(),
-            out_avals[..nc].iter().map(fresh).collect(),
-            out_avals[..nc].iter().map(fresh).collect(),
+            (0..nc).map(dest).collect(),
+            (0..nc)
+                .map(|c| match scratch.get(c) {
+                    Some((t, p)) => (t.clone(), *p),
+                    None => fresh(&out_avals[c]),
+                })
+                .collect(),
         ],
         carry_in: 0,
-        carry_out: 1,
+        carry_out: first_out,
         xs: ins[nk + nc..]
             .iter()
             .map(|x| {
@@ -148,10 +181,10 @@ pub(super) fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor
                 (t, p, r)
             })
             .collect(),
-        ys: out_avals[nc..]
-            .iter()
-            .map(|a| {
-                let (t, p) = fresh(a);
+        ys: (nc..out_avals.len())
+            .map(|o| {
+                let (t, p) = dest(o);
+                let a = &out_avals[o];
                 let r = bytes(a) / a.shape[0].max(1);
                 (t, p, r)
             })
@@ -327,7 +360,7 @@ pub(super) fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor
                 } => {
                     let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
                     let refs: Vec<&Tensor> = args.iter().collect();
-                    for (&k, t) in outs.iter().zip(run_loop(lp, body, &refs)) {
+                    for (&k, t) in outs.iter().zip(run_loop(lp, body, &refs, &[], &[])) {
                         frame.lib[k] = Some(addressed(t));
                     }
                 }
@@ -342,14 +375,15 @@ pub(super) fn run_loop(lp: &Loop, body: &Program, ins: &[&Tensor]) -> Vec<Tensor
         }
         // The carries just written are the next step's input; the step
         // after writes the other buffers (never the caller's initial ones).
-        frame.carry_in = 1 + i % 2;
-        frame.carry_out = 1 + (i + 1) % 2;
+        frame.carry_in = frame.carry_out;
+        frame.carry_out = 3 - frame.carry_in;
         for l in frame.lib.iter_mut() {
             *l = None;
         }
     }
-    let [_, a, b] = frame.carries;
-    let last = if frame.carry_in == 1 { a } else { b };
+    // The last step wrote the final buffers.
+    debug_assert!(frame.carry_in == 1);
+    let [_, last, _] = frame.carries;
     let mut outs: Vec<Tensor> = last.into_iter().map(|(t, _)| t).collect();
     outs.extend(frame.ys.into_iter().map(|(t, _, _)| t));
     outs
