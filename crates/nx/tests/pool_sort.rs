@@ -187,6 +187,20 @@ fn pool_cases() -> Vec<PoolCase> {
             Explicit(vec![(0, 0), (3, 1)]),
         ),
         c(&[1, 1, 7, 3], &[3, 3], &[3, 1], Same),
+        // Rows a whole number of strides long, which nx's max pool folds
+        // end to end before redoing the windows padding cuts: the last
+        // window cut, both ends cut, the first cut, a window wider than
+        // its stride, and planes larger than one batch of its passes.
+        c(&[2, 3, 8, 8], &[3, 3], &[2, 2], Same),
+        c(&[1, 2, 6, 6], &[3, 3], &[1, 1], Same),
+        c(
+            &[2, 2, 6, 6],
+            &[3, 3],
+            &[2, 2],
+            Explicit(vec![(1, 0), (1, 0)]),
+        ),
+        c(&[1, 2, 9, 9], &[4, 4], &[3, 3], Same),
+        c(&[1, 2, 130, 130], &[3, 3], &[2, 2], Same),
         // 3-D
         c(&[1, 2, 4, 5, 3], &[2, 2, 2], &[1, 2, 1], Same),
         c(&[2, 1, 4, 4, 4], &[2, 2, 2], &[2, 2, 2], Valid),
