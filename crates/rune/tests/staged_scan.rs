@@ -419,3 +419,35 @@ fn a_loop_with_a_gather_and_a_product_differentiated_under_jit_equals_the_eager_
     close(&jit(scanned).call(&p), &ve, "forward only");
     rune::check_grads(scanned, &p).unwrap();
 }
+
+/// A loop body's products and kernels large enough to split across the
+/// pool are timed both ways on the loop's first steps, and then run the
+/// faster way: every call, through the trials and after, gives the bits of
+/// the eager scan (f32, products of 64x128x128 multiply-adds and tanh over
+/// 8192 elements per step, above the split thresholds).
+/// (Elementwise per-step outputs: a fused reduction's order is its own.)
+#[test]
+fn a_loop_whose_steps_may_split_across_the_pool_gives_the_same_bits_every_call() {
+    let w = (data(&[128, 128], 21) * (1.0 / 128f64.sqrt())).cast(DType::F32);
+    let c0 = data(&[64, 128], 22).cast(DType::F32);
+    let xs = data(&[40, 64, 128], 23).cast(DType::F32);
+    let body = |c: &Tensor, x: &Tensor| {
+        let next = (c.matmul(&w) + x).tanh();
+        (next.clone(), &next * 0.5)
+    };
+    let eager = rune::scan(body, &c0, &xs);
+    let f = rune::jit(|(c0, xs): &(Tensor, Tensor)| rune::scan(body, c0, xs));
+    let bits = |t: &Tensor| {
+        t.to_vec::<f32>()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    // The trials take 24 steps of the first call; the later calls run the
+    // chosen way only.
+    for call in 0..3 {
+        let (c, ys) = f.call(&(c0.clone(), xs.clone()));
+        assert_eq!(bits(&c), bits(&eager.0), "final carry, call {call}");
+        assert_eq!(bits(&ys), bits(&eager.1), "per-step outputs, call {call}");
+    }
+}

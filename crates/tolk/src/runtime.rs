@@ -89,6 +89,10 @@ pub struct Program {
     work: Vec<usize>,
     /// Reused argument array of kernel calls.
     scratch: RefCell<Vec<*mut u8>>,
+    /// Per step, when this program is a staged loop's body: whether the
+    /// step splits across the pool or runs on the calling thread
+    /// ([`loop_interp::SplitTuner`]), kept across calls.
+    split_tuners: RefCell<Vec<loop_interp::SplitTuner>>,
     slots: RefCell<Vec<Option<Tensor>>>,
     /// Contiguous copies of non-contiguous slots (inputs, constants) for
     /// kernels, which address their arguments as dense row-major buffers.
@@ -242,6 +246,7 @@ impl Program {
             arena_ptrs,
             carry_scratch,
             scratch: RefCell::new(Vec::new()),
+            split_tuners: RefCell::new(vec![Default::default(); n_steps]),
             slots: RefCell::new(vec![None; n]),
             dense: RefCell::new(vec![None; n]),
             bodies: Vec::new(),

@@ -6,6 +6,7 @@
 use super::{call_kernel, contiguous, written_in_place, KernelEntry, Program};
 use crate::graph::{Loop, Op, Var};
 use crate::plan::Step;
+use nx::raw::PAR_MIN;
 use nx::{Prim, Tensor};
 
 /// Where a value of a loop's body lives during one step (see
@@ -76,6 +77,60 @@ impl Frame {
 fn addressed(t: Tensor) -> (Tensor, *mut u8) {
     let p = nx::raw::read(&t).ptr() as *mut u8;
     (t, p)
+}
+
+/// Whether a loop body's kernel or product splits across the pool, chosen
+/// by timing both on the first steps the loop runs.
+///
+/// A step of a staged loop hands its result to the next step: split, the
+/// other cores read what the calling thread wrote a step before and write
+/// what it reads next, and whether the cores' parallel work pays for that
+/// depends on the host, not just the step's size (a scan RNN's 32x128x128
+/// product: split, 0.66 against 0.87 ms per forward on a 2-vCPU AMD EPYC,
+/// but 1.36 against 0.95 ms on a 2-vCPU Intel Xeon). So each such step is
+/// run [`TRIALS`](Self::TRIALS) times each way, alternating, and keeps the
+/// way whose fastest run was faster (split only when clearly so, by a
+/// tenth: on the calling thread alone the other cores stay free). Both
+/// ways give the same bits: kernels split over output elements, and a
+/// product's bands each run the same one-thread product over whole rows
+/// or columns.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct SplitTuner {
+    runs: u32,
+    /// The fastest run so far on the calling thread, and split (seconds).
+    best: [f64; 2],
+    decided: Option<bool>,
+}
+
+impl SplitTuner {
+    const TRIALS: u32 = 12;
+
+    /// Runs `f` the chosen way (alternating while undecided), timing it
+    /// while the choice is open.
+    fn run(&mut self, f: impl FnOnce()) {
+        if let Some(split) = self.decided {
+            if split {
+                f()
+            } else {
+                nx::raw::on_this_thread(f)
+            }
+            return;
+        }
+        let split = self.runs % 2 == 1;
+        let t0 = std::time::Instant::now();
+        if split {
+            f()
+        } else {
+            nx::raw::on_this_thread(f)
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let best = &mut self.best[split as usize];
+        *best = if self.runs < 2 { secs } else { best.min(secs) };
+        self.runs += 1;
+        if self.runs == 2 * Self::TRIALS {
+            self.decided = Some(self.best[1] < 0.9 * self.best[0]);
+        }
+    }
 }
 
 /// One step of a loop body's plan, resolved to places.
@@ -251,19 +306,21 @@ pub(super) fn run_loop(
     }
     let placed = |v: Var| place[v].expect("tolk: a loop body's value without a place");
     let body_kernels = body.kernels.borrow();
-    let calls: Vec<Call<'_>> = body
+    let calls: Vec<(usize, Call<'_>)> = body
         .plan
         .steps
         .iter()
         .zip(&body.work)
-        .filter_map(|(step, &work)| match step {
-            Step::Kernel { kernel, outs, args } => {
-                (g.aval(outs[0]).numel() > 0).then(|| Call::Kernel {
+        .enumerate()
+        .filter_map(|(s, (step, &work))| match step {
+            Step::Kernel { kernel, outs, args } => (g.aval(outs[0]).numel() > 0).then(|| {
+                let call = Call::Kernel {
                     entry: &body_kernels[*kernel],
                     places: outs.iter().chain(args).map(|&v| placed(v)).collect(),
                     work,
-                })
-            }
+                };
+                (s, call)
+            }),
             Step::Library { eqn } => {
                 let e = &g.eqns[*eqn];
                 let lib = |v: Var| match placed(v) {
@@ -271,7 +328,7 @@ pub(super) fn run_loop(
                     _ => unreachable!("a library result"),
                 };
                 let inputs = e.inputs.iter().map(|&v| placed(v)).collect();
-                Some(match &e.op {
+                let call = match &e.op {
                     Op::Prim(prim @ Prim::DotGeneral { .. }) => Call::Product {
                         prim,
                         inputs,
@@ -288,10 +345,12 @@ pub(super) fn run_loop(
                         inputs,
                         outs: e.outs.iter().map(|&v| lib(v)).collect(),
                     },
-                })
+                };
+                Some((s, call))
             }
         })
         .collect();
+    let mut tuners = body.split_tuners.borrow_mut();
     // Outputs not written in place are copied after each step.
     let copies: Vec<(Place, Place, usize)> = g
         .outputs
@@ -326,7 +385,7 @@ pub(super) fn run_loop(
         for (c, p) in &per_step {
             c.check(&frame.tensor(*p));
         }
-        for call in &calls {
+        for (s, call) in &calls {
             match call {
                 Call::Kernel {
                     entry,
@@ -335,16 +394,21 @@ pub(super) fn run_loop(
                 } => {
                     ptrs.clear();
                     ptrs.extend(places.iter().map(|&p| frame.at(p)));
-                    call_kernel(entry, &ptrs, *work);
+                    if *work >= PAR_MIN {
+                        tuners[*s].run(|| call_kernel(entry, &ptrs, *work));
+                    } else {
+                        call_kernel(entry, &ptrs, *work);
+                    }
                 }
                 Call::Product { prim, inputs, out } => {
                     let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
                     let refs: Vec<&Tensor> = args.iter().collect();
-                    // SAFETY: `out` is the product's own place (an arena
+                    let dst = frame.at(*out);
+                    // SAFETY: `dst` is the product's own place (an arena
                     // slot, a buffer of this call, the next carry or this
                     // step's output row), sized for it and shared with no
                     // value live at this step, its operands included.
-                    unsafe { nx::raw::dot_general_to(prim, &refs, frame.at(*out)) };
+                    tuners[*s].run(|| unsafe { nx::raw::dot_general_to(prim, &refs, dst) });
                 }
                 Call::Library { prim, inputs, out } => {
                     let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
