@@ -401,8 +401,9 @@ pub(super) fn run_loop(
                     }
                 }
                 Call::Product { prim, inputs, out } => {
-                    let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
-                    let refs: Vec<&Tensor> = args.iter().collect();
+                    // A product's two operands, with no vector per step.
+                    let (lhs, rhs) = (frame.tensor(inputs[0]), frame.tensor(inputs[1]));
+                    let refs = [&lhs, &rhs];
                     let dst = frame.at(*out);
                     // SAFETY: `dst` is the product's own place (an arena
                     // slot, a buffer of this call, the next carry or this
