@@ -93,7 +93,9 @@ fn addressed(t: Tensor) -> (Tensor, *mut u8) {
 /// tenth: on the calling thread alone the other cores stay free). Both
 /// ways give the same bits: kernels split over output elements, and a
 /// product's bands each run the same one-thread product over whole rows
-/// or columns.
+/// or columns. The choice is made once per compiled body, on its first
+/// call: a machine busy with other work during those steps can leave the
+/// slower way chosen (`TOLK_PROFILE=1` shows the loop's time).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct SplitTuner {
     runs: u32,
