@@ -1975,3 +1975,58 @@ fn two_lane_kernels_and_blocked_reductions_equal_eager_bit_for_bit() {
     let short = |x: &Tensor| vec![x.sin() * 2.0];
     check("short chain", &short, &short, &x, false);
 }
+
+/// Products whose contracted axes all have size 1 (outer products, batched
+/// or not: what vmap of a dense layer's gradient makes) compile to a fused
+/// elementwise multiply; the bits are eager's product's, signed zeros,
+/// infinities and NaNs included, through nx's tiny-product loops and the
+/// GEMM alike (tile edges too), f32 and f64, with the contracted axis last
+/// on the left or first (a transposed operand).
+#[test]
+fn outer_products_under_jit_give_eager_products_bits() {
+    let specials = [
+        0.0,
+        -0.0,
+        1.5,
+        -2.25,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+    ];
+    let vals = |n: usize, seed: usize| -> Vec<f64> {
+        (0..n)
+            .map(|i| {
+                let j = i * 7 + seed * 13;
+                if j % 5 == 0 {
+                    specials[(j / 5) % specials.len()]
+                } else {
+                    ((j % 23) as f64 - 11.0) * 0.37
+                }
+            })
+            .collect()
+    };
+    for dtype in [DType::F32, DType::F64] {
+        // (m, n, batch): 0 is no batch axis.
+        for (m, n, batch) in [(3, 4, 0), (32, 64, 0), (33, 70, 0), (5, 6, 7), (32, 64, 16)] {
+            let (ls, rs): (Vec<usize>, Vec<usize>) = if batch == 0 {
+                (vec![m, 1], vec![1, n])
+            } else {
+                (vec![batch, m, 1], vec![batch, 1, n])
+            };
+            let l = Tensor::from_slice(&vals(ls.iter().product(), 1), &ls).cast(dtype);
+            let r = Tensor::from_slice(&vals(rs.iter().product(), 2), &rs).cast(dtype);
+            let f = |(a, b): &(Tensor, Tensor)| (a.matmul(b), (a * 2.0).matmul(&(b + 1.0)));
+            let eager = f(&(l.clone(), r.clone()));
+            let jitted = rune::jit(f).call(&(l.clone(), r.clone()));
+            assert_same(&jitted.0, &eager.0);
+            assert_same(&jitted.1, &eager.1);
+            // The contracted axis first on the left: x^T y.
+            let lt = (&l * 1.0).swapaxes(-1, -2);
+            let g = |(a, b): &(Tensor, Tensor)| (a * 3.0).swapaxes(-1, -2).matmul(b);
+            assert_same(
+                &rune::jit(g).call(&(lt.clone(), r.clone())),
+                &g(&(lt, r.clone())),
+            );
+        }
+    }
+}

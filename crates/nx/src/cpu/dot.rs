@@ -631,7 +631,10 @@ unsafe fn tiny_block<F>(
             for i in 0..m {
                 for j0 in (0..n).step_by(W) {
                     let w = W.min(n - j0);
-                    let mut acc = [F::from_f64(0.0); W];
+                    // Sums start from -0, the exact identity of addition
+                    // (+0 would turn a sum of -0 products into +0): the
+                    // GEMM's results, zeros' signs included.
+                    let mut acc = [F::from_f64(-0.0); W];
                     for p in 0..k {
                         // SAFETY: `i < m`, `p < k`, `j0 + t < n`: elements
                         // of the operands by `tiny_block`'s contract.
