@@ -230,6 +230,20 @@ fn w9_scan_rnn_allocates_only_its_outputs() {
     }
 }
 
+/// `count` pseudo-random indices below `below` (a linear congruential
+/// sequence from `seed`).
+fn indices(count: usize, below: usize, seed: u64) -> Vec<i32> {
+    let mut s = seed;
+    (0..count)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % below as u64) as i32
+        })
+        .collect()
+}
+
 /// W16's program (256 oscillators coupled through `x[nbr]`, RK4 under a
 /// scan; 100 steps here), `jit(grad)`: only the two gradients are new
 /// storage per steady-state call.
@@ -237,16 +251,7 @@ fn w9_scan_rnn_allocates_only_its_outputs() {
 fn w16_gather_coupled_scan_allocates_only_its_outputs() {
     let _serial = serial();
     let n = 256;
-    let mut s = 16u64;
-    let nbr: Vec<i32> = (0..n * 4)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % n as u64) as i32
-        })
-        .collect();
-    let nbr = Tensor::from_slice(&nbr, &[n, 4]);
+    let nbr = Tensor::from_slice(&indices(n * 4, n, 16), &[n, 4]);
     let x0 = (normal(&[n], 17, 1.0), normal(&[n], 18, 0.1));
     let g = move |s: &(Tensor, Tensor)| {
         let f = |x: &Tensor, v: &Tensor| {
@@ -295,19 +300,10 @@ type Gnn = (Tensor, Tensor, Tensor);
 fn w17_message_passing_step_allocates_only_its_outputs() {
     let _serial = serial();
     let (nodes, edges) = (1024, 8192);
-    let mut s = 17u64;
-    let mut idx = || {
-        let v: Vec<i32> = (0..edges)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 33) % nodes as u64) as i32
-            })
-            .collect();
-        Tensor::from_slice(&v, &[edges])
-    };
-    let (src, dst) = (idx(), idx());
+    // Sources, then destinations: one sequence.
+    let ends = indices(2 * edges, nodes, 17);
+    let src = Tensor::from_slice(&ends[..edges], &[edges]);
+    let dst = Tensor::from_slice(&ends[edges..], &[edges]);
     let (x, y) = (normal(&[nodes, 32], 19, 1.0), normal(&[nodes], 20, 1.0));
     let p: Gnn = (
         normal(&[32, 64], 21, 1.0 / 32f32.sqrt()),

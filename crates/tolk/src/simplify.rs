@@ -583,10 +583,10 @@ fn outer_products(mut g: Graph) -> Graph {
         }
         _ => false,
     };
-    if !g.eqns.iter().any(|e| is_outer(&g, e)) {
+    let outer: Vec<bool> = g.eqns.iter().map(|e| is_outer(&g, e)).collect();
+    if !outer.contains(&true) {
         return g;
     }
-    let outer: Vec<bool> = g.eqns.iter().map(|e| is_outer(&g, e)).collect();
     let eqns = std::mem::take(&mut g.eqns);
     for (e, outer) in eqns.into_iter().zip(outer) {
         if !outer {

@@ -550,16 +550,14 @@ fn max_along<T: Element + PartialOrd>(k: MaxAlong<'_, T>) {
     // The outputs cut by padding, row by row: the max of their window's
     // rows inside the input (the lowest value when there are none).
     let inside = interior(w, s, lo, n, n_out);
-    let edges: Vec<usize> = (0..inside.start.min(n_out))
-        .chain(inside.end.max(inside.start)..n_out)
-        .collect();
-    if edges.is_empty() {
+    let edges = (0..inside.start).chain(inside.end..n_out);
+    if edges.clone().next().is_none() {
         return;
     }
     for r in 0..outer {
         let src = &src[r * n * inner..(r + 1) * n * inner];
         let dst = &mut dst[r * n_out * inner..(r + 1) * n_out * inner];
-        for &j in &edges {
+        for j in edges.clone() {
             let acc = &mut dst[j * inner..(j + 1) * inner];
             let (k0, k1, start) = window_range(j, w, s, lo, n);
             if k0 == k1 {

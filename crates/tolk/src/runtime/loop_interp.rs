@@ -110,22 +110,21 @@ impl SplitTuner {
     /// Runs `f` the chosen way (alternating while undecided), timing it
     /// while the choice is open.
     fn run(&mut self, f: impl FnOnce()) {
-        if let Some(split) = self.decided {
-            if split {
-                f()
-            } else {
-                nx::raw::on_this_thread(f)
-            }
-            return;
-        }
-        let split = self.runs % 2 == 1;
-        let t0 = std::time::Instant::now();
+        let split = self.decided.unwrap_or(self.runs % 2 == 1);
+        let t0 = self.decided.is_none().then(std::time::Instant::now);
         if split {
             f()
         } else {
             nx::raw::on_this_thread(f)
         }
-        let secs = t0.elapsed().as_secs_f64();
+        if let Some(t0) = t0 {
+            self.record(split, t0.elapsed().as_secs_f64());
+        }
+    }
+
+    /// Counts one trial run of `secs`, split or not; decides after the
+    /// last.
+    fn record(&mut self, split: bool, secs: f64) {
         let best = &mut self.best[split as usize];
         *best = if self.runs < 2 { secs } else { best.min(secs) };
         self.runs += 1;
@@ -471,4 +470,35 @@ fn row(x: &Tensor, t: usize) -> Tensor {
         },
         &[&r],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SplitTuner;
+
+    /// Trials alternate (one thread first), the fastest of each way counts,
+    /// and the split wins only when a tenth faster.
+    #[test]
+    fn the_tuner_splits_only_when_a_tenth_faster() {
+        let decide = |one: f64, split: f64| {
+            let mut t = SplitTuner::default();
+            for i in 0..2 * SplitTuner::TRIALS {
+                let s = i % 2 == 1;
+                assert_eq!(t.decided.unwrap_or(t.runs % 2 == 1), s, "trial {i}");
+                // A slow first run of each way does not count against it.
+                let secs = if i < 2 {
+                    1.0
+                } else if s {
+                    split
+                } else {
+                    one
+                };
+                t.record(s, secs);
+            }
+            t.decided
+        };
+        assert_eq!(decide(10e-6, 8e-6), Some(true));
+        assert_eq!(decide(10e-6, 9.5e-6), Some(false));
+        assert_eq!(decide(6e-6, 7e-6), Some(false));
+    }
 }
