@@ -451,3 +451,76 @@ fn a_loop_whose_steps_may_split_across_the_pool_gives_the_same_bits_every_call()
         assert_eq!(bits(&ys), bits(&eager.1), "per-step outputs, call {call}");
     }
 }
+
+/// A recurrent network's loop (the scan RNN of the benchmarks). Its
+/// forward step computes each row of the state from the same row alone, so
+/// under jit its loops run as one loop per band of rows on two threads
+/// (when nx has two); its gradient's weight sums add over the rows, so the
+/// backward loop runs in stages instead: the next state's gradient on one
+/// thread, the weight sums (carries nothing else reads) on the other. Every
+/// call computes what the one-thread loop computes, so the results are
+/// eager's bits, on every call (the threads interleave differently each
+/// time).
+#[test]
+fn a_recurrent_loop_run_in_bands_and_in_stages_on_two_threads_gives_eager_bits() {
+    let (b, i, h, t) = (32, 64, 128, 12);
+    let w = (data(&[h, h], 31) * (1.0 / 128f64.sqrt())).cast(DType::F32);
+    let u = (data(&[i, h], 32) * 0.125).cast(DType::F32);
+    let bias = (data(&[h], 33) * 0.1).cast(DType::F32);
+    let xs = data(&[t, b, i], 34).cast(DType::F32);
+    let h0 = data(&[b, h], 35).cast(DType::F32);
+    let loss = |(w, u, bias): &(Tensor, Tensor, Tensor), xs: &Tensor, h0: &Tensor| {
+        let (ht, hs) = rune::scan(
+            |h: &Tensor, x: &Tensor| {
+                let next = (h.matmul(w) + x.matmul(u) + bias).tanh();
+                (next.clone(), next)
+            },
+            h0,
+            xs,
+        );
+        (ht, hs)
+    };
+    let p = (w, u, bias);
+    let bits = |t: &Tensor| {
+        t.to_vec::<f32>()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    let (eager_ht, eager_hs) = loss(&p, &xs, &h0);
+    let sum_sq = |p: &(Tensor, Tensor, Tensor), xs: &Tensor, h0: &Tensor| {
+        loss(p, xs, h0).0.square().sum_all()
+    };
+    let (eager_loss, (ew, eu, eb)) = rune::value_and_grad(|p| sum_sq(p, &xs, &h0), &p);
+    let forward =
+        rune::jit(|(p, xs, h0): &((Tensor, Tensor, Tensor), Tensor, Tensor)| loss(p, xs, h0));
+    let step = rune::jit(|(p, xs, h0): &((Tensor, Tensor, Tensor), Tensor, Tensor)| {
+        rune::value_and_grad(|p| sum_sq(p, xs, h0), p)
+    });
+    let args = (p.clone(), xs.clone(), h0.clone());
+    let before = (tolk::sharded_steps(), tolk::pipelined_steps());
+    for call in 0..4 {
+        let (ht, hs) = forward.call(&args);
+        assert_eq!(bits(&ht), bits(&eager_ht), "final state, call {call}");
+        assert_eq!(bits(&hs), bits(&eager_hs), "stacked states, call {call}");
+        let (l, (gw, gu, gb)) = step.call(&args);
+        assert_eq!(bits(&gw), bits(&ew), "dW, call {call}");
+        assert_eq!(bits(&gu), bits(&eu), "dU, call {call}");
+        // The loss and db are sums over the batch and the features: the
+        // compiled reduction's order, not eager's (f32 rounding apart).
+        for (a, e, what) in [(&l, &eager_loss, "loss"), (&gb, &eb, "db")] {
+            for (x, y) in a.to_vec::<f32>().iter().zip(e.to_vec::<f32>()) {
+                assert!(
+                    (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
+                    "{what}: jit {x}, eager {y}"
+                );
+            }
+        }
+    }
+    if nx::num_threads() >= 2 {
+        // Four calls each of two forward loops in bands (the forward's, the
+        // gradient's) and of one backward loop in stages, twelve steps each.
+        assert_eq!(tolk::sharded_steps() - before.0, 4 * 2 * t as u64);
+        assert_eq!(tolk::pipelined_steps() - before.1, 4 * t as u64);
+    }
+}

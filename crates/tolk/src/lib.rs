@@ -102,7 +102,7 @@ pub(crate) mod simplify;
 pub mod verify;
 
 pub use graph::{Eqn, Graph, Loop, Op, Var};
-pub use runtime::Program;
+pub use runtime::{pipelined_steps, sharded_steps, Program};
 
 use runtime::KernelEntry;
 use std::time::Instant;

@@ -29,6 +29,10 @@
 mod arena;
 mod background;
 mod loop_interp;
+mod loop_shards;
+mod loop_stages;
+pub use loop_shards::sharded_steps;
+pub use loop_stages::pipelined_steps;
 
 use arena::written_in_place;
 pub(crate) use arena::ArenaLayout;
@@ -93,6 +97,10 @@ pub struct Program {
     /// step splits across the pool or runs on the calling thread
     /// ([`loop_interp::SplitTuner`]), kept across calls.
     split_tuners: RefCell<Vec<loop_interp::SplitTuner>>,
+    /// When this program is a pipelined loop's body: the buffers of the
+    /// values its stages compute ([`loop_stages::Stages::place_buffers`]),
+    /// kept across calls.
+    loop_buffers: RefCell<Vec<Tensor>>,
     slots: RefCell<Vec<Option<Tensor>>>,
     /// Contiguous copies of non-contiguous slots (inputs, constants) for
     /// kernels, which address their arguments as dense row-major buffers.
@@ -247,6 +255,7 @@ impl Program {
             carry_scratch,
             scratch: RefCell::new(Vec::new()),
             split_tuners: RefCell::new(vec![Default::default(); n_steps]),
+            loop_buffers: RefCell::new(Vec::new()),
             slots: RefCell::new(vec![None; n]),
             dense: RefCell::new(vec![None; n]),
             bodies: Vec::new(),
@@ -591,6 +600,25 @@ fn call_kernel(entry: &KernelEntry, ptrs: &[*mut u8], work: usize) {
         // The exact form rewrites every element, the same bits wherever
         // the fast forms were in range.
         call_parts(code.get(*i), entry.outer, ptrs, work);
+    }
+}
+
+/// Runs points `lo..hi` of a kernel's outer loop on this thread (a band of
+/// a row-sharded loop): its exact form over the same range when a fast
+/// form reports a failed guard.
+fn call_kernel_range(entry: &KernelEntry, ptrs: &[*mut u8], lo: usize, hi: usize) {
+    debug_assert!(lo <= hi && hi <= entry.outer);
+    let args = Args(ptrs);
+    // SAFETY: as in `call_parts`: `args` holds the kernel's buffers, and
+    // `lo..hi` lies inside its outer loop.
+    let failed = unsafe { (entry.f)(args.as_ptr(), lo as i64, hi as i64) } != 0;
+    if failed {
+        let (code, i) = entry
+            .exact
+            .as_ref()
+            .expect("tolk: a kernel without guarded forms reported a failed guard");
+        // SAFETY: as above.
+        unsafe { (code.get(*i))(args.as_ptr(), lo as i64, hi as i64) };
     }
 }
 

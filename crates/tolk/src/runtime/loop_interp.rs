@@ -3,6 +3,8 @@
 //! (`Place`, `Frame`), so that a step calls its kernels with no tensor,
 //! lock or allocation.
 
+use super::loop_shards::Shards;
+use super::loop_stages::{Stages, RING};
 use super::{call_kernel, contiguous, written_in_place, KernelEntry, Program};
 use crate::graph::{Loop, Op, Var};
 use crate::plan::Step;
@@ -11,8 +13,8 @@ use nx::{Prim, Tensor};
 
 /// Where a value of a loop's body lives during one step (see
 /// [`run_loop`]).
-#[derive(Clone, Copy)]
-enum Place {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Place {
     /// The same buffer at every step: a const, an arena slot, a buffer of
     /// the call's own (index into [`Frame::fixed`]).
     Fixed(usize),
@@ -26,48 +28,99 @@ enum Place {
     Y(usize),
     /// The result of library step `k` of this step (a fresh tensor).
     Lib(usize),
+    /// Slot `i % RING` of ring `r`: a value one stage of a pipelined loop
+    /// writes and another reads some steps later ([`super::loop_stages`]).
+    Ring(usize),
 }
 
-/// The buffers behind one step's places, as tensors and addresses.
-struct Frame {
+/// Where one step of a loop is: the step's number `i`, the row `t` of the
+/// stacked values it reads and writes (`i`, or counted from the end in a
+/// reversed loop), and which of [`Frame::carries`] it reads and writes.
+#[derive(Clone, Copy)]
+pub(super) struct Cursor {
+    i: usize,
+    t: usize,
+    carry_in: usize,
+    carry_out: usize,
+}
+
+impl Cursor {
+    /// Step `i` of `lp`, whose steps write carry buffers `first_out` and
+    /// the other one (`3 - first_out`) alternately, starting with
+    /// `first_out`; step 0 reads the caller's initial carries (buffer 0).
+    pub(super) fn new(lp: &Loop, first_out: usize, i: usize) -> Cursor {
+        let carry_out = if i.is_multiple_of(2) {
+            first_out
+        } else {
+            3 - first_out
+        };
+        Cursor {
+            i,
+            t: if lp.reverse { lp.length - 1 - i } else { i },
+            carry_in: if i == 0 { 0 } else { 3 - carry_out },
+            carry_out,
+        }
+    }
+}
+
+/// The buffers behind a loop's places, as tensors and addresses; which
+/// of them a step reads and writes is its [`Cursor`]'s.
+pub(super) struct Frame {
     fixed: Vec<(Tensor, *mut u8)>,
     /// The carries' buffers: the caller's initial ones, then the two that
     /// the steps write alternately (the final ones, which the last step
     /// writes, and the scratch ones).
     carries: [Vec<(Tensor, *mut u8)>; 3],
-    /// Which of `carries` this step reads and writes.
-    carry_in: usize,
-    carry_out: usize,
     xs: Vec<(Tensor, *mut u8, usize)>,
     ys: Vec<(Tensor, *mut u8, usize)>,
     lib: Vec<Option<(Tensor, *mut u8)>>,
-    t: usize,
+    /// A pipelined loop's rings: `RING` slots of `.2` bytes each.
+    rings: Vec<(Tensor, *mut u8, usize)>,
 }
 
 impl Frame {
-    /// The address of `p`'s first element.
-    fn at(&self, p: Place) -> *mut u8 {
+    /// Adds a buffer every step uses; its index, for [`Place::Fixed`].
+    pub(super) fn add_fixed(&mut self, t: Tensor) -> usize {
+        self.fixed.push(addressed(t));
+        self.fixed.len() - 1
+    }
+
+    /// Adds a ring of [`RING`] slots of `slot` bytes (`t`: [RING, ...]).
+    pub(super) fn add_ring(&mut self, t: Tensor, slot: usize) {
+        let (t, p) = addressed(t);
+        self.rings.push((t, p, slot));
+    }
+
+    pub(super) fn rings_len(&self) -> usize {
+        self.rings.len()
+    }
+
+    /// The address of `p`'s first element at step `c`.
+    pub(super) fn at(&self, p: Place, c: &Cursor) -> *mut u8 {
         match p {
             Place::Fixed(i) => self.fixed[i].1,
-            Place::CarryIn(i) => self.carries[self.carry_in][i].1,
-            Place::CarryOut(i) => self.carries[self.carry_out][i].1,
+            Place::CarryIn(i) => self.carries[c.carry_in][i].1,
+            Place::CarryOut(i) => self.carries[c.carry_out][i].1,
             // In bounds: row `t < length` of a contiguous [length, ...]
             // tensor whose rows are `row` bytes.
-            Place::X(j) => self.xs[j].1.wrapping_add(self.t * self.xs[j].2),
-            Place::Y(j) => self.ys[j].1.wrapping_add(self.t * self.ys[j].2),
+            Place::X(j) => self.xs[j].1.wrapping_add(c.t * self.xs[j].2),
+            Place::Y(j) => self.ys[j].1.wrapping_add(c.t * self.ys[j].2),
             Place::Lib(k) => self.lib[k].as_ref().expect("computed this step").1,
+            // In bounds: slot `i % RING` of a [RING, ...] tensor.
+            Place::Ring(r) => self.rings[r].1.wrapping_add(c.i % RING * self.rings[r].2),
         }
     }
 
-    /// `p` as a tensor (for a library step).
-    fn tensor(&self, p: Place) -> Tensor {
+    /// `p` as a tensor at step `c` (a product's operand, a library step's).
+    pub(super) fn tensor(&self, p: Place, c: &Cursor) -> Tensor {
         match p {
             Place::Fixed(i) => self.fixed[i].0.clone(),
-            Place::CarryIn(i) => self.carries[self.carry_in][i].0.clone(),
-            Place::CarryOut(i) => self.carries[self.carry_out][i].0.clone(),
-            Place::X(j) => row(&self.xs[j].0, self.t),
-            Place::Y(j) => row(&self.ys[j].0, self.t),
+            Place::CarryIn(i) => self.carries[c.carry_in][i].0.clone(),
+            Place::CarryOut(i) => self.carries[c.carry_out][i].0.clone(),
+            Place::X(j) => row(&self.xs[j].0, c.t),
+            Place::Y(j) => row(&self.ys[j].0, c.t),
             Place::Lib(k) => self.lib[k].as_ref().expect("computed this step").0.clone(),
+            Place::Ring(r) => row(&self.rings[r].0, c.i % RING),
         }
     }
 }
@@ -135,7 +188,7 @@ impl SplitTuner {
 }
 
 /// One step of a loop body's plan, resolved to places.
-enum Call<'p> {
+pub(super) enum Call<'p> {
     Kernel {
         entry: &'p KernelEntry,
         places: Vec<Place>,
@@ -146,6 +199,8 @@ enum Call<'p> {
         prim: &'p Prim,
         inputs: Vec<Place>,
         out: Place,
+        /// The product's size in bytes.
+        bytes: usize,
     },
     Library {
         prim: &'p Prim,
@@ -227,8 +282,6 @@ pub(super) fn run_loop(
                 })
                 .collect(),
         ],
-        carry_in: 0,
-        carry_out: first_out,
         xs: ins[nk + nc..]
             .iter()
             .map(|x| {
@@ -246,7 +299,7 @@ pub(super) fn run_loop(
             })
             .collect(),
         lib: Vec::new(),
-        t: 0,
+        rings: Vec::new(),
     };
     let mut place: Vec<Option<Place>> = vec![None; g.avals.len()];
     for (i, &v) in g.inputs.iter().enumerate() {
@@ -305,6 +358,20 @@ pub(super) fn run_loop(
             }
         }
     }
+    // A body whose rows are independent runs in bands of rows, else one
+    // that splits into stages in a pipeline; each gets buffers of its own
+    // for the values it computes (rings where stages cross).
+    let shards = Shards::of(lp, body, &place);
+    let stages = match shards {
+        Some(_) => None,
+        None => Stages::of(lp, body, &place),
+    };
+    if let Some(sh) = &shards {
+        sh.place_buffers(body, &mut frame, &mut place);
+    }
+    if let Some(st) = &stages {
+        st.place_buffers(body, &mut frame, &mut place);
+    }
     let placed = |v: Var| place[v].expect("tolk: a loop body's value without a place");
     let body_kernels = body.kernels.borrow();
     let calls: Vec<(usize, Call<'_>)> = body
@@ -334,6 +401,7 @@ pub(super) fn run_loop(
                         prim,
                         inputs,
                         out: placed(e.out()),
+                        bytes: bytes(g.aval(e.out())),
                     },
                     Op::Prim(prim) => Call::Library {
                         prim,
@@ -351,9 +419,8 @@ pub(super) fn run_loop(
             }
         })
         .collect();
-    let mut tuners = body.split_tuners.borrow_mut();
     // Outputs not written in place are copied after each step.
-    let copies: Vec<(Place, Place, usize)> = g
+    let copies: Vec<OutputCopy> = g
         .outputs
         .iter()
         .enumerate()
@@ -367,7 +434,12 @@ pub(super) fn run_loop(
             } else {
                 Place::Y(o - nc)
             };
-            (placed(v), home, bytes(g.aval(v)))
+            OutputCopy {
+                output: o,
+                from: placed(v),
+                to: home,
+                bytes: bytes(g.aval(v)),
+            }
         })
         .collect();
     // Gathered indices: the loop's consts (and the body's failing
@@ -378,81 +450,145 @@ pub(super) fn run_loop(
         .map(|c| (c, placed(c.base)))
         .partition(|(_, p)| matches!(p, Place::Fixed(_)));
     for (c, p) in once {
-        c.check(&frame.tensor(p));
+        c.check(&frame.tensor(p, &Cursor::new(lp, first_out, 0)));
     }
-    let mut ptrs: Vec<*mut u8> = Vec::new();
-    for i in 0..lp.length {
-        frame.t = if lp.reverse { lp.length - 1 - i } else { i };
-        for (c, p) in &per_step {
-            c.check(&frame.tensor(*p));
-        }
-        for (s, call) in &calls {
-            match call {
-                Call::Kernel {
-                    entry,
-                    places,
-                    work,
-                } => {
-                    ptrs.clear();
-                    ptrs.extend(places.iter().map(|&p| frame.at(p)));
-                    if *work >= PAR_MIN {
-                        tuners[*s].run(|| call_kernel(entry, &ptrs, *work));
-                    } else {
-                        call_kernel(entry, &ptrs, *work);
+    if let Some(sh) = &shards {
+        debug_assert!(per_step.is_empty(), "a row-sharded body checks no indices");
+        sh.run(lp, first_out, &frame, &calls, &copies);
+    } else if let Some(st) = &stages {
+        debug_assert!(per_step.is_empty(), "a pipelined body checks no indices");
+        st.run(lp, first_out, &frame, &calls, &copies);
+    } else {
+        let mut tuners = body.split_tuners.borrow_mut();
+        let mut ptrs: Vec<*mut u8> = Vec::new();
+        for i in 0..lp.length {
+            let at = Cursor::new(lp, first_out, i);
+            for (c, p) in &per_step {
+                c.check(&frame.tensor(*p, &at));
+            }
+            for (s, call) in &calls {
+                match call {
+                    Call::Kernel { .. } | Call::Product { .. } => {
+                        run_compiled(call, &frame, &at, &mut ptrs, Some(&mut tuners[*s]))
                     }
-                }
-                Call::Product { prim, inputs, out } => {
-                    // A product's two operands, with no vector per step.
-                    let (lhs, rhs) = (frame.tensor(inputs[0]), frame.tensor(inputs[1]));
-                    let refs = [&lhs, &rhs];
-                    let dst = frame.at(*out);
-                    // SAFETY: `dst` is the product's own place (an arena
-                    // slot, a buffer of this call, the next carry or this
-                    // step's output row), sized for it and shared with no
-                    // value live at this step, its operands included.
-                    tuners[*s].run(|| unsafe { nx::raw::dot_general_to(prim, &refs, dst) });
-                }
-                Call::Library { prim, inputs, out } => {
-                    let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
-                    let refs: Vec<&Tensor> = args.iter().collect();
-                    let result = contiguous(&nx::raw::eval((*prim).clone(), &refs));
-                    frame.lib[*out] = Some(addressed(result));
-                }
-                Call::Loop {
-                    lp,
-                    body,
-                    inputs,
-                    outs,
-                } => {
-                    let args: Vec<Tensor> = inputs.iter().map(|&p| frame.tensor(p)).collect();
-                    let refs: Vec<&Tensor> = args.iter().collect();
-                    for (&k, t) in outs.iter().zip(run_loop(lp, body, &refs, &[], &[])) {
-                        frame.lib[k] = Some(addressed(t));
+                    Call::Library { prim, inputs, out } => {
+                        let args: Vec<Tensor> =
+                            inputs.iter().map(|&p| frame.tensor(p, &at)).collect();
+                        let refs: Vec<&Tensor> = args.iter().collect();
+                        let result = contiguous(&nx::raw::eval((*prim).clone(), &refs));
+                        frame.lib[*out] = Some(addressed(result));
+                    }
+                    Call::Loop {
+                        lp,
+                        body,
+                        inputs,
+                        outs,
+                    } => {
+                        let args: Vec<Tensor> =
+                            inputs.iter().map(|&p| frame.tensor(p, &at)).collect();
+                        let refs: Vec<&Tensor> = args.iter().collect();
+                        for (&k, t) in outs.iter().zip(run_loop(lp, body, &refs, &[], &[])) {
+                            frame.lib[k] = Some(addressed(t));
+                        }
                     }
                 }
             }
-        }
-        for &(src, dst, n) in &copies {
-            // SAFETY: both places address `n` bytes (the value's aval) of
-            // live buffers, and they differ: the destination is the next
-            // carry buffer or an output row, which only this copy writes
-            // in this step, and the source is another value's buffer.
-            unsafe { std::ptr::copy_nonoverlapping(frame.at(src), frame.at(dst), n) };
-        }
-        // The carries just written are the next step's input; the step
-        // after writes the other buffers (never the caller's initial ones).
-        frame.carry_in = frame.carry_out;
-        frame.carry_out = 3 - frame.carry_in;
-        for l in frame.lib.iter_mut() {
-            *l = None;
+            for copy in &copies {
+                copy.run(&frame, &at);
+            }
+            for l in frame.lib.iter_mut() {
+                *l = None;
+            }
         }
     }
     // The last step wrote the final buffers.
-    debug_assert!(frame.carry_in == 1);
+    debug_assert!(Cursor::new(lp, first_out, lp.length - 1).carry_out == 1);
     let [_, last, _] = frame.carries;
     let mut outs: Vec<Tensor> = last.into_iter().map(|(t, _)| t).collect();
     outs.extend(frame.ys.into_iter().map(|(t, _, _)| t));
     outs
+}
+
+/// An output of a loop's body copied after each step into its place.
+pub(super) struct OutputCopy {
+    /// Which output of the body.
+    pub output: usize,
+    pub from: Place,
+    pub to: Place,
+    pub bytes: usize,
+}
+
+impl OutputCopy {
+    /// Copies at step `at`.
+    pub(super) fn run(&self, frame: &Frame, at: &Cursor) {
+        self.run_range(frame, at, 0..self.bytes);
+    }
+
+    /// Copies bytes `r` of the value at step `at`.
+    pub(super) fn run_range(&self, frame: &Frame, at: &Cursor, r: std::ops::Range<usize>) {
+        assert!(
+            r.start <= r.end && r.end <= self.bytes,
+            "tolk: a copy's range"
+        );
+        // SAFETY: both places address `bytes` bytes (the value's aval) of
+        // live buffers, `r` lies inside them, and they differ: the
+        // destination is the next carry buffer or an output row, which only
+        // this copy writes in this step, and the source is another value's
+        // buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                frame.at(self.from, at).wrapping_add(r.start),
+                frame.at(self.to, at).wrapping_add(r.start),
+                r.len(),
+            )
+        };
+    }
+}
+
+/// Runs a kernel or a product of a loop's body at step `at`: split across
+/// the pool or not as `tuner` decides, else as the kernel's size says
+/// (inline, inside a pipelined loop's stages).
+pub(super) fn run_compiled(
+    call: &Call<'_>,
+    frame: &Frame,
+    at: &Cursor,
+    ptrs: &mut Vec<*mut u8>,
+    tuner: Option<&mut SplitTuner>,
+) {
+    match call {
+        Call::Kernel {
+            entry,
+            places,
+            work,
+        } => {
+            ptrs.clear();
+            ptrs.extend(places.iter().map(|&p| frame.at(p, at)));
+            match tuner {
+                Some(tuner) if *work >= PAR_MIN => tuner.run(|| call_kernel(entry, ptrs, *work)),
+                _ => call_kernel(entry, ptrs, *work),
+            }
+        }
+        Call::Product {
+            prim, inputs, out, ..
+        } => {
+            // A product's two operands, with no vector per step.
+            let (lhs, rhs) = (frame.tensor(inputs[0], at), frame.tensor(inputs[1], at));
+            let refs = [&lhs, &rhs];
+            let dst = frame.at(*out, at);
+            // SAFETY: `dst` is the product's own place (an arena slot, a
+            // buffer of this call, the next carry, this step's output row
+            // or ring slot), sized for it and shared with no value live at
+            // this step, its operands included.
+            let product = || unsafe { nx::raw::dot_general_to(prim, &refs, dst) };
+            match tuner {
+                Some(tuner) => tuner.run(product),
+                None => product(),
+            }
+        }
+        Call::Library { .. } | Call::Loop { .. } => {
+            unreachable!("tolk: a library step or loop run as compiled code")
+        }
+    }
 }
 
 /// Row `t` of `x` along axis 0, as a view without that axis.
