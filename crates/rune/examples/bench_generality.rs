@@ -69,7 +69,9 @@ mod storage;
 #[path = "common/timing.rs"]
 mod timing;
 use storage::storage_line;
-use timing::{bench, emit, json_str};
+use timing::{bench, emit};
+#[path = "common/check.rs"]
+mod check;
 
 use rune::nx::{ConvOpts, Padding};
 use rune::prelude::*;
@@ -78,11 +80,17 @@ use std::time::Instant;
 
 #[path = "common/transformer.rs"]
 mod transformer;
-use transformer::{sgd_step, Block, Dims};
+#[path = "common/w15.rs"]
+mod w15;
+use w15::{w15_fn, w15_inputs};
 
 #[path = "common/splitmix.rs"]
 mod splitmix;
 use splitmix::SplitMix;
+
+#[path = "common/w17.rs"]
+mod w17;
+use w17::{w17_fn, w17_inputs};
 
 #[path = "common/spirals.rs"]
 #[allow(dead_code)] // train_mlp's accuracy and constants are not needed here
@@ -97,53 +105,17 @@ use mlp_step::{adam_lr, train_step, State};
 /// Set by a failed workload: the process then exits with status 1.
 static FAILED: AtomicBool = AtomicBool::new(false);
 
-/// Runs one workload; a panic (a jit error, a failed check) prints an
-/// error row naming it and marks the run failed; the others still run.
+/// Runs one workload (`common/check.rs`'s `guarded`); a failure marks
+/// the run failed.
 fn guarded(id: &str, f: impl FnOnce()) {
-    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        let msg = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "(non-string panic)".into());
-        println!(
-            "{{\"id\": \"{id}\", \"framework\": \"ours\", \"error\": {}}}",
-            json_str(&msg)
-        );
+    if !check::guarded(id, f) {
         FAILED.store(true, Ordering::Relaxed);
     }
 }
 
-/// Compares the jitted result with eager's leaf by leaf: panics unless each
-/// leaf's largest absolute difference is within `rtol` of that eager leaf's
-/// largest magnitude; prints a check row with the worst relative error.
+/// Compares the jitted result with eager's (`common/check.rs`).
 fn check<T: Ptree>(id: &str, jitted: &T, eager: &T, rtol: f64) {
-    let (jl, el) = (jitted.leaves(), eager.leaves());
-    assert_eq!(jl.len(), el.len(), "{id}: leaf counts differ");
-    let mut worst = 0f64;
-    for (i, (j, e)) in jl.iter().zip(&el).enumerate() {
-        assert_eq!(j.shape(), e.shape(), "{id}: leaf {i}: shapes differ");
-        let j = j.cast(DType::F64).to_vec::<f64>();
-        let e = e.cast(DType::F64).to_vec::<f64>();
-        let (mut err, mut scale) = (0f64, 0f64);
-        for (a, b) in j.iter().zip(&e) {
-            // NaN anywhere fails the check (max ignores NaN).
-            err = if (a - b).is_nan() {
-                f64::INFINITY
-            } else {
-                err.max((a - b).abs())
-            };
-            scale = scale.max(b.abs());
-        }
-        assert!(
-            err <= rtol * scale + 1e-30,
-            "{id}: jit differs from eager: leaf {i} max abs diff {err:e} > {rtol:e} x max |eager| {scale:e}"
-        );
-        worst = worst.max(err / scale.max(1e-30));
-    }
-    println!(
-        "{{\"id\": \"{id}\", \"framework\": \"ours\", \"variant\": \"check: jit vs eager\", \"max_rel_err\": {worst:e}, \"tolerance\": {rtol:e}}}"
-    );
+    check::check(id, "jit vs eager", jitted, eager, rtol);
 }
 
 // ---------------------------------------------------------------- W12
@@ -307,42 +279,6 @@ fn w14() {
 
 // ---------------------------------------------------------------- W15
 
-/// W15's sizes.
-const W15: Dims = Dims {
-    b: 8,
-    t: 128,
-    d: 256,
-    h: 8,
-    f: 1024,
-};
-
-fn w15_inputs() -> (Block, Tensor, Tensor) {
-    let Dims { b, t, d, f, .. } = W15;
-    let mut rng = SplitMix(15);
-    let mut w = |i: usize, o: usize| rng.normal_tensor(&[i, o], 1.0 / (i as f32).sqrt());
-    let (wq, wk, wv, wo, w1, w2) = (w(d, d), w(d, d), w(d, d), w(d, d), w(d, f), w(f, d));
-    let p = Block {
-        wq,
-        wk,
-        wv,
-        wo,
-        w1,
-        w2,
-        b1: Tensor::zeros(&[f], DType::F32),
-        b2: Tensor::zeros(&[d], DType::F32),
-        g1: Tensor::ones(&[d], DType::F32),
-        g2: Tensor::ones(&[d], DType::F32),
-    };
-    let x = rng.normal_tensor(&[b, t, d], 1.0);
-    let tgt = rng.normal_tensor(&[b, t, d], 1.0);
-    (p, x, tgt)
-}
-
-fn w15_fn(x: &Tensor, tgt: &Tensor) -> impl Fn(&Block) -> (Tensor, Block) {
-    let (x, tgt) = (x.clone(), tgt.clone());
-    move |p: &Block| sgd_step(p, &x, &tgt, W15)
-}
-
 fn w15() {
     let (p, x, tgt) = w15_inputs();
     let step = w15_fn(&x, &tgt);
@@ -463,66 +399,6 @@ fn w16() {
 }
 
 // ---------------------------------------------------------------- W17
-
-const W17_NODES: usize = 1024;
-const W17_EDGES: usize = 8192;
-
-/// W17's parameters: two message-passing layers and a readout.
-#[derive(Ptree, Clone)]
-struct Gnn {
-    w1: Tensor,
-    w2: Tensor,
-    w3: Tensor,
-}
-
-/// W17's graph, features and targets.
-struct Graph {
-    src: Tensor,
-    dst: Tensor,
-    x: Tensor,
-    y: Tensor,
-}
-
-fn w17_inputs() -> (Gnn, Graph) {
-    let mut rng = SplitMix(17);
-    let mut edges = || {
-        let v: Vec<i32> = (0..W17_EDGES)
-            .map(|_| (rng.next_u64() % W17_NODES as u64) as i32)
-            .collect();
-        Tensor::from_slice(&v, &[W17_EDGES])
-    };
-    let (src, dst) = (edges(), edges());
-    let x = rng.normal_tensor(&[W17_NODES, 32], 1.0);
-    let y = rng.normal_tensor(&[W17_NODES], 1.0);
-    let p = Gnn {
-        w1: rng.normal_tensor(&[32, 64], 1.0 / 32f32.sqrt()),
-        w2: rng.normal_tensor(&[64, 64], 1.0 / 8.0),
-        w3: rng.normal_tensor(&[64, 1], 1.0 / 8.0),
-    };
-    (p, Graph { src, dst, x, y })
-}
-
-/// One message-passing layer: `relu(z + segment_sum(z[src], dst) / 8)`
-/// with `z = h @ w`.
-fn gnn_layer(g: &Graph, h: &Tensor, w: &Tensor) -> Tensor {
-    let z = h.matmul(w);
-    let messages = nx::segment_sum(&z.take(&g.src, 0), &g.dst, W17_NODES);
-    (&z + messages / 8.0).relu()
-}
-
-fn gnn_loss(p: &Gnn, g: &Graph) -> Tensor {
-    let h = gnn_layer(g, &gnn_layer(g, &g.x, &p.w1), &p.w2);
-    let pred = h.matmul(&p.w3).squeeze(1);
-    (pred - &g.y).square().mean_all()
-}
-
-/// `value_and_grad` of the loss plus SGD (lr 0.01); the graph is captured.
-fn w17_fn(g: Graph) -> impl Fn(&Gnn) -> (Tensor, Gnn) {
-    move |p: &Gnn| {
-        let (l, grads) = rune::value_and_grad(|p: &Gnn| gnn_loss(p, &g), p);
-        (l, p.map2_leaves(&grads, &mut |w, g| w - g * 0.01))
-    }
-}
 
 fn w17() {
     let (p, g) = w17_inputs();

@@ -43,7 +43,10 @@ mod storage;
 #[path = "common/timing.rs"]
 mod timing;
 use storage::storage_line;
-use timing::{bench, emit, json_str};
+use timing::{bench, emit};
+#[path = "common/check.rs"]
+mod check;
+use check::{check, guarded};
 
 use rune::prelude::*;
 use std::process::Command;
@@ -53,6 +56,10 @@ use std::time::{Duration, Instant};
 mod splitmix;
 use splitmix::SplitMix;
 
+#[path = "common/anchors.rs"]
+mod anchors;
+use anchors::w1_inputs;
+
 #[path = "common/c1.rs"]
 mod c1;
 use c1::chain;
@@ -61,80 +68,11 @@ use c1::chain;
 mod w4;
 use w4::{mlp_params, w4_inputs, w4_step, Layer};
 
-fn error_row(id: &str, what: &str, msg: &str) {
-    println!(
-        "{{\"id\": \"{id}\", \"framework\": \"ours\", \"variant\": {}, \"error\": {}}}",
-        json_str(what),
-        json_str(msg)
-    );
-}
-
-/// Runs one workload; a panic (a jit error, a failed check) becomes an
-/// error row naming it, and the other workloads still run.
-fn guarded(id: &str, f: impl FnOnce()) {
-    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        let msg = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "(non-string panic)".into());
-        error_row(id, "workload failed", &msg);
-    }
-}
-
-/// Largest absolute difference between two tensors of one shape (as f64),
-/// and the largest absolute value of `b`.
-fn diff(a: &Tensor, b: &Tensor) -> (f64, f64) {
-    assert_eq!(a.shape(), b.shape(), "shapes differ");
-    let (a, b) = (a.cast(DType::F64), b.cast(DType::F64));
-    let (a, b) = (a.to_vec::<f64>(), b.to_vec::<f64>());
-    let mut err = 0f64;
-    let mut scale = 0f64;
-    for (x, y) in a.iter().zip(&b) {
-        err = err.max((x - y).abs());
-        scale = scale.max(y.abs());
-    }
-    (err, scale)
-}
-
-/// Compares jitted against eager leaf by leaf: panics (so the workload is
-/// reported as failed, not timed) unless every max abs difference is within
-/// `rtol` of the eager leaf's largest magnitude (plus a tiny absolute
-/// floor); `rtol = 0` demands bit-identical results. Prints a check row.
-fn check<T: Ptree>(id: &str, what: &str, jitted: &T, eager: &T, rtol: f64) {
-    let (jl, el) = (jitted.leaves(), eager.leaves());
-    assert_eq!(jl.len(), el.len(), "{id} {what}: leaf counts differ");
-    let mut worst = 0f64;
-    for (i, (j, e)) in jl.iter().zip(&el).enumerate() {
-        if rtol == 0.0 {
-            assert_eq!(j.dtype(), e.dtype());
-            let same = j.cast(DType::F64).to_vec::<f64>() == e.cast(DType::F64).to_vec::<f64>();
-            let (err, _) = diff(j, e);
-            assert!(
-                same,
-                "{id} {what}: jit differs from eager (leaf {i}, max abs diff {err:e}); expected bit-identical"
-            );
-            continue;
-        }
-        let (err, scale) = diff(j, e);
-        assert!(
-            err <= rtol * scale + 1e-30,
-            "{id} {what}: jit differs from eager: leaf {i} max abs diff {err:e} > {rtol:e} x max |eager| {scale:e}"
-        );
-        worst = worst.max(err / scale.max(1e-30));
-    }
-    println!(
-        "{{\"id\": \"{id}\", \"framework\": \"ours\", \"variant\": \"check: {what}\", \"max_rel_err\": {worst:e}, \"tolerance\": {rtol:e}}}"
-    );
-}
-
 // ---------------------------------------------------------------- W1, W7
 
 fn w1() {
-    let mut rng = SplitMix(0);
-    let n = 4 * 1024 * 1024;
-    let inp = (rng.uniform_tensor(n), rng.uniform_tensor(n));
-    let f = |(x, y): &(Tensor, Tensor)| x.exp() * y + 1.0;
+    let inp = w1_inputs();
+    let f = anchors::w1;
     let jf = rune::jit(f);
     check(
         "W1",
