@@ -524,3 +524,71 @@ fn a_recurrent_loop_run_in_bands_and_in_stages_on_two_threads_gives_eager_bits()
         assert_eq!(tolk::pipelined_steps() - before.1, 4 * t as u64);
     }
 }
+
+/// A loop body whose kernels are long to compile (a simulation's step:
+/// sines, cosines, a gathered sum, in four stages) is built twice under
+/// jit: first without vectorization, which the first call runs, then as
+/// usual in the background, which a later call switches to. Both builds
+/// are the same C compiled with no reassociation or contraction, so the
+/// results are the same bits before and after the switch.
+#[test]
+fn a_loop_body_built_in_two_tiers_gives_the_same_bits_before_and_after_the_switch() {
+    let n = 64;
+    let idx: Vec<i32> = (0..n * 4).map(|i| ((i * 7 + 3) % n) as i32).collect();
+    let nbr = Tensor::from_slice(&idx, &[n, 4]);
+    let s0 = (
+        data(&[n], 41).cast(DType::F32),
+        (data(&[n], 42) * 0.1).cast(DType::F32),
+    );
+    let grad = |s: &(Tensor, Tensor)| {
+        let f = |x: &Tensor, v: &Tensor| {
+            let coupling = x.take(&nbr, 0).sum(&[1], false) - 4.0 * x;
+            (v.clone(), -x.sin() - 0.1 * v + 0.25 * coupling)
+        };
+        rune::grad(
+            |s: &(Tensor, Tensor)| {
+                let rk4 = |(x, v): &(Tensor, Tensor), _: &Tensor| {
+                    let dt = 0.01;
+                    let (k1x, k1v) = f(x, v);
+                    let (k2x, k2v) = f(&(x + dt / 2.0 * &k1x), &(v + dt / 2.0 * &k1v));
+                    let (k3x, k3v) = f(&(x + dt / 2.0 * &k2x), &(v + dt / 2.0 * &k2v));
+                    let (k4x, k4v) = f(&(x + dt * &k3x), &(v + dt * &k3v));
+                    let x = x + dt / 6.0 * (k1x + 2.0 * k2x + 2.0 * k3x + k4x);
+                    let v = v + dt / 6.0 * (k1v + 2.0 * k2v + 2.0 * k3v + k4v);
+                    ((x, v), ())
+                };
+                let ((x, v), ()) = rune::scan(rk4, s, &Tensor::zeros(&[20, 1], DType::F32));
+                (&x * &x).sum_all() + 0.1 * (&v * &v).sum_all()
+            },
+            s,
+        )
+    };
+    let bits = |(a, b): &(Tensor, Tensor)| {
+        [a, b]
+            .iter()
+            .flat_map(|t| t.to_vec::<f32>())
+            .map(f32::to_bits)
+            .collect::<Vec<_>>()
+    };
+    let eager = grad(&s0);
+    let jg = rune::jit(grad);
+    let before = tolk::tier_switches();
+    let first = jg.call(&s0);
+    for (a, b) in bits(&first).iter().zip(bits(&eager)) {
+        let (a, b) = (f32::from_bits(*a), f32::from_bits(b));
+        assert!(
+            (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+            "jit {a}, eager {b}"
+        );
+    }
+    // The second builds finish within seconds; each call switches a body
+    // whose build has finished.
+    let start = std::time::Instant::now();
+    while tolk::tier_switches() - before < 2 && start.elapsed().as_secs() < 60 {
+        assert_eq!(bits(&jg.call(&s0)), bits(&first), "a call while switching");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // The forward and the backward loop's bodies both switched.
+    assert_eq!(tolk::tier_switches() - before, 2);
+    assert_eq!(bits(&jg.call(&s0)), bits(&first), "after the switch");
+}

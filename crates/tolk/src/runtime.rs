@@ -31,6 +31,7 @@ mod background;
 mod loop_interp;
 mod loop_shards;
 mod loop_stages;
+pub use background::tier_switches;
 pub use loop_shards::sharded_steps;
 pub use loop_stages::pipelined_steps;
 
@@ -75,6 +76,10 @@ pub struct Program {
     compiling: RefCell<Option<Build>>,
     /// Whether the program has run (only its first call may run eagerly).
     ran: Cell<bool>,
+    /// The build in `compiling` replaces code the program already runs
+    /// (tier 0 by tier 1, [`crate::TIER_MIN_SOURCE`]): calls never wait
+    /// for it, and attach it once it has finished.
+    upgrading: Cell<bool>,
     /// Constants as captured (library steps read them as they are, like
     /// eager) and, for the non-contiguous ones, a contiguous copy made once
     /// at compile time (what kernels read).
@@ -248,6 +253,7 @@ impl Program {
             loaded: RefCell::new(loaded),
             compiling: RefCell::new(None),
             ran: Cell::new(false),
+            upgrading: Cell::new(false),
             consts,
             _arena: arena,
             arena_views,
@@ -343,8 +349,11 @@ impl Program {
             }
         }
         // A program still compiling runs its first call eagerly; later
-        // calls wait for its code.
-        if !self.attach_built(self.ran.replace(true)) {
+        // calls wait for its code. One running its first tier takes the
+        // second once built, never waiting.
+        if self.upgrading.get() {
+            self.attach_built(false);
+        } else if !self.attach_built(self.ran.replace(true)) {
             return self.run_eagerly(inputs);
         }
         let kernels = self.kernels.borrow();

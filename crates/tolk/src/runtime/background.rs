@@ -2,13 +2,30 @@
 //! (`Options::quick_first`) holds the compiler thread (`Build`), runs its
 //! first call eagerly (`run_eagerly`: each equation through nx's eager
 //! kernels) unless the build has finished, and attaches the kernels once
-//! it has (`attach_built`; every later call waits for it).
+//! it has (`attach_built`; every later call waits for it). A program
+//! returned with its first tier's code (built without vectorization) holds
+//! the build of its second the same way (`attach_upgrade`), but never
+//! waits for it: each call (and each loop over a body) switches once it
+//! has finished.
 
 use super::{KernelEntry, Program};
 use crate::graph::Op;
 use crate::load::Loaded;
 use nx::{Prim, Tensor};
 use std::sync::Arc;
+
+thread_local! {
+    /// Programs switched to their second tier by calls on this thread.
+    static TIER_SWITCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many programs (loop bodies) calls on this thread have switched from
+/// their first tier's code to their second's ([`crate::TIER_MIN_SOURCE`]):
+/// for tests that check a body took that path.
+#[doc(hidden)]
+pub fn tier_switches() -> u64 {
+    TIER_SWITCHES.with(|n| n.get())
+}
 
 /// The thread compiling a program's kernels: their entries and code.
 pub(crate) type Build = std::thread::JoinHandle<Result<(Vec<KernelEntry>, Loaded), String>>;
@@ -18,6 +35,14 @@ impl Program {
     /// first call runs eagerly unless the build has finished by then.
     pub(crate) fn attach_compiling(&mut self, build: Build) {
         *self.compiling.get_mut() = Some(build);
+    }
+
+    /// Gives a program running its first tier's code the thread building
+    /// its second: calls keep running the first until the second has
+    /// finished, then switch (the same bits: the same C).
+    pub(crate) fn attach_upgrade(&mut self, build: Build) {
+        *self.compiling.get_mut() = Some(build);
+        self.upgrading.set(true);
     }
 
     /// Attaches the compiled code when its build has finished, or, with
@@ -33,6 +58,9 @@ impl Program {
             Ok((kernels, loaded)) => {
                 *self.kernels.borrow_mut() = kernels;
                 *self.loaded.borrow_mut() = Some(Arc::new(loaded));
+                if self.upgrading.replace(false) {
+                    TIER_SWITCHES.with(|n| n.set(n.get() + 1));
+                }
                 true
             }
             Err(e) => panic!("{e}"),

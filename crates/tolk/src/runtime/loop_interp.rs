@@ -247,6 +247,10 @@ pub(super) fn run_loop(
     dests: &[Option<(Tensor, *mut u8)>],
     scratch: &[(Tensor, *mut u8)],
 ) -> Vec<Tensor> {
+    // A body running its first tier takes the second once built.
+    if body.upgrading.get() {
+        body.attach_built(false);
+    }
     let g = &body.graph;
     let (nk, nc) = (lp.n_consts, lp.n_carry);
     let bytes = |a: &nx::Aval| a.numel() * a.dtype.size_in_bytes();
