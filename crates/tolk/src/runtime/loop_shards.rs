@@ -27,7 +27,7 @@ use super::loop_stages::{kept_buffers, one_thread, product_flops};
 use super::{call_kernel_range, Program};
 use crate::graph::{Eqn, Graph, Loop, Op, Var};
 use crate::plan::Step;
-use nx::{Prim, Tensor};
+use nx::{Prim, PrimClass, Tensor};
 
 /// The fewest rows a band may have: fewer, and a product's band is too
 /// small for the GEMM to run well.
@@ -203,13 +203,7 @@ fn keeps_rows(e: &Eqn, g: &Graph, row: &[bool], rows: usize) -> bool {
     let first_has_rows = row[e.inputs[0]] && x.shape.first() == Some(&rows);
     match prim {
         // Same-shaped operands, element by element.
-        Prim::Unary(_)
-        | Prim::Binary(_)
-        | Prim::Compare(_)
-        | Prim::Where
-        | Prim::Cast(_)
-        | Prim::Copy
-        | Prim::StopGradient => true,
+        _ if prim.class() == PrimClass::Elementwise => true,
         Prim::Reduce { axes, .. } => first_has_rows && !axes.contains(&0),
         Prim::ArgReduce { axis, .. } | Prim::Cumulative { axis, .. } => {
             first_has_rows && *axis != 0
