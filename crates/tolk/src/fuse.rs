@@ -382,8 +382,34 @@ pub struct FusedKernel {
 }
 
 /// Elements of a scatter's last dim one part of a split scatter kernel
-/// adds into ([`Kernel::split_scatter`]): a cache line of f32.
-const SCATTER_BLOCK: usize = 16;
+/// adds into ([`Kernel::split_scatter`]) on a CPU with `threads` threads,
+/// for a last dim of `last`: whole cache lines of f32 (16), as many as
+/// leave a part per thread, at most four, and dividing `last` (a block
+/// that does not is no split at all). A part's loop adds its block at
+/// every update, the blocks' vectors independent of each other, so wider
+/// blocks overlap more of the scattered loads and stores: W17's
+/// segment sums (8192 updates of 64 features) 0.65 -> 0.59 ms per step on
+/// 2 threads with blocks of 32 instead of 16.
+fn scatter_block(last: usize, threads: usize) -> usize {
+    let most = (last / 16 / threads.max(1)).clamp(1, 4);
+    (1..=most)
+        .rev()
+        .map(|lines| 16 * lines)
+        .find(|block| last % block == 0)
+        .unwrap_or(16)
+}
+
+#[cfg(test)]
+#[test]
+fn scatter_blocks_are_cache_lines_a_part_per_thread_dividing_the_dim() {
+    assert_eq!(scatter_block(64, 2), 32);
+    assert_eq!(scatter_block(64, 8), 16);
+    assert_eq!(scatter_block(1024, 2), 64);
+    // 80 = 5 lines: two lines per part would not divide it.
+    assert_eq!(scatter_block(80, 2), 16);
+    assert_eq!(scatter_block(96, 2), 48);
+    assert_eq!(scatter_block(16, 1), 16);
+}
 
 /// Full reductions at least this large stay with nx's eager kernel, which
 /// splits them across threads (a fused kernel splits over kept dims only).
@@ -1172,9 +1198,14 @@ pub fn fuse_with(g: &Graph, device: bool) -> Fusion {
             continue;
         }
         // A device's threads are many and light: one per element of the
-        // updates' last dim (a CPU thread takes a cache line of them).
-        let block = if device { 1 } else { SCATTER_BLOCK };
+        // updates' last dim (a CPU thread takes cache lines of them).
         for k in &mut kernels {
+            let last = k.kernel.shape.last().copied().unwrap_or(1);
+            let block = if device {
+                1
+            } else {
+                scatter_block(last, nx::num_threads())
+            };
             k.kernel.split_scatter(block);
         }
         let kernels = merge_maps(g, &def, &kinds, kernels, &views);

@@ -285,7 +285,13 @@ fn compile_simplified(
     let t_simplify = ms(start);
     let cache_dir = if opts.use_cache { cache::dir() } else { None };
     let cc = build::compiler_identity();
-    let stream = format!("stream>={:?}", opts.stream_min_bytes);
+    // Fusion's choices that depend on more than the graph: the stream
+    // threshold, and the thread count (a scatter's parts, `fuse.rs`).
+    let stream = format!(
+        "stream>={:?} threads={}",
+        opts.stream_min_bytes,
+        nx::num_threads()
+    );
     let mut flags = build::flags();
     flags.push(&stream);
     // The key names the cache entry; without a cache it is not needed.
