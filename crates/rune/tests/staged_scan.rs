@@ -466,7 +466,8 @@ fn a_loop_whose_steps_may_split_across_the_pool_gives_the_same_bits_every_call()
 /// under jit its loops run as one loop per band of rows on two threads
 /// (when nx has two); its gradient's weight sums add over the rows, so the
 /// backward loop runs in stages instead: the next state's gradient on one
-/// thread, the weight sums (carries nothing else reads) on the other. Every
+/// thread, the weight sums (carries nothing else reads) on the other, on
+/// the calls where the tuner tries it and after if it is faster. Every
 /// call computes what the one-thread loop computes, so the results are
 /// eager's bits, on every call (the threads interleave differently each
 /// time).
@@ -528,9 +529,11 @@ fn a_recurrent_loop_run_in_bands_and_in_stages_on_two_threads_gives_eager_bits()
     }
     if nx::num_threads() >= 2 {
         // Four calls each of two forward loops in bands (the forward's, the
-        // gradient's) and of one backward loop in stages, twelve steps each.
+        // gradient's), twelve steps each. The backward loop in stages: its
+        // first calls alternate between one thread and the pipeline (the
+        // tuner's trials), so calls 1 and 3 ran pipelined.
         assert_eq!(tolk::sharded_steps() - before.0, 4 * 2 * t as u64);
-        assert_eq!(tolk::pipelined_steps() - before.1, 4 * t as u64);
+        assert_eq!(tolk::pipelined_steps() - before.1, 2 * t as u64);
     }
 }
 

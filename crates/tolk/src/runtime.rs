@@ -106,6 +106,10 @@ pub struct Program {
     /// values its stages compute ([`loop_stages::Stages::place_buffers`]),
     /// kept across calls.
     loop_buffers: RefCell<Vec<Tensor>>,
+    /// When this program is the body of a loop that splits into stages:
+    /// whether its calls run pipelined, chosen by timing its first calls
+    /// both ways ([`loop_interp::SplitTuner::for_calls`]).
+    stage_tuner: Cell<loop_interp::SplitTuner>,
     slots: RefCell<Vec<Option<Tensor>>>,
     /// Contiguous copies of non-contiguous slots (inputs, constants) for
     /// kernels, which address their arguments as dense row-major buffers.
@@ -262,6 +266,7 @@ impl Program {
             scratch: RefCell::new(Vec::new()),
             split_tuners: RefCell::new(vec![Default::default(); n_steps]),
             loop_buffers: RefCell::new(Vec::new()),
+            stage_tuner: Cell::new(loop_interp::SplitTuner::for_calls()),
             slots: RefCell::new(vec![None; n]),
             dense: RefCell::new(vec![None; n]),
             bodies: Vec::new(),

@@ -141,7 +141,7 @@ fn addressed(t: Tensor) -> (Tensor, *mut u8) {
 /// depends on the host, not just the step's size (a scan RNN's 32x128x128
 /// product: split, 0.66 against 0.87 ms per forward on a 2-vCPU AMD EPYC,
 /// but 1.36 against 0.95 ms on a 2-vCPU Intel Xeon). So each such step is
-/// run [`TRIALS`](Self::TRIALS) times each way, alternating, and keeps the
+/// run 12 times each way (`trials`), alternating, and keeps the
 /// way whose fastest run was faster (split only when clearly so, by a
 /// tenth: on the calling thread alone the other cores stay free). Both
 /// ways give the same bits: kernels split over output elements, and a
@@ -149,22 +149,60 @@ fn addressed(t: Tensor) -> (Tensor, *mut u8) {
 /// or columns. The choice is made once per compiled body, on its first
 /// call: a machine busy with other work during those steps can leave the
 /// slower way chosen (`TOLK_PROFILE=1` shows the loop's time).
-#[derive(Clone, Copy, Debug, Default)]
+///
+/// A pipelined loop ([`super::loop_stages`]) is chosen the same way, whole
+/// calls of the loop being the trials ([`SplitTuner::for_calls`]): its
+/// stages hand values between cores, which on some hosts costs more than
+/// the overlap gains.
+#[derive(Clone, Copy, Debug)]
 pub(super) struct SplitTuner {
+    /// Trials each way.
+    trials: u32,
     runs: u32,
     /// The fastest run so far on the calling thread, and split (seconds).
     best: [f64; 2],
     decided: Option<bool>,
 }
 
+impl Default for SplitTuner {
+    /// A tuner of a loop body's step: 12 trials each way.
+    fn default() -> SplitTuner {
+        SplitTuner {
+            trials: 12,
+            runs: 0,
+            best: [0.0; 2],
+            decided: None,
+        }
+    }
+}
+
 impl SplitTuner {
-    const TRIALS: u32 = 12;
+    /// A tuner of whole calls of a loop: 3 trials each way (a first
+    /// call's one-time costs are in the slower of its way's trials).
+    pub(super) fn for_calls() -> SplitTuner {
+        SplitTuner {
+            trials: 3,
+            ..SplitTuner::default()
+        }
+    }
+
+    /// The way the next run takes: the chosen one, or while undecided,
+    /// alternately on the calling thread and split, starting with the
+    /// former.
+    pub(super) fn next_split(&self) -> bool {
+        self.decided.unwrap_or(self.runs % 2 == 1)
+    }
+
+    /// Whether the choice is still open (runs are being timed).
+    pub(super) fn trying(&self) -> bool {
+        self.decided.is_none()
+    }
 
     /// Runs `f` the chosen way (alternating while undecided), timing it
     /// while the choice is open.
     fn run(&mut self, f: impl FnOnce()) {
-        let split = self.decided.unwrap_or(self.runs % 2 == 1);
-        let t0 = self.decided.is_none().then(std::time::Instant::now);
+        let split = self.next_split();
+        let t0 = self.trying().then(std::time::Instant::now);
         if split {
             f()
         } else {
@@ -177,11 +215,11 @@ impl SplitTuner {
 
     /// Counts one trial run of `secs`, split or not; decides after the
     /// last.
-    fn record(&mut self, split: bool, secs: f64) {
+    pub(super) fn record(&mut self, split: bool, secs: f64) {
         let best = &mut self.best[split as usize];
         *best = if self.runs < 2 { secs } else { best.min(secs) };
         self.runs += 1;
-        if self.runs == 2 * Self::TRIALS {
+        if self.runs == 2 * self.trials {
             self.decided = Some(self.best[1] < 0.9 * self.best[0]);
         }
     }
@@ -459,10 +497,14 @@ pub(super) fn run_loop(
     if let Some(sh) = &shards {
         debug_assert!(per_step.is_empty(), "a row-sharded body checks no indices");
         sh.run(lp, first_out, &frame, &calls, &copies);
-    } else if let Some(st) = &stages {
+    } else if stages.is_some() && body.stage_tuner.get().next_split() {
         debug_assert!(per_step.is_empty(), "a pipelined body checks no indices");
+        let t0 = std::time::Instant::now();
+        let st = stages.as_ref().expect("stages");
         st.run(lp, first_out, &frame, &calls, &copies);
+        tune_stages(body, true, t0);
     } else {
+        let t0 = std::time::Instant::now();
         let mut tuners = body.split_tuners.borrow_mut();
         let mut ptrs: Vec<*mut u8> = Vec::new();
         for i in 0..lp.length {
@@ -504,6 +546,9 @@ pub(super) fn run_loop(
                 *l = None;
             }
         }
+        if stages.is_some() {
+            tune_stages(body, false, t0);
+        }
     }
     // The last step wrote the final buffers.
     debug_assert!(Cursor::new(lp, first_out, lp.length - 1).carry_out == 1);
@@ -511,6 +556,24 @@ pub(super) fn run_loop(
     let mut outs: Vec<Tensor> = last.into_iter().map(|(t, _)| t).collect();
     outs.extend(frame.ys.into_iter().map(|(t, _, _)| t));
     outs
+}
+
+/// Counts a call of a loop that splits into stages, run pipelined or on
+/// this thread from `t0`, while its body's tuner is still trying.
+fn tune_stages(body: &Program, pipelined: bool, t0: std::time::Instant) {
+    let mut tuner = body.stage_tuner.get();
+    if tuner.trying() {
+        tuner.record(pipelined, t0.elapsed().as_secs_f64());
+        if !tuner.trying() && std::env::var_os("TOLK_DUMP").is_some() {
+            eprintln!(
+                "tolk: a loop in stages runs {} (fastest call {:.1} us on one thread, {:.1} us pipelined)",
+                if tuner.next_split() { "pipelined" } else { "on one thread" },
+                tuner.best[0] * 1e6,
+                tuner.best[1] * 1e6
+            );
+        }
+        body.stage_tuner.set(tuner);
+    }
 }
 
 /// An output of a loop's body copied after each step into its place.
@@ -622,7 +685,7 @@ mod tests {
     fn the_tuner_splits_only_when_a_tenth_faster() {
         let decide = |one: f64, split: f64| {
             let mut t = SplitTuner::default();
-            for i in 0..2 * SplitTuner::TRIALS {
+            for i in 0..2 * SplitTuner::default().trials {
                 let s = i % 2 == 1;
                 assert_eq!(t.decided.unwrap_or(t.runs % 2 == 1), s, "trial {i}");
                 // A slow first run of each way does not count against it.
