@@ -33,8 +33,12 @@
 //! calling thread runs a pre stage itself when the other has not claimed
 //! it, and post stages when it would otherwise wait for a ring slot or the
 //! end. Only bodies of kernels and products are pipelined, with no index
-//! checks per step, and only when the work off the critical path is worth
-//! a thread ([`MIN_OFF_CORE`]).
+//! checks, whose rows are not independent (those run in bands,
+//! [`super::loop_shards`]), and only when the work off the critical path
+//! is worth a thread ([`MIN_OFF_CORE`]); and then only if the body's first
+//! calls, alternating with one-thread runs, show the pipeline faster on
+//! this host (`Program::stage_tuner`): the values a stage hands over cross
+//! between cores (16 KB took about 3 us on a 2-vCPU Intel Xeon).
 
 use super::loop_interp::{run_compiled, Call, Cursor, Frame, OutputCopy, Place};
 use super::Program;
@@ -50,8 +54,8 @@ pub(super) const RING: usize = 4;
 
 /// Work per step (multiply-adds times two for products, elements visited
 /// for kernels) off the critical path below which a loop runs on one
-/// thread: a step's handoff costs about a microsecond, about this much
-/// work on one core.
+/// thread: about a microsecond of one core's work, less than a step's
+/// handoff between cores costs.
 const MIN_OFF_CORE: usize = 1 << 18;
 
 thread_local! {
