@@ -74,14 +74,14 @@ impl<Q: Ptree> OnDevices<Q> {
             .map(|(i, t)| {
                 match DeviceResident::on_devices(t, &self.devices, program.input_layout(i)) {
                     Some(vs) => DeviceInput::OnDevices(vs),
-                    None => DeviceInput::Host(t.clone()),
+                    None => DeviceInput::Global(t.clone()),
                 }
             })
             .collect();
         let incoming: u64 = inputs
             .iter()
             .zip(&leaves)
-            .filter(|(i, _)| matches!(i, DeviceInput::Host(_)))
+            .filter(|(i, _)| matches!(i, DeviceInput::Global(_)))
             .map(|(_, t)| (t.numel() * t.dtype().size_in_bytes()) as u64)
             .sum();
         let cached: u64 = self

@@ -70,21 +70,12 @@ pub struct ShardedOnDevices {
     pub const_bytes: u64,
 }
 
-/// An input leaf of [`ShardedOnDevices::run`].
-pub enum DeviceInput {
-    /// A host tensor: each device's shard or replica is copied in.
-    Host(Tensor),
-    /// Per device, its value already in the layout the program reads.
-    OnDevices(Vec<DeviceValue>),
-}
+/// An input leaf of [`ShardedOnDevices::run`]: pmap's input over device
+/// values (a host tensor's shards or replicas are copied in).
+pub type DeviceInput = crate::shard::Input<DeviceValue>;
 
-/// An output as the devices hold it.
-pub struct DeviceOutput {
-    /// The axis the values split the output along (`None`: replicated).
-    pub split: Option<usize>,
-    /// One contiguous value per device.
-    pub values: Vec<DeviceValue>,
-}
+/// An output as the devices hold it: one contiguous value per device.
+pub type DeviceOutput = crate::shard::Output<DeviceValue>;
 
 /// What one call of [`ShardedOnDevices::run`] returns.
 pub struct ShardedRun {
@@ -325,7 +316,7 @@ impl ShardedOnDevices {
                     .iter()
                     .map(|v| Value::dense(v.buffer.clone(), a))
                     .collect(),
-                DeviceInput::Host(t) => {
+                DeviceInput::Global(t) => {
                     let parts: Vec<Tensor> = match k.1 {
                         Sharding::Split(ax) => {
                             let len = t.shape()[ax] / n;

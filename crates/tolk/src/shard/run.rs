@@ -234,20 +234,24 @@ impl ShardedProgram {
 
 /// A pmap input leaf: a host tensor, or values already on the devices in
 /// the layout the program expects (an unread output of an earlier call).
-pub enum Input {
-    /// A host tensor, sharded by the program's input layout.
+/// `V` is a device's value: a tensor on `CPU:n`, a
+/// [`crate::device::exec::DeviceValue`] on CUDA devices
+/// ([`crate::device::sharded::DeviceInput`]).
+pub enum Input<V = Tensor> {
+    /// A host tensor, sharded (or replicated, copied to each device) by
+    /// the program's input layout.
     Global(Tensor),
     /// One value per device, already in the layout the program expects.
-    OnDevices(Vec<Tensor>),
+    OnDevices(Vec<V>),
 }
 
 /// An output as the devices hold it: one value per device, split along
-/// `split` (`Some(axis)`) or replicated.
-pub struct Output {
+/// `split` (`Some(axis)`) or replicated. `V` as in [`Input`].
+pub struct Output<V = Tensor> {
     /// The axis the values split the output along (`None`: replicated).
     pub split: Option<usize>,
     /// One value per device.
-    pub values: Vec<Tensor>,
+    pub values: Vec<V>,
 }
 
 impl Output {
