@@ -93,7 +93,7 @@ fn is_transcendental_unary(op: UnaryOp) -> bool {
 }
 
 /// The flops and transcendentals of one primitive equation.
-fn prim_cost(g: &Graph, prim: &Prim, ins: &[usize], out: usize) -> Cost {
+pub(crate) fn prim_cost(g: &Graph, prim: &Prim, ins: &[usize], out: usize) -> Cost {
     let n = |v: usize| g.aval(v).numel() as u64;
     let out_n = n(out);
     let (flops, transcendentals) = match prim {

@@ -32,8 +32,7 @@ mod loop_interp;
 mod loop_shards;
 mod loop_stages;
 pub use background::tier_switches;
-pub use loop_shards::sharded_steps;
-pub use loop_stages::pipelined_steps;
+pub use loop_interp::{pipelined_steps, sharded_steps};
 
 use arena::written_in_place;
 pub(crate) use arena::ArenaLayout;
@@ -110,6 +109,9 @@ pub struct Program {
     /// whether its calls run pipelined, chosen by timing its first calls
     /// both ways ([`loop_interp::SplitTuner::for_calls`]).
     stage_tuner: Cell<loop_interp::SplitTuner>,
+    /// When this program is a loop's body: how its steps run (in bands, in
+    /// stages, on one thread), decided at its first call.
+    loop_mode: std::cell::OnceCell<loop_interp::LoopMode>,
     slots: RefCell<Vec<Option<Tensor>>>,
     /// Contiguous copies of non-contiguous slots (inputs, constants) for
     /// kernels, which address their arguments as dense row-major buffers.
@@ -267,6 +269,7 @@ impl Program {
             split_tuners: RefCell::new(vec![Default::default(); n_steps]),
             loop_buffers: RefCell::new(Vec::new()),
             stage_tuner: Cell::new(loop_interp::SplitTuner::for_calls()),
+            loop_mode: std::cell::OnceCell::new(),
             slots: RefCell::new(vec![None; n]),
             dense: RefCell::new(vec![None; n]),
             bodies: Vec::new(),

@@ -85,14 +85,12 @@ impl Frame {
         self.fixed.len() - 1
     }
 
-    /// Adds a ring of [`RING`] slots of `slot` bytes (`t`: [RING, ...]).
-    pub(super) fn add_ring(&mut self, t: Tensor, slot: usize) {
+    /// Adds a ring of [`RING`] slots of `slot` bytes (`t`: [RING, ...]);
+    /// its index, for [`Place::Ring`].
+    pub(super) fn add_ring(&mut self, t: Tensor, slot: usize) -> usize {
         let (t, p) = addressed(t);
         self.rings.push((t, p, slot));
-    }
-
-    pub(super) fn rings_len(&self) -> usize {
-        self.rings.len()
+        self.rings.len() - 1
     }
 
     /// The address of `p`'s first element at step `c`.
@@ -401,18 +399,19 @@ pub(super) fn run_loop(
         }
     }
     // A body whose rows are independent runs in bands of rows, else one
-    // that splits into stages in a pipeline; each gets buffers of its own
-    // for the values it computes (rings where stages cross).
-    let shards = Shards::of(lp, body, &place);
-    let stages = match shards {
-        Some(_) => None,
-        None => Stages::of(lp, body, &place),
-    };
-    if let Some(sh) = &shards {
-        sh.place_buffers(body, &mut frame, &mut place);
-    }
-    if let Some(st) = &stages {
-        st.place_buffers(body, &mut frame, &mut place);
+    // that splits into stages in a pipeline (decided at its first call:
+    // it depends on the body alone); each gets buffers of its own for the
+    // values it computes (rings where stages cross).
+    let mode = body
+        .loop_mode
+        .get_or_init(|| match Shards::of(lp, body, &place) {
+            Some(sh) => LoopMode::Bands(sh),
+            None => Stages::of(lp, body, &place).map_or(LoopMode::OneThread, LoopMode::Stages),
+        });
+    match mode {
+        LoopMode::Bands(sh) => sh.place_buffers(body, &mut frame, &mut place),
+        LoopMode::Stages(st) => st.place_buffers(body, &mut frame, &mut place),
+        LoopMode::OneThread => {}
     }
     let placed = |v: Var| place[v].expect("tolk: a loop body's value without a place");
     let body_kernels = body.kernels.borrow();
@@ -494,13 +493,15 @@ pub(super) fn run_loop(
     for (c, p) in once {
         c.check(&frame.tensor(p, &Cursor::new(lp, first_out, 0)));
     }
-    if let Some(sh) = &shards {
+    let staged = matches!(mode, LoopMode::Stages(_));
+    if let LoopMode::Bands(sh) = mode {
         debug_assert!(per_step.is_empty(), "a row-sharded body checks no indices");
+        STEPS_ON_THREADS.with(|n| n.set([n.get()[0] + lp.length as u64, n.get()[1]]));
         sh.run(lp, first_out, &frame, &calls, &copies);
-    } else if stages.is_some() && body.stage_tuner.get().next_split() {
+    } else if let (LoopMode::Stages(st), true) = (mode, body.stage_tuner.get().next_split()) {
         debug_assert!(per_step.is_empty(), "a pipelined body checks no indices");
+        STEPS_ON_THREADS.with(|n| n.set([n.get()[0], n.get()[1] + lp.length as u64]));
         let t0 = std::time::Instant::now();
-        let st = stages.as_ref().expect("stages");
         st.run(lp, first_out, &frame, &calls, &copies);
         tune_stages(body, true, t0);
     } else {
@@ -546,7 +547,7 @@ pub(super) fn run_loop(
                 *l = None;
             }
         }
-        if stages.is_some() {
+        if staged {
             tune_stages(body, false, t0);
         }
     }
@@ -556,6 +557,38 @@ pub(super) fn run_loop(
     let mut outs: Vec<Tensor> = last.into_iter().map(|(t, _)| t).collect();
     outs.extend(frame.ys.into_iter().map(|(t, _, _)| t));
     outs
+}
+
+/// How a loop's steps run, decided once per body (`Program::loop_mode`).
+pub(super) enum LoopMode {
+    /// One loop per band of rows ([`super::loop_shards`]).
+    Bands(Shards),
+    /// In stages, pipelined when the tuner finds it faster
+    /// ([`super::loop_stages`]).
+    Stages(Stages),
+    /// On the calling thread, each step's products and large kernels split
+    /// or not ([`SplitTuner`]).
+    OneThread,
+}
+
+thread_local! {
+    /// Steps run in bands and pipelined by loops called from this thread.
+    static STEPS_ON_THREADS: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) };
+}
+
+/// How many steps of staged loops this thread's calls have run in bands of
+/// rows on several threads (each band's steps counted once): for tests
+/// that check a loop took that path.
+#[doc(hidden)]
+pub fn sharded_steps() -> u64 {
+    STEPS_ON_THREADS.with(|n| n.get()[0])
+}
+
+/// How many steps of staged loops this thread's calls have run in stages
+/// on two threads: for tests that check a loop took that path.
+#[doc(hidden)]
+pub fn pipelined_steps() -> u64 {
+    STEPS_ON_THREADS.with(|n| n.get()[1])
 }
 
 /// Counts a call of a loop that splits into stages, run pipelined or on
@@ -660,19 +693,23 @@ pub(super) fn run_compiled(
 
 /// Row `t` of `x` along axis 0, as a view without that axis.
 fn row(x: &Tensor, t: usize) -> Tensor {
-    let shape = x.shape();
-    let mut start = vec![0; shape.len()];
-    start[0] = t;
-    let mut end = shape.to_vec();
-    end[0] = t + 1;
-    let step = vec![1; shape.len()];
-    let r = nx::raw::eval(Prim::Slice { start, end, step }, &[x]);
     nx::raw::eval(
         Prim::Reshape {
-            shape: shape[1..].to_vec(),
+            shape: x.shape()[1..].to_vec(),
         },
-        &[&r],
+        &[&rows(x, t..t + 1)],
     )
+}
+
+/// Rows `r` of `x` along axis 0, as a view.
+pub(super) fn rows(x: &Tensor, r: std::ops::Range<usize>) -> Tensor {
+    let shape = x.shape();
+    let mut start = vec![0; shape.len()];
+    start[0] = r.start;
+    let mut end = shape.to_vec();
+    end[0] = r.end;
+    let step = vec![1; shape.len()];
+    nx::raw::eval(Prim::Slice { start, end, step }, &[x])
 }
 
 #[cfg(test)]

@@ -22,12 +22,12 @@
 //! products only (the product's left operand the row-bearing one), every
 //! one computes row-bearing values, and no step checks indices.
 
-use super::loop_interp::{Call, Cursor, Frame, OutputCopy, Place};
+use super::loop_interp::{rows, Call, Cursor, Frame, OutputCopy, Place};
 use super::loop_stages::{kept_buffers, one_thread, product_flops};
 use super::{call_kernel_range, Program};
 use crate::graph::{Eqn, Graph, Loop, Op, Var};
 use crate::plan::Step;
-use nx::{Prim, PrimClass, Tensor};
+use nx::{Prim, PrimClass};
 
 /// The fewest rows a band may have: fewer, and a product's band is too
 /// small for the GEMM to run well.
@@ -37,19 +37,6 @@ const MIN_BAND_ROWS: usize = 8;
 /// splits into bands for: below it, starting the other threads costs more
 /// than they save.
 const MIN_LOOP_WORK: usize = 1 << 21;
-
-thread_local! {
-    /// Steps run by row-sharded loops called from this thread.
-    static SHARDED_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many steps of staged loops this process has run in bands of rows
-/// on several threads (each band's steps counted once), in loops called
-/// from this thread: for tests that check a loop took that path.
-#[doc(hidden)]
-pub fn sharded_steps() -> u64 {
-    SHARDED_STEPS.with(|n| n.get())
-}
 
 /// How a loop's rows split into bands (see the module's doc).
 pub(super) struct Shards {
@@ -127,14 +114,18 @@ impl Shards {
         if work.saturating_mul(lp.length) < MIN_LOOP_WORK {
             return None;
         }
-        let producer_step = |v: Var| {
-            body.plan.steps.iter().any(|s| match s {
-                Step::Kernel { outs, .. } => outs.contains(&v),
-                Step::Library { eqn } => g.eqns[*eqn].outs.contains(&v),
-            })
-        };
+        let mut computed = vec![false; g.avals.len()];
+        for step in &body.plan.steps {
+            let outs = match step {
+                Step::Kernel { outs, .. } => outs,
+                Step::Library { eqn } => &g.eqns[*eqn].outs,
+            };
+            for &o in outs {
+                computed[o] = true;
+            }
+        }
         let private = (0..g.avals.len())
-            .filter(|&v| matches!(place[v], Some(Place::Fixed(_))) && producer_step(v))
+            .filter(|&v| computed[v] && matches!(place[v], Some(Place::Fixed(_))))
             .collect();
         Some(Shards {
             rows,
@@ -182,7 +173,6 @@ impl Shards {
             bands: self.bands,
         };
         let shared = &shared;
-        SHARDED_STEPS.with(|n| n.set(n.get() + lp.length as u64));
         nx::raw::parallel_for(self.bands, &|b| {
             nx::raw::on_this_thread(|| shared.band(b));
         });
@@ -282,7 +272,7 @@ impl Bands<'_, '_> {
                         out,
                         bytes,
                     } => {
-                        let lhs = band_rows(&self.frame.tensor(inputs[0], &at), r.clone());
+                        let lhs = rows(&self.frame.tensor(inputs[0], &at), r.clone());
                         let rhs = self.frame.tensor(inputs[1], &at);
                         let out_row = bytes / self.rows;
                         // In bounds: rows `r` of the product's place.
@@ -303,21 +293,4 @@ impl Bands<'_, '_> {
             }
         }
     }
-}
-
-/// Rows `r` of `x` along axis 0 (a view).
-fn band_rows(x: &Tensor, r: std::ops::Range<usize>) -> Tensor {
-    let shape = x.shape();
-    let mut start = vec![0; shape.len()];
-    start[0] = r.start;
-    let mut end = shape.to_vec();
-    end[0] = r.end;
-    nx::raw::eval(
-        Prim::Slice {
-            start,
-            end,
-            step: vec![1; shape.len()],
-        },
-        &[x],
-    )
 }

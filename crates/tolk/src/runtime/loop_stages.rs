@@ -58,19 +58,6 @@ pub(super) const RING: usize = 4;
 /// handoff between cores costs.
 const MIN_OFF_CORE: usize = 1 << 18;
 
-thread_local! {
-    /// Steps run by pipelined loops called from this thread.
-    static PIPELINED_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many steps of staged loops this process has run in stages on two
-/// threads, in loops called from this thread: for tests that check a
-/// loop took that path.
-#[doc(hidden)]
-pub fn pipelined_steps() -> u64 {
-    PIPELINED_STEPS.with(|n| n.get())
-}
-
 /// The most memory a loop's rings may take: past it, the values handed
 /// between stages are too large for a step to gain from overlapping.
 const MAX_RING_BYTES: usize = 16 << 20;
@@ -335,8 +322,7 @@ impl Stages {
         for (&v, t) in self.crossing.iter().zip(rings) {
             let a = g.aval(v);
             let slot = a.numel() * a.dtype.size_in_bytes();
-            frame.add_ring(t.clone(), slot);
-            place[v] = Some(Place::Ring(frame.rings_len() - 1));
+            place[v] = Some(Place::Ring(frame.add_ring(t.clone(), slot)));
         }
         for (&v, t) in self.private.iter().zip(private) {
             place[v] = Some(Place::Fixed(frame.add_fixed(t.clone())));
@@ -372,7 +358,6 @@ impl Stages {
             pre_feeds_post: self.pre_feeds_post,
         };
         let pipe = &pipe;
-        PIPELINED_STEPS.with(|n| n.set(n.get() + lp.length as u64));
         nx::raw::parallel_for(2, &|part| {
             // Every call runs inline on the thread of its stage.
             nx::raw::on_this_thread(|| {
@@ -414,14 +399,13 @@ pub(super) fn one_thread() -> bool {
     *ONE.get_or_init(|| std::env::var_os("TOLK_LOOPS_ONE_THREAD").is_some())
 }
 
-/// A product's multiply-adds times two.
+/// A product's multiply-adds times two (its flops as `cost_analysis`
+/// counts them).
 pub(super) fn product_flops(e: &crate::graph::Eqn, g: &crate::graph::Graph) -> usize {
-    let Op::Prim(Prim::DotGeneral { lhs_contract, .. }) = &e.op else {
-        return 0;
-    };
-    let lhs = g.aval(e.inputs[0]);
-    let k: usize = lhs_contract.iter().map(|&d| lhs.shape[d]).product();
-    2 * g.aval(e.out()).numel() * k
+    match &e.op {
+        Op::Prim(prim) => crate::cost::prim_cost(g, prim, &e.inputs, e.out()).flops as usize,
+        Op::Loop(_) => 0,
+    }
 }
 
 /// The set bits of `m`.
