@@ -435,6 +435,9 @@ struct Reverse {
     kept_carries: Vec<usize>,
     out_avals: Vec<Aval>,
     body_avals: Vec<Aval>,
+    /// Per output of the reverse body: zero at every step (it reads no
+    /// cotangent), so the matching input's cotangent is a symbolic zero.
+    zero: Vec<bool>,
 }
 
 impl Reverse {
@@ -511,9 +514,22 @@ impl Reverse {
             captures.is_empty(),
             "scan: a loop body captures nothing once staged"
         );
+        let (nct, nacc) = (float_c.len(), need_k.len());
+        // A step's vjp is linear in the cotangents: an output that reads
+        // none of them (the carries' and ys', not the accumulators) is zero
+        // at every step, as for an x the body never reads. Such inputs get
+        // no cotangent (a symbolic zero, as JAX's scan transpose gives), not
+        // a stacked zero that an outer rule would multiply by its partial
+        // (0 * inf is NaN where eager has no term: seeds 9103882, 9107446).
+        let n_in = full.inputs.len();
+        let zero = {
+            let is_ct =
+                |i: usize| (nk..nk + nct).contains(&i) || i >= n_in - float_y.len();
+            let reads = reads_inputs(&full, &is_ct);
+            full.outputs.iter().map(|&v| !reads[v]).collect()
+        };
         // Partial evaluation: the inputs known without cotangents are the
         // consts, the carries and the xs.
-        let (nct, nacc) = (float_c.len(), need_k.len());
         let known_input =
             |i: usize| i < nk || (i >= nk + nct + nacc && i < nk + nct + nacc + nc + nx_);
         let split = split_known(&full, &known_input);
@@ -588,6 +604,7 @@ impl Reverse {
             kept_carries,
             out_avals,
             body_avals,
+            zero,
         }
     }
 
@@ -632,15 +649,18 @@ impl Reverse {
         let outs = bind_loop(back, &ins);
         let (g_c, rest) = outs.split_at(self.float_c.len());
         let (g_k, g_x) = rest.split_at(self.need_k.len());
+        let (zero_c, rest) = self.zero.split_at(self.float_c.len());
+        let (zero_k, zero_x) = rest.split_at(self.need_k.len());
         let mut result: Vec<Option<Tensor>> = vec![None; values.len()];
-        for (&i, g) in self.need_k.iter().zip(g_k) {
-            result[i] = Some(g.clone());
+        let nonzero = |g: &Tensor, zero: &bool| (!zero).then(|| g.clone());
+        for ((&i, g), z) in self.need_k.iter().zip(g_k).zip(zero_k) {
+            result[i] = nonzero(g, z);
         }
-        for (&i, g) in self.float_c.iter().zip(g_c) {
-            result[nk + i] = Some(g.clone());
+        for ((&i, g), z) in self.float_c.iter().zip(g_c).zip(zero_c) {
+            result[nk + i] = nonzero(g, z);
         }
-        for (&i, g) in self.need_x.iter().zip(g_x) {
-            result[nk + nc + i] = Some(g.clone());
+        for ((&i, g), z) in self.need_x.iter().zip(g_x).zip(zero_x) {
+            result[nk + nc + i] = nonzero(g, z);
         }
         result
     }
@@ -689,6 +709,22 @@ struct Split {
     residuals: Vec<Var>,
     /// Per variable: whether an unknown equation or an output reads it.
     read_by_rest: Vec<bool>,
+}
+
+/// Per variable of `g`: whether it depends on an input `i` with `of(i)`.
+fn reads_inputs(g: &tolk::Graph, of: &dyn Fn(usize) -> bool) -> Vec<bool> {
+    let mut reads = vec![false; g.avals.len()];
+    for (i, &v) in g.inputs.iter().enumerate() {
+        reads[v] = of(i);
+    }
+    for e in &g.eqns {
+        if e.inputs.iter().any(|&v| reads[v]) {
+            for &o in &e.outs {
+                reads[o] = true;
+            }
+        }
+    }
+    reads
 }
 
 /// Sorts `g`'s equations by what they depend on, input `i` known when

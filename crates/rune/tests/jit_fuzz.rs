@@ -101,6 +101,7 @@ const CI_CASES: usize = 300;
 const BATCH: usize = 12;
 
 include!("common/fuzz_programs.rs");
+include!("common/fuzz_shrink.rs");
 
 // ---------------------------------------------------------------------------
 // Comparison.
@@ -633,6 +634,24 @@ fn long_fuzz() {
     let first = env_usize("JIT_FUZZ_SEED", 1_000_000) as u64;
     let c = fuzz(first, n, 25, "CPU");
     report(&c, start.elapsed().as_secs_f64());
+}
+
+/// `JIT_FUZZ_SHRINK=seed`: the smallest variant of that seed's program
+/// that still differs under jit (see `common/fuzz_shrink.rs`).
+#[test]
+#[ignore = "a tool: JIT_FUZZ_SHRINK=seed prints a failing program shrunk"]
+fn shrink_a_failing_seed() {
+    let seed: u64 = std::env::var("JIT_FUZZ_SHRINK")
+        .expect("JIT_FUZZ_SHRINK=seed")
+        .parse()
+        .unwrap();
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let small = shrink(&generate(seed));
+    std::panic::set_hook(hook);
+    println!("{small:#?}");
+    let case = Case { seed, prog: small };
+    println!("{:?}", check_batch(&[&case], "CPU"));
 }
 
 /// A view of an input leaf taken before `assign` on that leaf: eagerly the

@@ -1209,6 +1209,15 @@ pub fn fuse_with(g: &Graph, device: bool) -> Fusion {
             k.kernel.split_scatter(block);
         }
         let kernels = merge_maps(g, &def, &kinds, kernels, &views);
+        // A view some kernel also writes as a buffer (a scatter's first
+        // input that a loop reads too) is that buffer, not a second, eager
+        // view step: kernels address it by its arena slot, whose lifetime
+        // the view step's reads would not extend (seed 1007244).
+        for k in &kernels {
+            for &v in &k.outs {
+                views.0[v] = false;
+            }
+        }
         return Fusion {
             kernels,
             library: kinds.iter().map(|&k| k == PrimClass::Library).collect(),
