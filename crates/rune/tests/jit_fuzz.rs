@@ -64,7 +64,15 @@
 //!
 //! CI: `every_random_program_under_jit_equals_eager` runs `CI_CASES` cases,
 //! `BATCH` programs per jitted function (one C compile per batch; a failing
-//! batch is rerun program by program to name the program).
+//! batch is rerun program by program to name the program), from a first
+//! seed taken from the commit under test (`first_seed`; `JIT_FUZZ_SEED`
+//! overrides it), so each landing covers programs no earlier one did. A
+//! failure prints the case's seed, its program, and the one-line commands
+//! that rerun it alone (`JIT_FUZZ_ONLY=seed`) and shrink it
+//! (`JIT_FUZZ_SHRINK=seed`, `common/fuzz_shrink.rs`).
+//! `random_programs_on_the_emulated_cuda_device_equal_eager` does the same
+//! on the emulated CUDA device; `JIT_FUZZ_DEVICE=CUDA` runs the long mode
+//! and `JIT_FUZZ_ONLY` there.
 //!
 //! Long mode, 10^4 cases with the generated C built with AddressSanitizer
 //! and UBSan (`TOLK_SANITIZE=1` makes tolk add
@@ -473,8 +481,10 @@ fn fuzz(first_seed: u64, n: usize, batch: usize, device: &str) -> Counts {
                     counts.refused += 1
                 }
                 Err(e) => counts.failures.push(format!(
-                    "seed {} (JIT_FUZZ_ONLY={}): {e}\nprogram: {:#?}",
-                    c.seed, c.seed, c.prog
+                    "seed {}: {e}\nprogram: {:#?}\nreproduce: {}",
+                    c.seed,
+                    c.prog,
+                    reproducer(c.seed, device)
                 )),
             }
         }
@@ -568,6 +578,41 @@ fn report(c: &Counts, secs: f64) {
     );
 }
 
+/// The one-line command that reruns case `seed` alone (and prints its
+/// program), and the one that shrinks it.
+fn reproducer(seed: u64, device: &str) -> String {
+    let (env, test) = match device {
+        "CPU" => ("", "every_random_program_under_jit_equals_eager"),
+        _ => ("JIT_FUZZ_DEVICE=CUDA ", "every_random_program_under_jit_equals_eager"),
+    };
+    format!(
+        "{env}JIT_FUZZ_ONLY={seed} cargo test --release -p rune --test jit_fuzz {test} -- --nocapture\n\
+         shrink: JIT_FUZZ_SHRINK={seed} cargo test --release -p rune --test jit_fuzz \
+         shrink_a_failing_seed -- --ignored --nocapture"
+    )
+}
+
+/// The CI run's first seed: `JIT_FUZZ_SEED`, else one taken from the
+/// commit being tested (so every landing covers programs no earlier one
+/// did), else 1 outside a git checkout.
+fn first_seed() -> u64 {
+    if let Ok(s) = std::env::var("JIT_FUZZ_SEED") {
+        return s.parse().expect("JIT_FUZZ_SEED is a number");
+    }
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| u64::from_str_radix(String::from_utf8_lossy(&o.stdout).get(..12)?, 16).ok());
+    match head {
+        // Past the long mode's default range (1,000,000 on).
+        Some(h) => 100_000_000 + h % 1_000_000_000,
+        None => 1,
+    }
+}
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -579,17 +624,19 @@ fn env_usize(name: &str, default: usize) -> usize {
 fn every_random_program_under_jit_equals_eager() {
     if let Ok(s) = std::env::var("JIT_FUZZ_ONLY") {
         let seed: u64 = s.parse().unwrap();
+        let device = std::env::var("JIT_FUZZ_DEVICE").unwrap_or_else(|_| "CPU".into());
+        if device != "CPU" {
+            tolk::device::emulated::install_for_tests();
+        }
         println!("{:#?}", generate(seed));
-        let c = fuzz(seed, 1, 1, "CPU");
+        let c = fuzz(seed, 1, 1, &device);
         return report(&c, 0.0);
     }
     let start = Instant::now();
-    let c = fuzz(
-        env_usize("JIT_FUZZ_SEED", 1) as u64,
-        env_usize("JIT_FUZZ_CI_CASES", CI_CASES),
-        BATCH,
-        "CPU",
-    );
+    let first = first_seed();
+    let n = env_usize("JIT_FUZZ_CI_CASES", CI_CASES);
+    println!("jit_fuzz: seeds {first}..{} (JIT_FUZZ_SEED={first} reruns them)", first + n as u64);
+    let c = fuzz(first, n, BATCH, "CPU");
     report(&c, start.elapsed().as_secs_f64());
     assert!(c.elementwise_only > 50 && c.with_library > 50 && c.grad > 30 && c.assign > 30);
     assert!(c.gathers > 30 && c.scatters > 30 && c.pools > 20 && c.in_scan_bodies > 20);
@@ -610,7 +657,7 @@ fn random_programs_on_the_emulated_cuda_device_equal_eager() {
     }
     let start = Instant::now();
     let n = env_usize("JIT_FUZZ_CUDA_CASES", 120);
-    let c = fuzz(env_usize("JIT_FUZZ_SEED", 1) as u64, n, BATCH, "CUDA");
+    let c = fuzz(first_seed(), n, BATCH, "CUDA");
     println!(
         "on the emulated CUDA device: {} of {} cases run, {} refused naming the device",
         c.cases - c.refused,
@@ -632,7 +679,11 @@ fn long_fuzz() {
     let start = Instant::now();
     let n = env_usize("JIT_FUZZ_CASES", 10_000);
     let first = env_usize("JIT_FUZZ_SEED", 1_000_000) as u64;
-    let c = fuzz(first, n, 25, "CPU");
+    let device = std::env::var("JIT_FUZZ_DEVICE").unwrap_or_else(|_| "CPU".into());
+    if device != "CPU" {
+        tolk::device::emulated::install_for_tests();
+    }
+    let c = fuzz(first, n, 25, &device);
     report(&c, start.elapsed().as_secs_f64());
 }
 
