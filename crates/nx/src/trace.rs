@@ -81,8 +81,9 @@ pub struct CustomJvpCall<'a> {
 
 /// A backward rule of a [`CustomVjpCall`]: the output leaves' cotangents
 /// to the input leaves' cotangents (closing over what the forward function
-/// kept).
-pub type CustomBwd = Box<dyn Fn(&[Tensor]) -> Vec<Tensor>>;
+/// kept); `None` where an input gets none (a symbolic zero: `remat` of a
+/// function that never reads that input).
+pub type CustomBwd = Box<dyn Fn(&[Tensor]) -> Vec<Option<Tensor>>>;
 
 /// A function with a user-defined reverse-mode derivative (rune's
 /// `custom_vjp` and `remat`), on its input leaves.

@@ -48,15 +48,19 @@ where
     Q: Ptree + 'static,
     R: 'static,
 {
-    custom_vjp_dyn("custom_vjp", &fwd, Rc::new(bwd), params)
+    let bwd: Bwd<Q, R> =
+        Rc::new(move |r: &R, ct: &Q| bwd(r, ct).leaves().into_iter().map(Some).collect());
+    custom_vjp_dyn("custom_vjp", &fwd, bwd, params)
 }
 
-type Bwd<P, Q, R> = Rc<dyn Fn(&R, &Q) -> P>;
+/// A backward rule on leaves: one cotangent per parameter leaf, `None`
+/// where it gets none.
+type Bwd<Q, R> = Rc<dyn Fn(&R, &Q) -> Vec<Option<Tensor>>>;
 
 fn custom_vjp_dyn<P, Q, R>(
     func: &'static str,
     fwd: &dyn Fn(&P) -> (Q, R),
-    bwd: Bwd<P, Q, R>,
+    bwd: Bwd<Q, R>,
     params: &P,
 ) -> Q
 where
@@ -75,7 +79,7 @@ where
         *template.borrow_mut() = Some(shape.clone());
         let bwd = bwd.clone();
         let bwd_leaves: CustomBwd = Box::new(move |cts: &[Tensor]| {
-            let grads = bwd(&residual, &shape.with_leaves(cts)).leaves();
+            let grads = bwd(&residual, &shape.with_leaves(cts));
             if grads.len() != in_avals.len() {
                 panic!(
                     "{func}: bwd returned {} cotangent leaves for {} parameter leaves",
@@ -83,7 +87,8 @@ where
                     in_avals.len()
                 );
             }
-            for (i, (g, a)) in grads.iter().zip(&in_avals).enumerate() {
+            let given = grads.iter().zip(&in_avals).enumerate();
+            for (i, (g, a)) in given.filter_map(|(i, (g, a))| Some((i, (g.as_ref()?, a)))) {
                 if g.shape() != a.shape.as_slice() || g.dtype() != a.dtype {
                     panic!(
                         "{func}: bwd's cotangent leaf {i} is {:?} {} but its parameter leaf is {:?} {}",
@@ -214,7 +219,7 @@ where
             if !saved.iter().all(Saved::is_unwritten) {
                 stale("remat");
             }
-            crate::differentiate::vjp_grads("remat", |q: &P| recompute(q), p, ct)
+            crate::differentiate::vjp_leaves("remat", |q: &P| recompute(q), p, ct)
         }),
         params,
     )

@@ -68,6 +68,15 @@ impl Recorded {
     /// Pulls `cts` (one per output leaf, already checked) back to one
     /// cotangent per parameter leaf, zeros where nothing flowed.
     fn pull(&self, cts: &[Tensor], consume: bool) -> Vec<Tensor> {
+        self.pull_sparse(cts, consume)
+            .into_iter()
+            .zip(&self.input_avals)
+            .map(|(ct, aval)| ct.unwrap_or_else(|| Tensor::zeros(&aval.shape, aval.dtype)))
+            .collect()
+    }
+
+    /// [`Recorded::pull`] with `None` where nothing flowed.
+    fn pull_sparse(&self, cts: &[Tensor], consume: bool) -> Vec<Option<Tensor>> {
         let seeds: Vec<(usize, Tensor)> = self
             .outputs
             .iter()
@@ -78,11 +87,7 @@ impl Recorded {
         let mut got = self.tape.backward(seeds, &wanted, consume).into_iter();
         self.inputs
             .iter()
-            .zip(&self.input_avals)
-            .map(|(var, aval)| {
-                let ct = var.and_then(|_| got.next().flatten());
-                ct.unwrap_or_else(|| Tensor::zeros(&aval.shape, aval.dtype))
-            })
+            .map(|var| var.and_then(|_| got.next().flatten()))
             .collect()
     }
 
@@ -240,18 +245,20 @@ pub fn vjp<P: Ptree, Q: Ptree>(f: impl Fn(&P) -> Q, params: &P, cotangent: &Q) -
     (out.with_leaves(&values), params.with_leaves(&grads))
 }
 
-/// `vjp(f, params, cotangent).1`, with `f`'s outputs freed before the
-/// backward pass (`remat`'s recomputation needs only the tape).
-pub(crate) fn vjp_grads<P: Ptree, Q: Ptree>(
+/// `vjp(f, params, cotangent).1` on leaves, with `f`'s outputs freed before
+/// the backward pass (`remat`'s recomputation needs only the tape); `None`
+/// for a leaf no cotangent reaches: a symbolic zero, not a zero tensor that
+/// an outer rule would multiply by its partial.
+pub(crate) fn vjp_leaves<P: Ptree, Q: Ptree>(
     func: &str,
     f: impl Fn(&P) -> Q,
     params: &P,
     cotangent: &Q,
-) -> P {
+) -> Vec<Option<Tensor>> {
     let (_, _, rec) = record(params, f, |q| q.leaves());
     let cts = cotangent.leaves();
     rec.check_cotangents(func, &cts);
-    params.with_leaves(&rec.pull(&cts, true))
+    rec.pull_sparse(&cts, true)
 }
 
 /// The backward pass of a function recorded by [`vjp_fun`]: call it with a

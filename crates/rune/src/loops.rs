@@ -523,8 +523,7 @@ impl Reverse {
         // (0 * inf is NaN where eager has no term: seeds 9103882, 9107446).
         let n_in = full.inputs.len();
         let zero = {
-            let is_ct =
-                |i: usize| (nk..nk + nct).contains(&i) || i >= n_in - float_y.len();
+            let is_ct = |i: usize| (nk..nk + nct).contains(&i) || i >= n_in - float_y.len();
             let reads = reads_inputs(&full, &is_ct);
             full.outputs.iter().map(|&v| !reads[v]).collect()
         };

@@ -217,7 +217,7 @@ impl Trace for VjpTrace {
                         .unwrap_or_else(|| Tensor::zeros(&a.shape, a.dtype))
                 })
                 .collect();
-            bwd(&cts).into_iter().map(Some).collect()
+            bwd(&cts)
         });
         let out_vars = self.tape.push(vars, &avals, rule);
         outs.into_iter()

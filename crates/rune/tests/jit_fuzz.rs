@@ -583,7 +583,10 @@ fn report(c: &Counts, secs: f64) {
 fn reproducer(seed: u64, device: &str) -> String {
     let (env, test) = match device {
         "CPU" => ("", "every_random_program_under_jit_equals_eager"),
-        _ => ("JIT_FUZZ_DEVICE=CUDA ", "every_random_program_under_jit_equals_eager"),
+        _ => (
+            "JIT_FUZZ_DEVICE=CUDA ",
+            "every_random_program_under_jit_equals_eager",
+        ),
     };
     format!(
         "{env}JIT_FUZZ_ONLY={seed} cargo test --release -p rune --test jit_fuzz {test} -- --nocapture\n\
@@ -635,7 +638,10 @@ fn every_random_program_under_jit_equals_eager() {
     let start = Instant::now();
     let first = first_seed();
     let n = env_usize("JIT_FUZZ_CI_CASES", CI_CASES);
-    println!("jit_fuzz: seeds {first}..{} (JIT_FUZZ_SEED={first} reruns them)", first + n as u64);
+    println!(
+        "jit_fuzz: seeds {first}..{} (JIT_FUZZ_SEED={first} reruns them)",
+        first + n as u64
+    );
     let c = fuzz(first, n, BATCH, "CPU");
     report(&c, start.elapsed().as_secs_f64());
     assert!(c.elementwise_only > 50 && c.with_library > 50 && c.grad > 30 && c.assign > 30);

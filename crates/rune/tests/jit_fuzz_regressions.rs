@@ -15,8 +15,8 @@ use rune::prelude::*;
 fn a_view_read_by_a_loop_and_a_scatter_keeps_its_buffer() {
     let f = |x: &Tensor| {
         let p = x.permute(&[1, 2, 3, 0]); // [1, 4, 4, 4]
-        // A reshape no view of the permuted layout expresses: `p` becomes
-        // a kernel's buffer.
+                                          // A reshape no view of the permuted layout expresses: `p` becomes
+                                          // a kernel's buffer.
         let q = p.reshape(&[64]).reshape(&[4, 1, 4, 4]).maximum(x);
         // One row into one segment: simplified to a view of `p`.
         let base = nx::segment_sum(&p, &Tensor::from_slice(&[-1i64], &[1]), 1);
@@ -121,4 +121,30 @@ fn grad_through_a_scan_pooling_its_carry_ignores_the_xs() {
     // and 3 of the padded 6: input rows 0 and 2 with row -1 padding):
     // 4 steps, so every gradient entry is 0 or a multiple of 4.
     assert!(got.to_vec::<f32>().iter().all(|v| v % 4.0 == 0.0));
+}
+
+/// The same class through `remat`: an input the checkpointed function
+/// never reads gets no cotangent from its recomputation (JAX's
+/// `checkpoint` gives the closed form here), so a product with infinite
+/// weights that made it is not multiplied by a zero.
+#[test]
+fn grad_through_remat_gives_no_cotangent_to_an_unread_input() {
+    let g = |x: &Tensor| {
+        rune::grad(
+            |x: &Tensor| {
+                let w = x.reshape(&[6]).reshape(&[3, 2]);
+                let b = x.matmul(&w); // [2, 2], from the infinite entry
+                rune::remat(
+                    |(a, _b): &(Tensor, Tensor)| a.mul(&Tensor::scalar(2.0f32)),
+                    &(x.clone(), b),
+                )
+                .sum_all()
+            },
+            x,
+        )
+    };
+    let x = with_inf(&[2, 3]);
+    let want = vec![2.0f32; 6];
+    assert_eq!(g(&x).to_vec::<f32>(), want, "eager");
+    assert_eq!(rune::jit(g).call(&x).to_vec::<f32>(), want, "jit");
 }
