@@ -21,7 +21,7 @@ impl Transform for Clip {
         empty()
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, _: &Tensor) -> (Vec<Tensor>, Tree) {
+    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
         let clipped = updates
             .iter()
             .map(|g| g.clamp(-self.max_delta, self.max_delta))
@@ -63,7 +63,7 @@ impl Transform for ClipByGlobalNorm {
         empty()
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, _: &Tensor) -> (Vec<Tensor>, Tree) {
+    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
         if updates.is_empty() {
             return (updates, state.clone());
         }

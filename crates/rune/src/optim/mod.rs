@@ -161,6 +161,9 @@ impl Optimizer {
         let updates = grads.leaves();
         let param_values = params.leaves();
         check_grads_fit(&paths, &updates, state.param_paths(), &param_values);
+        // Every transformation's per-step scalars first, then the leaves'
+        // work (see `Transform::step_values`).
+        let step_values = self.transform.step_values(&state.count());
         let (updates, transforms) = self.transform.update(
             updates,
             state.transforms(),
@@ -168,7 +171,7 @@ impl Optimizer {
                 paths: &paths,
                 tensors: &param_values,
             },
-            &state.count(),
+            &step_values,
         );
         // Optax saturates the count at i32::MAX; 2^31 steps are out of reach.
         let next = OptState::new(

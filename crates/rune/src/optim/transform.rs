@@ -26,16 +26,37 @@ pub(crate) trait Transform: Debug + Send + Sync {
     /// Its state for `params`.
     fn init(&self, params: &Leaves<'_>) -> Tree;
 
-    /// The transformed `updates` and the next state, at step `count` (the
-    /// number of updates before this one: an `I32` tensor, 0-d outside
-    /// `vmap`).
+    /// The values of this step that depend on the count alone (a
+    /// schedule's value, bias corrections), at `count` (the number of
+    /// updates before this one: an `I32` tensor, 0-d outside `vmap`).
+    ///
+    /// Computed for every transformation before any leaf's update: under
+    /// `jit`, tolk merges a leaf's elementwise passes (moments, update,
+    /// parameter) into one loop only when every value they read exists
+    /// before the first of them, so a schedule evaluated after Adam's
+    /// moments would cost each leaf two more passes over memory.
+    fn step_values(&self, _count: &Tensor) -> Tree {
+        empty()
+    }
+
+    /// The transformed `updates` and the next state, given this step's
+    /// `step_values`.
     fn update(
         &self,
         updates: Vec<Tensor>,
         state: &Tree,
         params: &Leaves<'_>,
-        count: &Tensor,
+        step_values: &Tree,
     ) -> (Vec<Tensor>, Tree);
+}
+
+/// Item `i` of a list of step values (made by the same transformation's
+/// `step_values`).
+pub(crate) fn step_value(values: &Tree, i: usize) -> &Tensor {
+    values
+        .at(i)
+        .and_then(Tree::as_tensor)
+        .expect("optim: step values are made by the transformation that reads them")
 }
 
 /// Zeros like each parameter leaf.
@@ -84,7 +105,7 @@ impl Transform for Scale {
         empty()
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, _: &Tensor) -> (Vec<Tensor>, Tree) {
+    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
         let scaled = updates.iter().map(|g| g * self.factor).collect();
         (scaled, state.clone())
     }
@@ -119,13 +140,20 @@ impl Transform for ScaleByLearningRate {
         empty()
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, count: &Tensor) -> (Vec<Tensor>, Tree) {
+    fn step_values(&self, count: &Tensor) -> Tree {
+        match self.lr.as_constant() {
+            Some(_) => empty(),
+            None => Tree::List(vec![Tree::Tensor(-self.lr.at_count(count))]),
+        }
+    }
+
+    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, step_values: &Tree) -> (Vec<Tensor>, Tree) {
         let scaled = match self.lr.as_constant() {
             // Optax's `scale(-lr)`: the number in each leaf's dtype.
             Some(lr) => updates.iter().map(|g| g * -lr).collect(),
             // Optax's `scale_by_schedule`: the F32 value cast to each leaf's.
             None => {
-                let step = -self.lr.at_count(count);
+                let step = step_value(step_values, 0);
                 updates.iter().map(|g| g * &step.cast(g.dtype())).collect()
             }
         };
@@ -191,12 +219,20 @@ impl Transform for ScaleByAdam {
         fields(vec![("mu", zeros_like_each(params)), ("nu", zeros_like_each(params))])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, count: &Tensor) -> (Vec<Tensor>, Tree) {
+    fn step_values(&self, count: &Tensor) -> Tree {
+        let AdamOpts { b1, b2, .. } = self.opts;
+        Tree::List(vec![
+            Tree::Tensor(bias_correction(b1, count)),
+            Tree::Tensor(bias_correction(b2, count)),
+        ])
+    }
+
+    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, step_values: &Tree) -> (Vec<Tensor>, Tree) {
         let AdamOpts { b1, b2, eps } = self.opts;
         let owner = "scale_by_adam";
         let mu = per_leaf_tensors(field(state, "mu", owner), params.paths, owner);
         let nu = per_leaf_tensors(field(state, "nu", owner), params.paths, owner);
-        let (correction1, correction2) = (bias_correction(b1, count), bias_correction(b2, count));
+        let (correction1, correction2) = (step_value(step_values, 0), step_value(step_values, 1));
         let mut new_mu = Vec::with_capacity(updates.len());
         let mut new_nu = Vec::with_capacity(updates.len());
         let mut out = Vec::with_capacity(updates.len());
@@ -249,7 +285,7 @@ impl Transform for ScaleByLion {
         fields(vec![("mu", zeros_like_each(params))])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tensor) -> (Vec<Tensor>, Tree) {
+    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
         let owner = "scale_by_lion";
         let mu = per_leaf_tensors(field(state, "mu", owner), params.paths, owner);
         let out = updates.iter().zip(&mu).map(|(g, m)| ema(g, m, self.b1).sign()).collect();
@@ -280,7 +316,7 @@ impl Transform for ScaleByRms {
         fields(vec![("nu", zeros_like_each(params))])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tensor) -> (Vec<Tensor>, Tree) {
+    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
         let owner = "scale_by_rms";
         let nu = per_leaf_tensors(field(state, "nu", owner), params.paths, owner);
         let new_nu: Vec<Tensor> = updates.iter().zip(&nu).map(|(g, v)| ema_of_square(g, v, self.decay)).collect();
@@ -311,7 +347,7 @@ impl Transform for ScaleByStddev {
         fields(vec![("mu", zeros_like_each(params)), ("nu", zeros_like_each(params))])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tensor) -> (Vec<Tensor>, Tree) {
+    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
         let owner = "scale_by_stddev";
         let mu = per_leaf_tensors(field(state, "mu", owner), params.paths, owner);
         let nu = per_leaf_tensors(field(state, "nu", owner), params.paths, owner);
@@ -352,7 +388,7 @@ impl Transform for ScaleByRss {
         fields(vec![("sum_of_squares", full_like_each(params, self.initial_accumulator_value))])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tensor) -> (Vec<Tensor>, Tree) {
+    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
         let owner = "scale_by_rss";
         let sums = per_leaf_tensors(field(state, "sum_of_squares", owner), params.paths, owner);
         let new_sums: Vec<Tensor> = updates.iter().zip(&sums).map(|(g, s)| g.square() + s).collect();
@@ -394,7 +430,7 @@ impl Transform for Trace {
         fields(vec![("trace", zeros_like_each(params))])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tensor) -> (Vec<Tensor>, Tree) {
+    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
         let owner = "trace";
         let trace = per_leaf_tensors(field(state, "trace", owner), params.paths, owner);
         let new_trace: Vec<Tensor> = updates.iter().zip(&trace).map(|(g, t)| g + t * self.decay).collect();
@@ -437,7 +473,7 @@ impl Transform for AddDecayedWeights {
         empty()
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tensor) -> (Vec<Tensor>, Tree) {
+    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
         if self.weight_decay == 0.0 {
             // As Optax: a zero decay adds nothing (and costs nothing).
             return (updates, state.clone());
