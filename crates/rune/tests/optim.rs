@@ -470,3 +470,26 @@ fn grads_that_do_not_fit_panic_naming_the_leaf_path() {
     });
     assert!(msg.contains("\"w\""), "{msg}");
 }
+
+#[test]
+fn optimizers_schedules_masks_and_states_are_values_to_share() {
+    fn shareable<T: Clone + std::fmt::Debug + Send + Sync>() {}
+    shareable::<Optimizer>();
+    shareable::<optim::Schedule>();
+    shareable::<optim::Mask>();
+    fn tree<T: Ptree + Clone + std::fmt::Debug>() {}
+    tree::<OptState>();
+    // One optimizer serves threads at once.
+    let opt = gpt_like();
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let opt = opt.clone();
+            std::thread::spawn(move || {
+                let p = initial_params();
+                let (_, s) = step(&opt, &p, &opt.init(&p), &grads_at(0));
+                s.count().item::<i32>()
+            })
+        })
+        .collect();
+    assert!(handles.into_iter().all(|h| h.join().unwrap() == 1));
+}

@@ -145,7 +145,7 @@ impl Optimizer {
     /// let p = vec![Tensor::ones(&[2], DType::F32)];
     /// let sgd = optim::sgd(0.1, optim::SgdOpts::default());
     /// let adam = optim::adam(0.1, optim::AdamOpts::default());
-    /// let wrong = std::panic::catch_unwind(|| adam.update(&p, &sgd.init(&p), &p));
+    /// let wrong = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| adam.update(&p, &sgd.init(&p), &p)));
     /// assert!(wrong.is_err());
     /// ```
     pub fn update<P: Ptree>(&self, grads: &P, state: &OptState, params: &P) -> (P, OptState) {
