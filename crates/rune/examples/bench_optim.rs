@@ -35,7 +35,8 @@ const D: usize = 192;
 fn leaf_shapes() -> Vec<(String, Vec<usize>)> {
     let mut out = Vec::new();
     for i in 0..BLOCKS {
-        let mut add = |name: &str, shape: &[usize]| out.push((format!("h{i}.{name}"), shape.to_vec()));
+        let mut add =
+            |name: &str, shape: &[usize]| out.push((format!("h{i}.{name}"), shape.to_vec()));
         add("ln1.scale", &[D]);
         add("ln1.bias", &[D]);
         for proj in ["q", "k", "v", "o"] {
@@ -56,12 +57,12 @@ fn leaf_shapes() -> Vec<(String, Vec<usize>)> {
 fn tree(seed: u64, std: f64) -> Tree {
     let shapes = leaf_shapes();
     let keys = rng::split(&rng::key(seed), shapes.len());
-    Tree::dict(
-        shapes
-            .iter()
-            .enumerate()
-            .map(|(i, (name, shape))| (name.clone(), Tree::from(rng::normal(&keys.get(i), shape, DType::F32) * std))),
-    )
+    Tree::dict(shapes.iter().enumerate().map(|(i, (name, shape))| {
+        (
+            name.clone(),
+            Tree::from(rng::normal(&keys.get(i), shape, DType::F32) * std),
+        )
+    }))
 }
 
 fn clip_adamw() -> Optimizer {

@@ -9,7 +9,6 @@
 
 use rune::optim::{self, OptState, Optimizer};
 use rune::prelude::*;
-use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod optax {
@@ -62,41 +61,103 @@ fn rust_optimizer(name: &str) -> Optimizer {
     use optim::*;
     match name {
         "sgd" => sgd(0.1, SgdOpts::default()),
-        "sgd_momentum" => sgd(0.1, SgdOpts { momentum: 0.9, nesterov: false }),
-        "sgd_nesterov" => sgd(0.1, SgdOpts { momentum: 0.9, nesterov: true }),
+        "sgd_momentum" => sgd(
+            0.1,
+            SgdOpts {
+                momentum: 0.9,
+                nesterov: false,
+            },
+        ),
+        "sgd_nesterov" => sgd(
+            0.1,
+            SgdOpts {
+                momentum: 0.9,
+                nesterov: true,
+            },
+        ),
         "adam" => adam(0.1, AdamOpts::default()),
-        "adam_b1_b2_eps" => adam(0.05, AdamOpts { b1: 0.8, b2: 0.95, eps: 1e-3 }),
-        "adamw" => adamw(0.1, AdamWOpts { weight_decay: 0.1, ..Default::default() }),
+        "adam_b1_b2_eps" => adam(
+            0.05,
+            AdamOpts {
+                b1: 0.8,
+                b2: 0.95,
+                eps: 1e-3,
+            },
+        ),
+        "adamw" => adamw(
+            0.1,
+            AdamWOpts {
+                weight_decay: 0.1,
+                ..Default::default()
+            },
+        ),
         "adamw_masked" => adamw(
             0.1,
-            AdamWOpts { weight_decay: 0.5, mask: Some(only_w()), ..Default::default() },
+            AdamWOpts {
+                weight_decay: 0.5,
+                mask: Some(only_w()),
+                ..Default::default()
+            },
         ),
         "lion" => lion(0.1, LionOpts::default()),
         "lion_wd_masked" => lion(
             0.05,
-            LionOpts { b1: 0.8, b2: 0.9, weight_decay: 0.5, mask: Some(only_w()) },
+            LionOpts {
+                b1: 0.8,
+                b2: 0.9,
+                weight_decay: 0.5,
+                mask: Some(only_w()),
+            },
         ),
         "rmsprop" => rmsprop(0.1, RmsPropOpts::default()),
-        "rmsprop_centered" => rmsprop(0.1, RmsPropOpts { centered: true, ..Default::default() }),
-        "rmsprop_momentum" => rmsprop(0.1, RmsPropOpts { momentum: 0.9, ..Default::default() }),
+        "rmsprop_centered" => rmsprop(
+            0.1,
+            RmsPropOpts {
+                centered: true,
+                ..Default::default()
+            },
+        ),
+        "rmsprop_momentum" => rmsprop(
+            0.1,
+            RmsPropOpts {
+                momentum: 0.9,
+                ..Default::default()
+            },
+        ),
         "adagrad" => adagrad(0.1, AdagradOpts::default()),
         "adagrad_initial" => adagrad(
             0.2,
-            AdagradOpts { initial_accumulator_value: 0.0, eps: 1e-3 },
+            AdagradOpts {
+                initial_accumulator_value: 0.0,
+                eps: 1e-3,
+            },
         ),
         "clip_by_global_norm_adam" => chain(vec![
             clip_by_global_norm(1.0),
             adam(0.1, AdamOpts::default()),
         ]),
         "clip_sgd" => chain(vec![clip(0.5), sgd(0.1, SgdOpts::default())]),
-        "adam_warmup_cosine" => adam(warmup_cosine_decay(0.0, 0.1, 2, 6, 0.01), AdamOpts::default()),
+        "adam_warmup_cosine" => adam(
+            warmup_cosine_decay(0.0, 0.1, 2, 6, 0.01),
+            AdamOpts::default(),
+        ),
         "sgd_exponential" => sgd(exponential_decay(0.1, 0.5, 2, true), SgdOpts::default()),
-        "sgd_piecewise" => sgd(piecewise_constant(0.1, &[(2, 0.5), (4, 0.1)]), SgdOpts::default()),
+        "sgd_piecewise" => sgd(
+            piecewise_constant(0.1, &[(2, 0.5), (4, 0.1)]),
+            SgdOpts::default(),
+        ),
         "masked_adam" => masked(adam(0.1, AdamOpts::default()), only_w()),
         "multi_steps_adam" => multi_steps(adam(0.1, AdamOpts::default()), 2),
-        "multi_steps_sgd_momentum" => {
-            multi_steps(sgd(0.1, SgdOpts { momentum: 0.9, nesterov: false }), 3)
-        }
+        "multi_steps_sgd_momentum" => multi_steps(
+            sgd(
+                0.1,
+                SgdOpts {
+                    momentum: 0.9,
+                    nesterov: false,
+                },
+            ),
+            3,
+        ),
         "gpt_like" => gpt_like(),
         _ => panic!("no Rust optimizer for {name:?}: add it beside the script's"),
     }
@@ -109,7 +170,11 @@ fn gpt_like() -> Optimizer {
         optim::clip_by_global_norm(2.0),
         optim::adamw(
             optim::warmup_cosine_decay(0.0, 0.05, 2, 8, 0.001),
-            optim::AdamWOpts { weight_decay: 0.1, mask: Some(only_w()), ..Default::default() },
+            optim::AdamWOpts {
+                weight_decay: 0.1,
+                mask: Some(only_w()),
+                ..Default::default()
+            },
         ),
     ])
 }
@@ -220,11 +285,7 @@ fn every_schedule_matches_optax_on_the_host_and_inside_update() {
 #[test]
 fn the_step_under_jit_traces_once_and_matches_eager() {
     let opt = gpt_like();
-    let traces = Cell::new(0);
-    let jitted = jit(|(p, s, g): &(Params, OptState, Params)| {
-        traces.set(traces.get() + 1);
-        step(&opt, p, s, g)
-    });
+    let jitted = jit(|(p, s, g): &(Params, OptState, Params)| step(&opt, p, s, g));
     let eager = eager_trajectory(&opt, 6);
     let mut params = initial_params();
     let mut state = opt.init(&params);
@@ -232,11 +293,23 @@ fn the_step_under_jit_traces_once_and_matches_eager() {
         (params, state) = jitted.call(&(params, state, grads_at(t)));
         // Elementwise work is eager's bit for bit; the global norm's sum
         // may be ordered differently.
-        assert_close(&format!("jit step {}", t + 1), &params.flat(), &eager[t].flat());
-        let want = optax::OPTIMIZERS.iter().find(|(n, _)| *n == "gpt_like").unwrap().1;
-        assert_close(&format!("jit step {} vs Optax", t + 1), &params.flat(), &want[t]);
+        assert_close(
+            &format!("jit step {}", t + 1),
+            &params.flat(),
+            &eager[t].flat(),
+        );
+        let want = optax::OPTIMIZERS
+            .iter()
+            .find(|(n, _)| *n == "gpt_like")
+            .unwrap()
+            .1;
+        assert_close(
+            &format!("jit step {} vs Optax", t + 1),
+            &params.flat(),
+            &want[t],
+        );
     }
-    assert_eq!(traces.get(), 1, "one trace serves every step count");
+    assert_eq!(jitted.trace_count(), 1, "one trace serves every step count");
     assert_eq!(state.count().item::<i32>(), 6);
     assert_eq!(state.count().dtype(), DType::I32);
 }
@@ -291,7 +364,10 @@ fn grad_through_an_update_passes_check_grads() {
         optim::clip_by_global_norm(100.0),
         optim::adamw(
             optim::warmup_cosine_decay(0.0, 0.1, 2, 10, 0.01),
-            optim::AdamWOpts { weight_decay: 0.1, ..Default::default() },
+            optim::AdamWOpts {
+                weight_decay: 0.1,
+                ..Default::default()
+            },
         ),
     ]);
     let params = to_f64(&initial_params());
@@ -308,7 +384,10 @@ fn grad_through_an_update_passes_check_grads() {
     let at = (params.clone(), to_f64(&grads_at(3)));
     check_grads(loss, &at).unwrap();
     // The clipped branch too: a norm above the maximum.
-    let clipping = optim::chain(vec![optim::clip_by_global_norm(0.5), optim::sgd(0.3, Default::default())]);
+    let clipping = optim::chain(vec![
+        optim::clip_by_global_norm(0.5),
+        optim::sgd(0.3, Default::default()),
+    ]);
     let s0 = clipping.init(&params);
     let clipped_loss = |(p, g): &(Params, Params)| {
         let (u, _) = clipping.update(g, &s0, p);
@@ -327,13 +406,17 @@ fn save_load_and_resume_gives_the_bits_of_training_without_the_stop() {
     for t in 0..3 {
         (params, state) = step(&opt, &params, &state, &grads_at(t));
     }
-    let path = std::env::temp_dir().join(format!("rune_optim_resume_{}.safetensors", std::process::id()));
+    let path = std::env::temp_dir().join(format!(
+        "rune_optim_resume_{}.safetensors",
+        std::process::id()
+    ));
     nx::save(&(params, state), &path).unwrap();
     let template = Params {
         w: Tensor::zeros(&[2, 3], DType::F32),
         b: Tensor::zeros(&[3], DType::F32),
     };
-    let (mut params, mut state) = nx::load(&path, &(template.clone(), opt.init(&template))).unwrap();
+    let (mut params, mut state) =
+        nx::load(&path, &(template.clone(), opt.init(&template))).unwrap();
     std::fs::remove_file(&path).unwrap();
     assert_eq!(state.count().item::<i32>(), 3);
     for t in 3..6 {
@@ -387,18 +470,31 @@ fn masked_applies_inner_to_the_selected_leaves_and_passes_the_others() {
     // The norm inside `masked` spans only w: w is scaled by 1/5, b passes.
     let opt = optim::masked(optim::clip_by_global_norm(1.0), only_w());
     let (u, _) = opt.update(&grads, &opt.init(&params), &params);
-    assert_close("masked clip, w", &u.w.to_vec::<f32>(), &[0.6, 0.0, 0.0, 0.0, 0.8, 0.0]);
+    assert_close(
+        "masked clip, w",
+        &u.w.to_vec::<f32>(),
+        &[0.6, 0.0, 0.0, 0.0, 0.8, 0.0],
+    );
     assert_eq!(u.b.to_vec::<f32>(), vec![100.0, -7.0, 0.5]);
     // The inner state holds the selected leaves alone.
     let opt = optim::masked(optim::trace(0.9, false), only_w());
-    assert_eq!(opt.init(&params).leaf_paths(), ["count", "transforms.trace.w"]);
+    assert_eq!(
+        opt.init(&params).leaf_paths(),
+        ["count", "transforms.trace.w"]
+    );
 }
 
 #[test]
 fn multi_steps_emits_every_kth_call_the_inner_update_of_the_mean() {
     let params = initial_params();
     // Inner SGD with momentum 0.5: its trace moves only on emitting calls.
-    let inner = optim::sgd(1.0, optim::SgdOpts { momentum: 0.5, nesterov: false });
+    let inner = optim::sgd(
+        1.0,
+        optim::SgdOpts {
+            momentum: 0.5,
+            nesterov: false,
+        },
+    );
     let opt = optim::multi_steps(inner, 3);
     let mut state = opt.init(&params);
     let g = |x: f32| Params {
@@ -423,7 +519,13 @@ fn a_state_from_another_optimizer_panics_saying_so() {
     let params = initial_params();
     let grads = grads_at(0);
     let adam = optim::adam(0.1, optim::AdamOpts::default());
-    let sgd = optim::sgd(0.1, optim::SgdOpts { momentum: 0.9, nesterov: false });
+    let sgd = optim::sgd(
+        0.1,
+        optim::SgdOpts {
+            momentum: 0.9,
+            nesterov: false,
+        },
+    );
     let msg = panic_message(|| {
         adam.update(&grads, &sgd.init(&params), &params);
     });
@@ -435,7 +537,13 @@ fn a_state_from_another_optimizer_panics_saying_so() {
     assert!(msg.contains("optimizer"), "{msg}");
     // The same kind with other hyper-parameters is the same optimizer (a
     // run resumed with a new learning rate).
-    let adam2 = optim::adam(0.01, optim::AdamOpts { b1: 0.8, ..Default::default() });
+    let adam2 = optim::adam(
+        0.01,
+        optim::AdamOpts {
+            b1: 0.8,
+            ..Default::default()
+        },
+    );
     adam2.update(&grads, &adam.init(&params), &params);
 }
 
@@ -454,10 +562,20 @@ fn grads_that_do_not_fit_panic_naming_the_leaf_path() {
     });
     assert!(msg.contains("\"w\"") && msg.contains("[3, 2]"), "{msg}");
     // A tree with another structure than the one the state was made for.
-    let tree = |names: &[&str]| Tree::dict(names.iter().map(|n| (*n, Tree::from(Tensor::zeros(&[2], DType::F32)))));
+    let tree = |names: &[&str]| {
+        Tree::dict(
+            names
+                .iter()
+                .map(|n| (*n, Tree::from(Tensor::zeros(&[2], DType::F32)))),
+        )
+    };
     let dict_state = opt.init(&tree(&["enc", "dec"]));
     let msg = panic_message(|| {
-        opt.update(&tree(&["enc", "head"]), &dict_state, &tree(&["enc", "head"]));
+        opt.update(
+            &tree(&["enc", "head"]),
+            &dict_state,
+            &tree(&["enc", "head"]),
+        );
     });
     assert!(msg.contains("\"head\"") && msg.contains("\"dec\""), "{msg}");
     let msg = panic_message(|| {

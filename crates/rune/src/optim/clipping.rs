@@ -21,7 +21,13 @@ impl Transform for Clip {
         empty()
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        _: &Leaves<'_>,
+        _: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let clipped = updates
             .iter()
             .map(|g| g.clamp(-self.max_delta, self.max_delta))
@@ -63,7 +69,13 @@ impl Transform for ClipByGlobalNorm {
         empty()
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        _: &Leaves<'_>,
+        _: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         if updates.is_empty() {
             return (updates, state.clone());
         }
@@ -73,7 +85,10 @@ impl Transform for ClipByGlobalNorm {
         // (the same value up to the rounding of max_norm / norm).
         let within = norm.less(&norm.scalar_like(self.max_norm));
         let factor = Tensor::where_(&within, &norm.scalar_like(1.0), &(self.max_norm / &norm));
-        let clipped = updates.iter().map(|g| g * &factor.cast(g.dtype())).collect();
+        let clipped = updates
+            .iter()
+            .map(|g| g * &factor.cast(g.dtype()))
+            .collect();
         (clipped, state.clone())
     }
 }
@@ -86,7 +101,10 @@ fn global_norm(leaves: &[Tensor]) -> Tensor {
     } else {
         DType::F32
     };
-    let sums: Vec<Tensor> = leaves.iter().map(|g| g.square().sum_all().cast(dtype)).collect();
+    let sums: Vec<Tensor> = leaves
+        .iter()
+        .map(|g| g.square().sum_all().cast(dtype))
+        .collect();
     Tensor::stack(&sums, 0).sum_all().sqrt()
 }
 

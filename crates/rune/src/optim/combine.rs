@@ -21,14 +21,30 @@ impl Transform for Chain {
     }
 
     fn init(&self, params: &Leaves<'_>) -> Tree {
-        Tree::List(self.parts.iter().map(|p| p.transform.init(params)).collect())
+        Tree::List(
+            self.parts
+                .iter()
+                .map(|p| p.transform.init(params))
+                .collect(),
+        )
     }
 
     fn step_values(&self, count: &Tensor) -> Tree {
-        Tree::List(self.parts.iter().map(|p| p.transform.step_values(count)).collect())
+        Tree::List(
+            self.parts
+                .iter()
+                .map(|p| p.transform.step_values(count))
+                .collect(),
+        )
     }
 
-    fn update(&self, mut updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, step_values: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        mut updates: Vec<Tensor>,
+        state: &Tree,
+        params: &Leaves<'_>,
+        step_values: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let parts = match state.as_list() {
             Some(parts) if parts.len() == self.parts.len() => parts,
             _ => panic!(
@@ -38,7 +54,9 @@ impl Transform for Chain {
                 self.parts.len()
             ),
         };
-        let part_values = step_values.as_list().expect("optim: a chain's step values are a list");
+        let part_values = step_values
+            .as_list()
+            .expect("optim: a chain's step values are a list");
         let mut next = Vec::with_capacity(parts.len());
         for ((part, part_state), values) in self.parts.iter().zip(parts).zip(part_values) {
             let (u, s) = part.transform.update(updates, part_state, params, values);
@@ -133,14 +151,23 @@ impl Transform for Masked {
         self.inner.transform.step_values(count)
     }
 
-    fn update(&self, mut updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, step_values: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        mut updates: Vec<Tensor>,
+        state: &Tree,
+        params: &Leaves<'_>,
+        step_values: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let (chosen, paths, tensors) = self.select(params);
         let selected = chosen.iter().map(|&i| updates[i].clone()).collect();
         let inner_params = Leaves {
             paths: &paths,
             tensors: &tensors,
         };
-        let (inner_updates, inner_state) = self.inner.transform.update(selected, state, &inner_params, step_values);
+        let (inner_updates, inner_state) =
+            self.inner
+                .transform
+                .update(selected, state, &inner_params, step_values);
         for (i, u) in chosen.into_iter().zip(inner_updates) {
             updates[i] = u;
         }
@@ -179,8 +206,14 @@ impl Transform for MultiSteps {
     }
 
     fn init(&self, params: &Leaves<'_>) -> Tree {
-        let acc = per_leaf(params.paths, params.tensors.iter().map(Tensor::zeros_like).collect());
-        fields(vec![("acc_grads", acc), ("inner", self.inner.transform.init(params))])
+        let acc = per_leaf(
+            params.paths,
+            params.tensors.iter().map(Tensor::zeros_like).collect(),
+        );
+        fields(vec![
+            ("acc_grads", acc),
+            ("inner", self.inner.transform.init(params)),
+        ])
     }
 
     fn step_values(&self, count: &Tensor) -> Tree {
@@ -199,11 +232,21 @@ impl Transform for MultiSteps {
         ])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, step_values: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        params: &Leaves<'_>,
+        step_values: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let owner = "multi_steps";
         let acc = per_leaf_tensors(field(state, "acc_grads", owner), params.paths, owner);
         let inner_state = field(state, "inner", owner);
-        let value = |name: &str| step_values.get(name).expect("optim: multi_steps made its step values");
+        let value = |name: &str| {
+            step_values
+                .get(name)
+                .expect("optim: multi_steps made its step values")
+        };
         let emit = value("emit").as_tensor().expect("a tensor");
         // Optax's running mean: acc + (g - acc) / (mini_step + 1).
         let seen = value("seen").as_tensor().expect("a tensor");
@@ -212,10 +255,14 @@ impl Transform for MultiSteps {
             .zip(&acc)
             .map(|(g, a)| a + (g - a) / seen.cast(g.dtype()))
             .collect();
-        let (inner_updates, next_inner) = self.inner.transform.update(mean.clone(), inner_state, params, value("inner"));
+        let (inner_updates, next_inner) =
+            self.inner
+                .transform
+                .update(mean.clone(), inner_state, params, value("inner"));
         // The inner state moves only on the k-th call; selected, not
         // branched on, so the step traces once (as Optax's jnp.where).
-        let next_inner = inner_state.map2_leaves(&next_inner, &mut |old, new| Tensor::where_(emit, new, old));
+        let next_inner =
+            inner_state.map2_leaves(&next_inner, &mut |old, new| Tensor::where_(emit, new, old));
         let out = inner_updates
             .iter()
             .map(|u| Tensor::where_(emit, u, &u.zeros_like()))
@@ -224,7 +271,10 @@ impl Transform for MultiSteps {
             .iter()
             .map(|m| Tensor::where_(emit, &m.zeros_like(), m))
             .collect();
-        let state = fields(vec![("acc_grads", per_leaf(params.paths, next_acc)), ("inner", next_inner)]);
+        let state = fields(vec![
+            ("acc_grads", per_leaf(params.paths, next_acc)),
+            ("inner", next_inner),
+        ]);
         (out, state)
     }
 }

@@ -58,8 +58,8 @@ pub use schedule::{
 };
 pub use state::OptState;
 pub use transform::{
-    add_decayed_weights, scale, scale_by_adam, scale_by_learning_rate, scale_by_lion,
-    scale_by_rms, scale_by_rss, scale_by_stddev, trace, AdamOpts,
+    add_decayed_weights, scale, scale_by_adam, scale_by_learning_rate, scale_by_lion, scale_by_rms,
+    scale_by_rss, scale_by_stddev, trace, AdamOpts,
 };
 
 use nx::{Ptree, Tensor};
@@ -245,7 +245,10 @@ pub fn apply_updates<P: Ptree>(params: &P, updates: &P) -> P {
     let values = params.leaves();
     let deltas = updates.leaves();
     let fits = values.len() == deltas.len()
-        && values.iter().zip(&deltas).all(|(p, u)| p.shape() == u.shape());
+        && values
+            .iter()
+            .zip(&deltas)
+            .all(|(p, u)| p.shape() == u.shape());
     if !fits {
         // The paths are only built to name the culprit.
         let (p_paths, u_paths) = (params.leaf_paths(), updates.leaf_paths());

@@ -124,7 +124,13 @@ pub(crate) fn per_leaf(paths: &[String], tensors: Vec<Tensor>) -> Tree {
             return Tree::Tensor(t);
         }
     }
-    Tree::Dict(paths.iter().cloned().zip(tensors.into_iter().map(Tree::Tensor)).collect())
+    Tree::Dict(
+        paths
+            .iter()
+            .cloned()
+            .zip(tensors.into_iter().map(Tree::Tensor))
+            .collect(),
+    )
 }
 
 /// The tensors of a [`per_leaf`] tree, in the order of `paths`; panics with
@@ -156,8 +162,13 @@ pub(crate) fn per_leaf_tensors(tree: &Tree, paths: &[String], owner: &str) -> Ve
         .zip(paths)
         .map(|((key, value), path)| match value {
             Tree::Tensor(t) if key == path => t.clone(),
-            _ if key != path => mismatch(format!("the state has {key:?} where the parameters have {path:?}")),
-            _ => mismatch(format!("{key:?} is a {} state, not a tensor", describe(value))),
+            _ if key != path => mismatch(format!(
+                "the state has {key:?} where the parameters have {path:?}"
+            )),
+            _ => mismatch(format!(
+                "{key:?} is a {} state, not a tensor",
+                describe(value)
+            )),
         })
         .collect()
 }

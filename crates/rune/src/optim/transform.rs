@@ -61,12 +61,18 @@ pub(crate) fn step_value(values: &Tree, i: usize) -> &Tensor {
 
 /// Zeros like each parameter leaf.
 fn zeros_like_each(params: &Leaves<'_>) -> Tree {
-    per_leaf(params.paths, params.tensors.iter().map(Tensor::zeros_like).collect())
+    per_leaf(
+        params.paths,
+        params.tensors.iter().map(Tensor::zeros_like).collect(),
+    )
 }
 
 /// `value` like each parameter leaf.
 fn full_like_each(params: &Leaves<'_>, value: f64) -> Tree {
-    per_leaf(params.paths, params.tensors.iter().map(|p| p.full_like(value)).collect())
+    per_leaf(
+        params.paths,
+        params.tensors.iter().map(|p| p.full_like(value)).collect(),
+    )
 }
 
 /// Optax's `update_moment` (order 1): `(1 - decay)·g + decay·m`.
@@ -105,7 +111,13 @@ impl Transform for Scale {
         empty()
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        _: &Leaves<'_>,
+        _: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let scaled = updates.iter().map(|g| g * self.factor).collect();
         (scaled, state.clone())
     }
@@ -147,7 +159,13 @@ impl Transform for ScaleByLearningRate {
         }
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, _: &Leaves<'_>, step_values: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        _: &Leaves<'_>,
+        step_values: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let scaled = match self.lr.as_constant() {
             // Optax's `scale(-lr)`: the number in each leaf's dtype.
             Some(lr) => updates.iter().map(|g| g * -lr).collect(),
@@ -216,7 +234,10 @@ impl Transform for ScaleByAdam {
     }
 
     fn init(&self, params: &Leaves<'_>) -> Tree {
-        fields(vec![("mu", zeros_like_each(params)), ("nu", zeros_like_each(params))])
+        fields(vec![
+            ("mu", zeros_like_each(params)),
+            ("nu", zeros_like_each(params)),
+        ])
     }
 
     fn step_values(&self, count: &Tensor) -> Tree {
@@ -227,7 +248,13 @@ impl Transform for ScaleByAdam {
         ])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, step_values: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        params: &Leaves<'_>,
+        step_values: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let AdamOpts { b1, b2, eps } = self.opts;
         let owner = "scale_by_adam";
         let mu = per_leaf_tensors(field(state, "mu", owner), params.paths, owner);
@@ -286,11 +313,25 @@ impl Transform for ScaleByLion {
         fields(vec![("mu", zeros_like_each(params))])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        params: &Leaves<'_>,
+        _: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let owner = "scale_by_lion";
         let mu = per_leaf_tensors(field(state, "mu", owner), params.paths, owner);
-        let out = updates.iter().zip(&mu).map(|(g, m)| ema(g, m, self.b1).sign()).collect();
-        let new_mu = updates.iter().zip(&mu).map(|(g, m)| ema(g, m, self.b2)).collect();
+        let out = updates
+            .iter()
+            .zip(&mu)
+            .map(|(g, m)| ema(g, m, self.b1).sign())
+            .collect();
+        let new_mu = updates
+            .iter()
+            .zip(&mu)
+            .map(|(g, m)| ema(g, m, self.b2))
+            .collect();
         (out, fields(vec![("mu", per_leaf(params.paths, new_mu))]))
     }
 }
@@ -317,11 +358,25 @@ impl Transform for ScaleByRms {
         fields(vec![("nu", zeros_like_each(params))])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        params: &Leaves<'_>,
+        _: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let owner = "scale_by_rms";
         let nu = per_leaf_tensors(field(state, "nu", owner), params.paths, owner);
-        let new_nu: Vec<Tensor> = updates.iter().zip(&nu).map(|(g, v)| ema_of_square(g, v, self.decay)).collect();
-        let out = updates.iter().zip(&new_nu).map(|(g, v)| (v + self.eps).rsqrt() * g).collect();
+        let new_nu: Vec<Tensor> = updates
+            .iter()
+            .zip(&nu)
+            .map(|(g, v)| ema_of_square(g, v, self.decay))
+            .collect();
+        let out = updates
+            .iter()
+            .zip(&new_nu)
+            .map(|(g, v)| (v + self.eps).rsqrt() * g)
+            .collect();
         (out, fields(vec![("nu", per_leaf(params.paths, new_nu))]))
     }
 }
@@ -345,15 +400,32 @@ impl Transform for ScaleByStddev {
     }
 
     fn init(&self, params: &Leaves<'_>) -> Tree {
-        fields(vec![("mu", zeros_like_each(params)), ("nu", zeros_like_each(params))])
+        fields(vec![
+            ("mu", zeros_like_each(params)),
+            ("nu", zeros_like_each(params)),
+        ])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        params: &Leaves<'_>,
+        _: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let owner = "scale_by_stddev";
         let mu = per_leaf_tensors(field(state, "mu", owner), params.paths, owner);
         let nu = per_leaf_tensors(field(state, "nu", owner), params.paths, owner);
-        let new_mu: Vec<Tensor> = updates.iter().zip(&mu).map(|(g, m)| ema(g, m, self.decay)).collect();
-        let new_nu: Vec<Tensor> = updates.iter().zip(&nu).map(|(g, v)| ema_of_square(g, v, self.decay)).collect();
+        let new_mu: Vec<Tensor> = updates
+            .iter()
+            .zip(&mu)
+            .map(|(g, m)| ema(g, m, self.decay))
+            .collect();
+        let new_nu: Vec<Tensor> = updates
+            .iter()
+            .zip(&nu)
+            .map(|(g, v)| ema_of_square(g, v, self.decay))
+            .collect();
         let out = updates
             .iter()
             .zip(new_mu.iter().zip(&new_nu))
@@ -386,23 +458,40 @@ impl Transform for ScaleByRss {
     }
 
     fn init(&self, params: &Leaves<'_>) -> Tree {
-        fields(vec![("sum_of_squares", full_like_each(params, self.initial_accumulator_value))])
+        fields(vec![(
+            "sum_of_squares",
+            full_like_each(params, self.initial_accumulator_value),
+        )])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        params: &Leaves<'_>,
+        _: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let owner = "scale_by_rss";
         let sums = per_leaf_tensors(field(state, "sum_of_squares", owner), params.paths, owner);
-        let new_sums: Vec<Tensor> = updates.iter().zip(&sums).map(|(g, s)| g.square() + s).collect();
+        let new_sums: Vec<Tensor> = updates
+            .iter()
+            .zip(&sums)
+            .map(|(g, s)| g.square() + s)
+            .collect();
         let out = updates
             .iter()
             .zip(&new_sums)
             .map(|(g, s)| {
                 let zero = s.scalar_like(0.0);
-                let inverse_root = Tensor::where_(&s.greater(&zero), &(s + self.eps).rsqrt(), &zero);
+                let inverse_root =
+                    Tensor::where_(&s.greater(&zero), &(s + self.eps).rsqrt(), &zero);
                 inverse_root * g
             })
             .collect();
-        (out, fields(vec![("sum_of_squares", per_leaf(params.paths, new_sums))]))
+        (
+            out,
+            fields(vec![("sum_of_squares", per_leaf(params.paths, new_sums))]),
+        )
     }
 }
 
@@ -431,16 +520,33 @@ impl Transform for Trace {
         fields(vec![("trace", zeros_like_each(params))])
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        params: &Leaves<'_>,
+        _: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         let owner = "trace";
         let trace = per_leaf_tensors(field(state, "trace", owner), params.paths, owner);
-        let new_trace: Vec<Tensor> = updates.iter().zip(&trace).map(|(g, t)| g + t * self.decay).collect();
+        let new_trace: Vec<Tensor> = updates
+            .iter()
+            .zip(&trace)
+            .map(|(g, t)| g + t * self.decay)
+            .collect();
         let out = if self.nesterov {
-            updates.iter().zip(&new_trace).map(|(g, t)| g + t * self.decay).collect()
+            updates
+                .iter()
+                .zip(&new_trace)
+                .map(|(g, t)| g + t * self.decay)
+                .collect()
         } else {
             new_trace.clone()
         };
-        (out, fields(vec![("trace", per_leaf(params.paths, new_trace))]))
+        (
+            out,
+            fields(vec![("trace", per_leaf(params.paths, new_trace))]),
+        )
     }
 }
 
@@ -474,7 +580,13 @@ impl Transform for AddDecayedWeights {
         empty()
     }
 
-    fn update(&self, updates: Vec<Tensor>, state: &Tree, params: &Leaves<'_>, _: &Tree) -> (Vec<Tensor>, Tree) {
+    fn update(
+        &self,
+        updates: Vec<Tensor>,
+        state: &Tree,
+        params: &Leaves<'_>,
+        _: &Tree,
+    ) -> (Vec<Tensor>, Tree) {
         if self.weight_decay == 0.0 {
             // As Optax: a zero decay adds nothing (and costs nothing).
             return (updates, state.clone());
