@@ -93,19 +93,32 @@ impl Transform for ClipByGlobalNorm {
     }
 }
 
-/// The norm over every leaf: one sum of the leaves' sums of squares (F64
-/// when a leaf is F64, else F32).
+/// The norm over every leaf: the square root of one sum of every leaf's
+/// partial sums of squares (F64 when a leaf is F64, else F32).
 fn global_norm(leaves: &[Tensor]) -> Tensor {
     let dtype = if leaves.iter().any(|g| g.dtype() == DType::F64) {
         DType::F64
     } else {
         DType::F32
     };
-    let sums: Vec<Tensor> = leaves
+    let partials: Vec<Tensor> = leaves
         .iter()
-        .map(|g| g.square().sum_all().cast(dtype))
+        .map(|g| partial_sums_of_squares(g).cast(dtype))
         .collect();
-    Tensor::stack(&sums, 0).sum_all().sqrt()
+    Tensor::concatenate(&partials, 0).sum_all().sqrt()
+}
+
+/// The sums of `g²` over each row of `g` (a vector's: its one sum, as
+/// `[1]`). Summed by rows rather than whole: under `jit`, tolk fuses the
+/// square into a reduction that keeps an axis (split across threads by
+/// rows), while it leaves a large full reduction to nx's threaded kernel,
+/// which needs the squares stored first, a pass more over the leaf.
+fn partial_sums_of_squares(g: &Tensor) -> Tensor {
+    if g.ndim() < 2 {
+        return g.square().sum_all().reshape(&[1]);
+    }
+    let inner: Vec<isize> = (1..g.ndim() as isize).collect();
+    g.square().sum(&inner, false)
 }
 
 /// Every update scaled by `max_norm / norm` when the global norm (the
