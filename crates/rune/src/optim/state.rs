@@ -72,6 +72,16 @@ impl OptState {
     }
 
     /// The transformations' tensors (see the type's docs for the layout).
+    ///
+    /// ```
+    /// use rune::prelude::*;
+    /// use rune::optim;
+    /// let p = Tensor::ones(&[2], DType::F32);
+    /// let opt = optim::chain(vec![optim::clip(1.0), optim::trace(0.9, false)]);
+    /// let s = opt.init(&p);
+    /// // The chain's list: clip has no tensors, trace one per parameter.
+    /// assert_eq!(s.transforms().at(1).unwrap().get("trace").unwrap().as_tensor().unwrap().to_vec::<f32>(), vec![0.0, 0.0]);
+    /// ```
     pub fn transforms(&self) -> &Tree {
         &self.transforms
     }

@@ -339,6 +339,15 @@ impl Transform for ScaleByLion {
 /// Lion's scaling without the learning rate: the sign of
 /// `(1 - b1)·g + b1·mu`, then `mu` moves to `(1 - b2)·g + b2·mu` (Optax's
 /// `scale_by_lion`; state `mu`).
+///
+/// ```
+/// use rune::prelude::*;
+/// use rune::optim;
+/// let g = Tensor::from_slice(&[0.2f32, -3.0, 0.0], &[3]);
+/// let opt = optim::scale_by_lion(0.9, 0.99);
+/// let (u, _) = opt.update(&g, &opt.init(&g), &g);
+/// assert_eq!(u.to_vec::<f32>(), vec![1.0, -1.0, 0.0]);
+/// ```
 pub fn scale_by_lion(b1: f64, b2: f64) -> Optimizer {
     Optimizer::new(ScaleByLion { b1, b2 })
 }
@@ -384,6 +393,15 @@ impl Transform for ScaleByRms {
 /// RMSProp's scaling: `g / sqrt(nu + eps)` with `nu` the moving average of
 /// `g²` (Optax's `scale_by_rms` with `initial_scale` 0 and `eps` inside the
 /// root; state `nu`).
+///
+/// ```
+/// use rune::prelude::*;
+/// use rune::optim;
+/// let g = Tensor::from_slice(&[2.0f32], &[1]);
+/// let opt = optim::scale_by_rms(0.75, 0.0);
+/// let (u, _) = opt.update(&g, &opt.init(&g), &g);
+/// assert_eq!(u.to_vec::<f32>(), vec![2.0]); // g / sqrt(0.25 * g²)
+/// ```
 pub fn scale_by_rms(decay: f64, eps: f64) -> Optimizer {
     Optimizer::new(ScaleByRms { decay, eps })
 }
@@ -442,6 +460,15 @@ impl Transform for ScaleByStddev {
 /// Centered RMSProp's scaling: `g / sqrt(nu - mu² + eps)` with `mu`, `nu`
 /// the moving averages of `g` and `g²` (Optax's `scale_by_stddev`; state
 /// `mu`, `nu`).
+///
+/// ```
+/// use rune::prelude::*;
+/// use rune::optim;
+/// let g = Tensor::from_slice(&[2.0f32], &[1]);
+/// let opt = optim::scale_by_stddev(0.5, 0.0);
+/// let (u, _) = opt.update(&g, &opt.init(&g), &g);
+/// assert_eq!(u.to_vec::<f32>(), vec![2.0]); // g / sqrt(0.5 g² - (0.5 g)²)
+/// ```
 pub fn scale_by_stddev(decay: f64, eps: f64) -> Optimizer {
     Optimizer::new(ScaleByStddev { decay, eps })
 }
@@ -498,6 +525,15 @@ impl Transform for ScaleByRss {
 /// Adagrad's scaling: `g / sqrt(sum of g² + eps)`, the sum starting at
 /// `initial_accumulator_value` (Optax's `scale_by_rss`; state
 /// `sum_of_squares`).
+///
+/// ```
+/// use rune::prelude::*;
+/// use rune::optim;
+/// let g = Tensor::from_slice(&[3.0f32, 0.0], &[2]);
+/// let opt = optim::scale_by_rss(0.0, 0.0);
+/// let (u, _) = opt.update(&g, &opt.init(&g), &g);
+/// assert_eq!(u.to_vec::<f32>(), vec![1.0, 0.0]); // a zero sum gives 0, not NaN
+/// ```
 pub fn scale_by_rss(initial_accumulator_value: f64, eps: f64) -> Optimizer {
     Optimizer::new(ScaleByRss {
         initial_accumulator_value,
