@@ -66,6 +66,8 @@
 //!   (`distributed::init`), collectives over parameter trees, and pmap over
 //!   `world.devices()` (one device per process).
 //! - [`rng`]: explicit PRNG keys (threefry) and samplers.
+//! - [`optim`]: optimizers after Optax (`adam`, `adamw`, `sgd`, ...,
+//!   `chain`, clipping, schedules) whose state is a parameter tree.
 //! - Logging: [`with_debug`], [`with_debug_to`].
 //! - [`prelude`]: tensors, dtypes, parameter trees and the transformations
 //!   in one `use`; [`nx`] and [`tolk`] are re-exported.
@@ -143,6 +145,7 @@ mod loops;
 mod lower;
 mod on_device;
 mod on_devices;
+pub mod optim;
 mod placed;
 mod pmap;
 mod resident;

@@ -1,0 +1,124 @@
+//! The optimizer update alone (issue 56, "The optimizer step is fast"): a
+//! GPT-like tree of 96 leaves (6 blocks of 16: layer norms, attention and
+//! MLP weights and biases, d = 192: 2.67M F32 parameters), the update
+//! `clip_by_global_norm(1.0)` then AdamW (warmup + cosine decay, weight
+//! decay on the `.w` leaves) and `apply_updates`, timed as the other
+//! benchmarks are (untimed warmup calls, then individually timed calls; min
+//! and median), printed as JSON lines for `bench/optim.py`, which runs the
+//! same step in JAX + Optax beside it.
+//!
+//! ```sh
+//! cargo run --release -p rune --example bench_optim
+//! ```
+//!
+//! - O1: clip + AdamW update and apply, under `jit`
+//! - O2: the same, eager
+//! - O3: `optim::adam` update and apply, eager
+//! - O4: the examples' former hand-written Adam step, eager (O3's anchor)
+
+#[path = "common/timing.rs"]
+mod timing;
+use timing::{bench, emit};
+
+#[path = "common/adam.rs"]
+mod hand_written;
+
+use rune::optim::{self, OptState, Optimizer};
+use rune::prelude::*;
+use rune::rng;
+
+const BLOCKS: usize = 6;
+const D: usize = 192;
+
+/// The leaves' names and shapes: per block, two layer norms, the four
+/// attention projections and the two MLP layers, each weight with its bias.
+fn leaf_shapes() -> Vec<(String, Vec<usize>)> {
+    let mut out = Vec::new();
+    for i in 0..BLOCKS {
+        let mut add =
+            |name: &str, shape: &[usize]| out.push((format!("h{i}.{name}"), shape.to_vec()));
+        add("ln1.scale", &[D]);
+        add("ln1.bias", &[D]);
+        for proj in ["q", "k", "v", "o"] {
+            add(&format!("attn.{proj}.w"), &[D, D]);
+            add(&format!("attn.{proj}.b"), &[D]);
+        }
+        add("ln2.scale", &[D]);
+        add("ln2.bias", &[D]);
+        add("mlp.fc.w", &[D, 4 * D]);
+        add("mlp.fc.b", &[4 * D]);
+        add("mlp.proj.w", &[4 * D, D]);
+        add("mlp.proj.b", &[D]);
+    }
+    out
+}
+
+/// A tree of the shapes, normal draws times `std` from `seed`.
+fn tree(seed: u64, std: f64) -> Tree {
+    let shapes = leaf_shapes();
+    let keys = rng::split(&rng::key(seed), shapes.len());
+    Tree::dict(shapes.iter().enumerate().map(|(i, (name, shape))| {
+        (
+            name.clone(),
+            Tree::from(rng::normal(&keys.get(i), shape, DType::F32) * std),
+        )
+    }))
+}
+
+fn clip_adamw() -> Optimizer {
+    optim::chain(vec![
+        optim::clip_by_global_norm(1.0),
+        optim::adamw(
+            optim::warmup_cosine_decay(0.0, 1e-3, 100, 10_000, 1e-5),
+            optim::AdamWOpts {
+                weight_decay: 0.1,
+                mask: Some(optim::mask(|path: &str| path.ends_with(".w"))),
+                ..Default::default()
+            },
+        ),
+    ])
+}
+
+fn step(opt: &Optimizer, params: &Tree, state: &OptState, grads: &Tree) -> (Tree, OptState) {
+    let (updates, state) = opt.update(grads, state, params);
+    (optim::apply_updates(params, &updates), state)
+}
+
+fn main() {
+    let params = tree(0, 0.02);
+    let grads = tree(1, 0.01);
+    assert_eq!(params.num_leaves(), 96);
+    let opt = clip_adamw();
+    let state = opt.init(&params);
+
+    let jitted = jit(|(p, s, g): &(Tree, OptState, Tree)| step(&opt, p, s, g));
+    let args = (params.clone(), state.clone(), grads.clone());
+    emit(
+        "O1",
+        "clip_by_global_norm + adamw update and apply, 96 leaves, jit",
+        "ms",
+        bench(|| jitted.call(&args), 3, 30),
+    );
+    emit(
+        "O2",
+        "clip_by_global_norm + adamw update and apply, 96 leaves, eager",
+        "ms",
+        bench(|| step(&opt, &params, &state, &grads), 2, 10),
+    );
+
+    let adam = optim::adam(1e-3, optim::AdamOpts::default());
+    let adam_state = adam.init(&params);
+    emit(
+        "O3",
+        "optim::adam update and apply, 96 leaves, eager",
+        "ms",
+        bench(|| step(&adam, &params, &adam_state, &grads), 2, 10),
+    );
+    let hand = hand_written::Adam::new(params.clone());
+    emit(
+        "O4",
+        "hand-written Adam step (examples/common/adam.rs), 96 leaves, eager",
+        "ms",
+        bench(|| hand.step(&grads, 1e-3), 2, 10),
+    );
+}
