@@ -65,6 +65,8 @@
 //! - Across processes (cargo feature `mpi`): `distributed` — MPI's world
 //!   (`distributed::init`), collectives over parameter trees, and pmap over
 //!   `world.devices()` (one device per process).
+//! - [`nn`]: layers (`Linear`, `Conv`, norms, attention, ...), losses and
+//!   initializers, as parameter trees.
 //! - [`rng`]: explicit PRNG keys (threefry) and samplers.
 //! - Logging: [`with_debug`], [`with_debug_to`].
 //! - [`prelude`]: tensors, dtypes, parameter trees and the transformations
@@ -141,6 +143,7 @@ mod jvp;
 mod linalg_derivatives;
 mod loops;
 mod lower;
+pub mod nn;
 mod on_device;
 mod on_devices;
 mod placed;
