@@ -4,7 +4,8 @@
 //!
 //! ```sh
 //! cargo run --release --example train_gpt [-- [--data FILE] [--steps N] [--resume]
-//!     [--checkpoint PATH] [--sample-every N] [--tie-weights] [--seed N] [--stop-at N]]
+//!     [--checkpoint PATH] [--sample-every N] [--tie-weights] [--seed N] [--stop-at N]
+//!     [--lr X]]
 //! ```
 //!
 //! - the text: `--data FILE`, or by default every fortune of Debian's
@@ -23,7 +24,10 @@
 //!   default `target/train_gpt.safetensors`); `--resume` continues from it
 //!   with the same bits as a run without the stop (batches are a function
 //!   of the step; `--stop-at N` stops after step N as an interruption would,
-//!   the learning-rate schedule still spanning `--steps`).
+//!   the learning-rate schedule still spanning `--steps`);
+//! - at the end the sampler (one character from a window, under `jit`) is
+//!   exported with `Jit::export` beside the checkpoint
+//!   (`train_gpt_sampler.rune`), loaded back and checked against `jit`.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -143,10 +147,11 @@ impl Gpt {
 
 // TODO: rune::optim — this section becomes
 //   optim::chain(vec![optim::clip_by_global_norm(CLIP),
-//       optim::adamw(optim::warmup_cosine_decay(0.0, PEAK_LR, WARMUP, steps, END_LR),
+//       optim::adamw(optim::warmup_cosine_decay(0.0, peak_lr, WARMUP, steps, END_LR),
 //                    optim::AdamWOpts { weight_decay: WEIGHT_DECAY, mask: Some(matrices), ..Default::default() })])
 // with `OptState` for `AdamW`, once rune::optim is merged.
 
+/// The default peak learning rate (`--lr`).
 const PEAK_LR: f64 = 3e-3;
 const END_LR: f64 = 1e-4;
 const WARMUP: usize = 100;
@@ -170,28 +175,29 @@ impl AdamW {
         AdamW { count: Tensor::scalar(0i32), mu: zeros.clone(), nu: zeros }
     }
 
-    /// Optax's `warmup_cosine_decay_schedule(0, PEAK_LR, WARMUP, steps,
+    /// Optax's `warmup_cosine_decay_schedule(0, peak_lr, WARMUP, steps,
     /// END_LR)` at the step `count` (a tensor, so one compiled step serves
     /// every step).
-    fn learning_rate(count: &Tensor, steps: usize) -> Tensor {
+    fn learning_rate(count: &Tensor, peak_lr: f64, steps: usize) -> Tensor {
         let t = count.cast(DType::F32);
-        let warmup = &t * (PEAK_LR / WARMUP as f64);
+        let warmup = &t * (peak_lr / WARMUP as f64);
         let decay_steps = (steps.max(WARMUP + 1) - WARMUP) as f64;
         let progress = ((&t - WARMUP as f64) / decay_steps).clamp(0.0, 1.0);
-        let cosine = ((progress * std::f64::consts::PI).cos() + 1.0) * (0.5 * (PEAK_LR - END_LR)) + END_LR;
+        let cosine = ((progress * std::f64::consts::PI).cos() + 1.0) * (0.5 * (peak_lr - END_LR)) + END_LR;
         Tensor::where_(&t.less(&t.scalar_like(WARMUP as f64)), &warmup, &cosine)
     }
 
     /// One step: the gradients clipped to global norm `CLIP`, Adam's
     /// moments, decoupled weight decay on the matrices, the scheduled
-    /// learning rate; returns the new model and state.
-    fn step(&self, model: &Gpt, grads: &Gpt, steps: usize) -> (Gpt, AdamW) {
+    /// learning rate (peaking at `peak_lr`, over `steps` steps); returns
+    /// the new model and state.
+    fn step(&self, model: &Gpt, grads: &Gpt, peak_lr: f64, steps: usize) -> (Gpt, AdamW) {
         let norm = grads.leaves().iter().map(|g| g.square().sum_all()).reduce(|a, b| a + b).unwrap().sqrt();
         let clip = Tensor::where_(&norm.less(&norm.scalar_like(CLIP)), &norm.ones_like(), &(norm.scalar_like(CLIP) / &norm));
         let count = &self.count + 1.0;
         let t = count.cast(DType::F32);
         let (c1, c2) = (1.0 - (t.clone() * B1.ln()).exp(), 1.0 - (t * B2.ln()).exp());
-        let lr = Self::learning_rate(&self.count, steps);
+        let lr = Self::learning_rate(&self.count, peak_lr, steps);
         let (params, g, mu, nu) = (model.leaves(), grads.leaves(), self.mu.leaves(), self.nu.leaves());
         let (mut new_params, mut new_mu, mut new_nu) = (vec![], vec![], vec![]);
         for i in 0..params.len() {
@@ -310,13 +316,15 @@ struct Args {
     /// Stop (with a checkpoint) after this step, as if interrupted: the
     /// schedule still spans `steps`, so `--resume` continues the same run.
     stop_at: Option<usize>,
+    /// The peak learning rate.
+    lr: f64,
 }
 
 const USAGE: &str = "usage: train_gpt [--data FILE] [--steps N] [--resume] [--checkpoint PATH] \
-                     [--sample-every N] [--tie-weights] [--seed N] [--stop-at N]";
+                     [--sample-every N] [--tie-weights] [--seed N] [--stop-at N] [--lr X]";
 
 fn parse_args() -> Args {
-    let mut args = Args { data: None, steps: 2000, resume: false, checkpoint: None, sample_every: 500, tie_weights: false, seed: 0, stop_at: None };
+    let mut args = Args { data: None, steps: 2000, resume: false, checkpoint: None, sample_every: 500, tie_weights: false, seed: 0, stop_at: None, lr: PEAK_LR };
     let mut it = std::env::args().skip(1);
     let number = |opt: &str, v: Option<String>| -> usize {
         v.and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{opt} needs a whole number; {USAGE}"))
@@ -329,6 +337,10 @@ fn parse_args() -> Args {
             "--sample-every" => args.sample_every = number("--sample-every", it.next()).max(1),
             "--seed" => args.seed = number("--seed", it.next()) as u64,
             "--stop-at" => args.stop_at = Some(number("--stop-at", it.next())),
+            "--lr" => {
+                args.lr = it.next().and_then(|v| v.parse().ok()).filter(|&lr: &f64| lr > 0.0)
+                    .unwrap_or_else(|| panic!("--lr needs a positive number; {USAGE}"))
+            }
             "--resume" => args.resume = true,
             "--tie-weights" => args.tie_weights = true,
             _ => panic!("unknown argument {a}; {USAGE}"),
@@ -398,10 +410,10 @@ fn main() {
     let first_step = opt.count.item::<i32>() as usize;
     println!("{params} parameters; steps {first_step}..{}", args.steps);
 
-    let steps = args.steps;
+    let (steps, peak_lr) = (args.steps, args.lr);
     let train_step = jit(|(model, opt, x, y): &(Gpt, AdamW, Tensor, Tensor)| {
         let (loss, grads) = value_and_grad(|m: &Gpt| m.loss(x, y), model);
-        let (model, opt) = opt.step(model, &grads, steps);
+        let (model, opt) = opt.step(model, &grads, peak_lr, steps);
         (loss, model, opt)
     });
     let eval_loss = jit(|(model, x, y): &(Gpt, Tensor, Tensor)| model.loss(x, y));
@@ -467,4 +479,19 @@ fn main() {
     }
     bar.finish();
     println!("{:.1} s; checkpoint {}", started.elapsed().as_secs_f64(), checkpoint.display());
+
+    // The sampler as one file that runs without tracing or a C compiler
+    // (`rune::Exported`): checked to draw what the jitted sampler draws.
+    let exported = checkpoint.with_file_name("train_gpt_sampler.rune");
+    let example = (
+        model.clone(),
+        Tensor::zeros(&[1, s.context], DType::I32),
+        Tensor::scalar(1i32),
+        rng::key(args.seed),
+    );
+    next_char.export(&example, &exported).unwrap_or_else(|e| panic!("cannot export the sampler: {e}"));
+    let loaded = rune::Exported::load(&exported).unwrap_or_else(|e| panic!("cannot load {}: {e}", exported.display()));
+    let drawn = loaded.call(&example).unwrap_or_else(|e| panic!("the exported sampler failed: {e}"));
+    assert_eq!(drawn[0].item::<i32>(), next_char.call(&example).item::<i32>());
+    println!("sampler exported to {}", exported.display());
 }
