@@ -152,7 +152,7 @@ impl Gpt {
 // with `OptState` for `AdamW`, once rune::optim is merged.
 
 /// The default peak learning rate (`--lr`).
-const PEAK_LR: f64 = 3e-3;
+const PEAK_LR: f64 = 2e-2;
 const END_LR: f64 = 1e-4;
 const WARMUP: usize = 100;
 const CLIP: f64 = 1.0;
@@ -392,6 +392,9 @@ fn main() {
     );
 
     let checkpoint = args.checkpoint.clone().unwrap_or_else(default_checkpoint);
+    if let Some(dir) = checkpoint.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    }
     let mut model = Gpt::new(&rng::key(args.seed), vocab, s, args.tie_weights);
     let mut opt = AdamW::init(&model);
     if args.resume {
