@@ -86,8 +86,12 @@ impl Block {
     }
 
     fn forward(&self, x: &Tensor, mask: &Tensor) -> Tensor {
-        let x = x + self.attention.forward(&self.attention_norm.forward(x), Some(mask));
-        let mlp = self.down.forward(&self.up.forward(&self.mlp_norm.forward(&x)).gelu());
+        let x = x + self
+            .attention
+            .forward(&self.attention_norm.forward(x), Some(mask));
+        let mlp = self
+            .down
+            .forward(&self.up.forward(&self.mlp_norm.forward(&x)).gelu());
         x + mlp
     }
 }
@@ -114,7 +118,9 @@ impl Gpt {
         Gpt {
             tokens,
             positions: nn::Embedding::new(&k.get(1), s.context, s.dim),
-            blocks: (0..s.layers).map(|i| Block::new(&k.get(i + 3), s)).collect(),
+            blocks: (0..s.layers)
+                .map(|i| Block::new(&k.get(i + 3), s))
+                .collect(),
             final_norm: nn::LayerNorm::new(s.dim),
             head: (!tie_weights).then(|| nn::Linear::new(&k.get(2), s.dim, vocab)),
         }
@@ -172,7 +178,11 @@ struct AdamW {
 impl AdamW {
     fn init(model: &Gpt) -> AdamW {
         let zeros = model.map_leaves(&mut |p| p.zeros_like());
-        AdamW { count: Tensor::scalar(0i32), mu: zeros.clone(), nu: zeros }
+        AdamW {
+            count: Tensor::scalar(0i32),
+            mu: zeros.clone(),
+            nu: zeros,
+        }
     }
 
     /// Optax's `warmup_cosine_decay_schedule(0, peak_lr, WARMUP, steps,
@@ -183,7 +193,8 @@ impl AdamW {
         let warmup = &t * (peak_lr / WARMUP as f64);
         let decay_steps = (steps.max(WARMUP + 1) - WARMUP) as f64;
         let progress = ((&t - WARMUP as f64) / decay_steps).clamp(0.0, 1.0);
-        let cosine = ((progress * std::f64::consts::PI).cos() + 1.0) * (0.5 * (peak_lr - END_LR)) + END_LR;
+        let cosine =
+            ((progress * std::f64::consts::PI).cos() + 1.0) * (0.5 * (peak_lr - END_LR)) + END_LR;
         Tensor::where_(&t.less(&t.scalar_like(WARMUP as f64)), &warmup, &cosine)
     }
 
@@ -192,13 +203,28 @@ impl AdamW {
     /// learning rate (peaking at `peak_lr`, over `steps` steps); returns
     /// the new model and state.
     fn step(&self, model: &Gpt, grads: &Gpt, peak_lr: f64, steps: usize) -> (Gpt, AdamW) {
-        let norm = grads.leaves().iter().map(|g| g.square().sum_all()).reduce(|a, b| a + b).unwrap().sqrt();
-        let clip = Tensor::where_(&norm.less(&norm.scalar_like(CLIP)), &norm.ones_like(), &(norm.scalar_like(CLIP) / &norm));
+        let norm = grads
+            .leaves()
+            .iter()
+            .map(|g| g.square().sum_all())
+            .reduce(|a, b| a + b)
+            .unwrap()
+            .sqrt();
+        let clip = Tensor::where_(
+            &norm.less(&norm.scalar_like(CLIP)),
+            &norm.ones_like(),
+            &(norm.scalar_like(CLIP) / &norm),
+        );
         let count = &self.count + 1.0;
         let t = count.cast(DType::F32);
         let (c1, c2) = (1.0 - (t.clone() * B1.ln()).exp(), 1.0 - (t * B2.ln()).exp());
         let lr = Self::learning_rate(&self.count, peak_lr, steps);
-        let (params, g, mu, nu) = (model.leaves(), grads.leaves(), self.mu.leaves(), self.nu.leaves());
+        let (params, g, mu, nu) = (
+            model.leaves(),
+            grads.leaves(),
+            self.mu.leaves(),
+            self.nu.leaves(),
+        );
         let (mut new_params, mut new_mu, mut new_nu) = (vec![], vec![], vec![]);
         for i in 0..params.len() {
             let g = &g[i] * &clip;
@@ -212,7 +238,11 @@ impl AdamW {
             new_mu.push(m);
             new_nu.push(v);
         }
-        let state = AdamW { count, mu: self.mu.with_leaves(&new_mu), nu: self.nu.with_leaves(&new_nu) };
+        let state = AdamW {
+            count,
+            mu: self.mu.with_leaves(&new_mu),
+            nu: self.nu.with_leaves(&new_nu),
+        };
         (model.with_leaves(&new_params), state)
     }
 }
@@ -280,22 +310,33 @@ impl Corpus {
         let mut vocab = chars.clone();
         vocab.sort_unstable();
         vocab.dedup();
-        let ids: Vec<i32> = chars.iter().map(|c| vocab.binary_search(c).unwrap() as i32).collect();
+        let ids: Vec<i32> = chars
+            .iter()
+            .map(|c| vocab.binary_search(c).unwrap() as i32)
+            .collect();
         let split = ids.len() * 9 / 10;
-        Corpus { vocab, train: ids[..split].to_vec(), held_out: ids[split..].to_vec() }
+        Corpus {
+            vocab,
+            train: ids[..split].to_vec(),
+            held_out: ids[split..].to_vec(),
+        }
     }
 
     /// `batch` windows of `context + 1` characters at offsets drawn from
     /// `key`: the inputs `[batch, context]` and the targets, shifted by one.
     fn batch(ids: &[i32], key: &Tensor, batch: usize, context: usize) -> (Tensor, Tensor) {
-        let offsets = rng::randint(key, 0, (ids.len() - context - 1) as i64, &[batch]).to_vec::<i32>();
+        let offsets =
+            rng::randint(key, 0, (ids.len() - context - 1) as i64, &[batch]).to_vec::<i32>();
         let (mut x, mut y) = (Vec::new(), Vec::new());
         for o in offsets {
             let o = o as usize;
             x.extend_from_slice(&ids[o..o + context]);
             y.extend_from_slice(&ids[o + 1..o + context + 1]);
         }
-        (Tensor::from_vec(x, &[batch, context]), Tensor::from_vec(y, &[batch, context]))
+        (
+            Tensor::from_vec(x, &[batch, context]),
+            Tensor::from_vec(y, &[batch, context]),
+        )
     }
 
     fn text(&self, ids: &[i32]) -> String {
@@ -324,21 +365,47 @@ const USAGE: &str = "usage: train_gpt [--data FILE] [--steps N] [--resume] [--ch
                      [--sample-every N] [--tie-weights] [--seed N] [--stop-at N] [--lr X]";
 
 fn parse_args() -> Args {
-    let mut args = Args { data: None, steps: 2000, resume: false, checkpoint: None, sample_every: 500, tie_weights: false, seed: 0, stop_at: None, lr: PEAK_LR };
+    let mut args = Args {
+        data: None,
+        steps: 2000,
+        resume: false,
+        checkpoint: None,
+        sample_every: 500,
+        tie_weights: false,
+        seed: 0,
+        stop_at: None,
+        lr: PEAK_LR,
+    };
     let mut it = std::env::args().skip(1);
     let number = |opt: &str, v: Option<String>| -> usize {
-        v.and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{opt} needs a whole number; {USAGE}"))
+        v.and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{opt} needs a whole number; {USAGE}"))
     };
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--data" => args.data = Some(it.next().unwrap_or_else(|| panic!("--data needs a file; {USAGE}")).into()),
-            "--checkpoint" => args.checkpoint = Some(it.next().unwrap_or_else(|| panic!("--checkpoint needs a path; {USAGE}")).into()),
+            "--data" => {
+                args.data = Some(
+                    it.next()
+                        .unwrap_or_else(|| panic!("--data needs a file; {USAGE}"))
+                        .into(),
+                )
+            }
+            "--checkpoint" => {
+                args.checkpoint = Some(
+                    it.next()
+                        .unwrap_or_else(|| panic!("--checkpoint needs a path; {USAGE}"))
+                        .into(),
+                )
+            }
             "--steps" => args.steps = number("--steps", it.next()).max(1),
             "--sample-every" => args.sample_every = number("--sample-every", it.next()).max(1),
             "--seed" => args.seed = number("--seed", it.next()) as u64,
             "--stop-at" => args.stop_at = Some(number("--stop-at", it.next())),
             "--lr" => {
-                args.lr = it.next().and_then(|v| v.parse().ok()).filter(|&lr: &f64| lr > 0.0)
+                args.lr = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&lr: &f64| lr > 0.0)
                     .unwrap_or_else(|| panic!("--lr needs a positive number; {USAGE}"))
             }
             "--resume" => args.resume = true,
@@ -352,8 +419,12 @@ fn parse_args() -> Args {
 /// `target/train_gpt.safetensors` (beside the example's executable), or in
 /// the temporary directory.
 fn default_checkpoint() -> PathBuf {
-    let target = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_path_buf()));
-    target.unwrap_or_else(std::env::temp_dir).join("train_gpt.safetensors")
+    let target = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_path_buf()));
+    target
+        .unwrap_or_else(std::env::temp_dir)
+        .join("train_gpt.safetensors")
 }
 
 const BATCH: usize = 32;
@@ -376,7 +447,10 @@ fn main() {
     let corpus = Corpus::new(&text);
     let s = SIZES;
     if corpus.held_out.len() < s.context + 2 {
-        eprintln!("the text is too short: its held-out tenth needs more than {} characters", s.context + 1);
+        eprintln!(
+            "the text is too short: its held-out tenth needs more than {} characters",
+            s.context + 1
+        );
         std::process::exit(1);
     }
     let vocab = corpus.vocab.len();
@@ -393,18 +467,23 @@ fn main() {
 
     let checkpoint = args.checkpoint.clone().unwrap_or_else(default_checkpoint);
     if let Some(dir) = checkpoint.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        std::fs::create_dir_all(dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
     }
     let mut model = Gpt::new(&rng::key(args.seed), vocab, s, args.tie_weights);
     let mut opt = AdamW::init(&model);
     if args.resume {
         let template = (model, opt, vocab_tensor.clone());
-        let (m, o, saved_vocab): (Gpt, AdamW, Tensor) = rune::nx::load(&checkpoint, &template).unwrap_or_else(|e| {
-            eprintln!("cannot resume from {}: {e}", checkpoint.display());
-            std::process::exit(1)
-        });
+        let (m, o, saved_vocab): (Gpt, AdamW, Tensor) = rune::nx::load(&checkpoint, &template)
+            .unwrap_or_else(|e| {
+                eprintln!("cannot resume from {}: {e}", checkpoint.display());
+                std::process::exit(1)
+            });
         if saved_vocab.to_vec::<i32>() != vocab_tensor.to_vec::<i32>() {
-            eprintln!("{} was trained on another text (its characters differ)", checkpoint.display());
+            eprintln!(
+                "{} was trained on another text (its characters differ)",
+                checkpoint.display()
+            );
             std::process::exit(1);
         }
         (model, opt) = (m, o);
@@ -422,16 +501,23 @@ fn main() {
     let eval_loss = jit(|(model, x, y): &(Gpt, Tensor, Tensor)| model.loss(x, y));
     // The next character after the first `len` of a window [1, context]
     // (the rest is padding, which the causal mask keeps from mattering).
-    let next_char = jit(|(model, window, len, key): &(Gpt, Tensor, Tensor, Tensor)| {
-        let logits = model.forward(window).get(0).take(&(len - 1.0), 0);
-        rng::categorical(key, &(logits / TEMPERATURE), -1)
-    });
+    let next_char = jit(
+        |(model, window, len, key): &(Gpt, Tensor, Tensor, Tensor)| {
+            let logits = model.forward(window).get(0).take(&(len - 1.0), 0);
+            rng::categorical(key, &(logits / TEMPERATURE), -1)
+        },
+    );
 
     let data_key = rng::key(args.seed ^ 0x5eed);
     let held_out_loss = |model: &Gpt| -> f32 {
         let total: f32 = (0..HELD_OUT_BATCHES)
             .map(|i| {
-                let (x, y) = Corpus::batch(&corpus.held_out, &rng::fold_in(&data_key, u32::MAX - i as u32), BATCH, s.context);
+                let (x, y) = Corpus::batch(
+                    &corpus.held_out,
+                    &rng::fold_in(&data_key, u32::MAX - i as u32),
+                    BATCH,
+                    s.context,
+                );
                 eval_loss.call(&(model.clone(), x, y)).item::<f32>()
             })
             .sum();
@@ -461,7 +547,12 @@ fn main() {
     let mut smoothed: Option<f32> = None;
     let last_step = args.stop_at.map_or(steps, |s| s.min(steps));
     for step in first_step..last_step {
-        let (x, y) = Corpus::batch(&corpus.train, &rng::fold_in(&data_key, step as u32), BATCH, s.context);
+        let (x, y) = Corpus::batch(
+            &corpus.train,
+            &rng::fold_in(&data_key, step as u32),
+            BATCH,
+            s.context,
+        );
         let (loss, next_model, next_opt) = train_step.call(&(model, opt, x, y));
         (model, opt) = (next_model, next_opt);
         let loss = loss.item::<f32>();
@@ -469,19 +560,34 @@ fn main() {
         smoothed = Some(avg);
         let done = step + 1 - first_step;
         let tokens_per_s = (done * BATCH * s.context) as f64 / started.elapsed().as_secs_f64();
-        bar.set_message(format!("loss {avg:.3}  {:.1}k tokens/s", tokens_per_s / 1e3));
+        bar.set_message(format!(
+            "loss {avg:.3}  {:.1}k tokens/s",
+            tokens_per_s / 1e3
+        ));
         bar.inc(1);
         if (step + 1) % args.sample_every == 0 || step + 1 == last_step {
             let held_out = held_out_loss(&model);
             let text = sample(&model, &rng::fold_in(&rng::key(args.seed), step as u32));
             // `suspend`, not `println`: a hidden bar (no terminal) would drop the line.
-            bar.suspend(|| println!("step {}: train loss {avg:.3}, held-out loss {held_out:.3}\n---\n{text}\n---", step + 1));
-            rune::nx::save(&(model.clone(), opt.clone(), vocab_tensor.clone()), &checkpoint)
-                .unwrap_or_else(|e| panic!("cannot write {}: {e}", checkpoint.display()));
+            bar.suspend(|| {
+                println!(
+                    "step {}: train loss {avg:.3}, held-out loss {held_out:.3}\n---\n{text}\n---",
+                    step + 1
+                )
+            });
+            rune::nx::save(
+                &(model.clone(), opt.clone(), vocab_tensor.clone()),
+                &checkpoint,
+            )
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", checkpoint.display()));
         }
     }
     bar.finish();
-    println!("{:.1} s; checkpoint {}", started.elapsed().as_secs_f64(), checkpoint.display());
+    println!(
+        "{:.1} s; checkpoint {}",
+        started.elapsed().as_secs_f64(),
+        checkpoint.display()
+    );
 
     // The sampler as one file that runs without tracing or a C compiler
     // (`rune::Exported`): checked to draw what the jitted sampler draws.
@@ -492,9 +598,17 @@ fn main() {
         Tensor::scalar(1i32),
         rng::key(args.seed),
     );
-    next_char.export(&example, &exported).unwrap_or_else(|e| panic!("cannot export the sampler: {e}"));
-    let loaded = rune::Exported::load(&exported).unwrap_or_else(|e| panic!("cannot load {}: {e}", exported.display()));
-    let drawn = loaded.call(&example).unwrap_or_else(|e| panic!("the exported sampler failed: {e}"));
-    assert_eq!(drawn[0].item::<i32>(), next_char.call(&example).item::<i32>());
+    next_char
+        .export(&example, &exported)
+        .unwrap_or_else(|e| panic!("cannot export the sampler: {e}"));
+    let loaded = rune::Exported::load(&exported)
+        .unwrap_or_else(|e| panic!("cannot load {}: {e}", exported.display()));
+    let drawn = loaded
+        .call(&example)
+        .unwrap_or_else(|e| panic!("the exported sampler failed: {e}"));
+    assert_eq!(
+        drawn[0].item::<i32>(),
+        next_char.call(&example).item::<i32>()
+    );
     println!("sampler exported to {}", exported.display());
 }

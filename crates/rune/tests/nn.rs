@@ -34,7 +34,13 @@ fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
 
 /// The same tree with every leaf in f64 (finite differences need it).
 fn in_f64<P: Ptree>(p: &P) -> P {
-    p.map_leaves(&mut |t| if t.dtype() == DType::F32 { t.cast(DType::F64) } else { t.clone() })
+    p.map_leaves(&mut |t| {
+        if t.dtype() == DType::F32 {
+            t.cast(DType::F64)
+        } else {
+            t.clone()
+        }
+    })
 }
 
 /// `sum(out · weights)` with fixed pseudo-random weights: an objective
@@ -63,7 +69,12 @@ fn check_vmap_and_jit<I: Ptree + Clone, O: Ptree>(inputs: &[I], f: impl Fn(&I) -
     let batched: O = vmap(&f, &stack_members(inputs));
     for (m, input) in inputs.iter().enumerate() {
         for (got, want) in batched.leaves().iter().zip(f(input).leaves()) {
-            assert_close(&f64s(&got.get(m)), &f64s(&want), 1e-5, &format!("{what} vmap member {m}"));
+            assert_close(
+                &f64s(&got.get(m)),
+                &f64s(&want),
+                1e-5,
+                &format!("{what} vmap member {m}"),
+            );
         }
     }
     let compiled: O = jit(&f).call(&inputs[0]);
@@ -99,7 +110,12 @@ fn linear_is_x_times_w_plus_b() {
     assert_eq!(y.shape(), &[4, 2]);
     assert_close(&f64s(&y), &want, 1e-6, "Linear");
     // A single example (no batch axis) and extra leading axes.
-    assert_close(&f64s(&lin.forward(&x.get(2))), &want[4..6], 1e-6, "Linear [d_in]");
+    assert_close(
+        &f64s(&lin.forward(&x.get(2))),
+        &want[4..6],
+        1e-6,
+        "Linear [d_in]",
+    );
     assert_eq!(lin.forward(&normal(2, &[2, 5, 3])).shape(), &[2, 5, 2]);
 }
 
@@ -111,12 +127,18 @@ fn linear_starts_lecun_normal_and_zero_bias() {
     assert!(f64s(&lin.b).iter().all(|&v| v == 0.0));
     let w = f64s(&lin.w);
     let var = w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64;
-    assert!((var * 256.0 - 1.0).abs() < 0.05, "variance {var} is not 1/fan_in");
+    assert!(
+        (var * 256.0 - 1.0).abs() < 0.05,
+        "variance {var} is not 1/fan_in"
+    );
     // Truncated at two standard deviations of the untruncated normal.
     let bound = 2.0 / 256f64.sqrt() / 0.879_625_661_034_239_8;
     assert!(w.iter().all(|v| v.abs() <= bound + 1e-6));
     // A pure function of the key.
-    assert_eq!(Linear::new(&rng::key(3), 256, 128).w.to_vec::<f32>(), lin.w.to_vec::<f32>());
+    assert_eq!(
+        Linear::new(&rng::key(3), 256, 128).w.to_vec::<f32>(),
+        lin.w.to_vec::<f32>()
+    );
 }
 
 #[test]
@@ -128,7 +150,11 @@ fn linear_panics_on_a_wrong_last_axis() {
 #[test]
 fn linear_under_grad_vmap_jit() {
     let lin = Linear::new(&rng::key(0), 3, 2);
-    check_layer_grads(&(lin.clone(), normal(1, &[4, 3])), |(l, x)| l.forward(x), "Linear");
+    check_layer_grads(
+        &(lin.clone(), normal(1, &[4, 3])),
+        |(l, x)| l.forward(x),
+        "Linear",
+    );
     let members: Vec<(Linear, Tensor)> = (0..3)
         .map(|m| {
             let mut l = Linear::new(&rng::key(10 + m), 3, 2);
@@ -149,7 +175,10 @@ fn embedding_picks_rows_of_its_table() {
     let y = emb.forward(&ids);
     assert_eq!(y.shape(), &[2, 3, 4]);
     let table = f64s(&emb.table);
-    let want: Vec<f64> = [3, 0, 9, 3, 5, 1].iter().flat_map(|&i| table[i * 4..i * 4 + 4].to_vec()).collect();
+    let want: Vec<f64> = [3, 0, 9, 3, 5, 1]
+        .iter()
+        .flat_map(|&i| table[i * 4..i * 4 + 4].to_vec())
+        .collect();
     assert_eq!(f64s(&y), want);
     let ids64 = Tensor::from_slice(&[3i64, 0, 9, 3, 5, 1], &[2, 3]);
     assert_eq!(f64s(&emb.forward(&ids64)), want);
@@ -200,7 +229,15 @@ fn embedding_under_grad_vmap_jit() {
 /// A direct convolution by loops: `x [N, C, s..]`, `w [O, C/groups, k..]`,
 /// low paddings `pad` (positions before the input read zero), output
 /// spatial sizes `out`.
-fn conv_loop(x: &Tensor, w: &Tensor, b: &Tensor, strides: &[usize], pad: &[usize], out: &[usize], groups: usize) -> Vec<f64> {
+fn conv_loop(
+    x: &Tensor,
+    w: &Tensor,
+    b: &Tensor,
+    strides: &[usize],
+    pad: &[usize],
+    out: &[usize],
+    groups: usize,
+) -> Vec<f64> {
     let (xs, ws) = (x.shape().to_vec(), w.shape().to_vec());
     let (xv, wv, bv) = (f64s(x), f64s(w), f64s(b));
     let (n, c, o, cg) = (xs[0], xs[1], ws[0], ws[1]);
@@ -213,7 +250,8 @@ fn conv_loop(x: &Tensor, w: &Tensor, b: &Tensor, strides: &[usize], pad: &[usize
         }
         idx
     };
-    let ravel = |idx: &[usize], dims: &[usize]| idx.iter().zip(dims).fold(0, |acc, (i, d)| acc * d + i);
+    let ravel =
+        |idx: &[usize], dims: &[usize]| idx.iter().zip(dims).fold(0, |acc, (i, d)| acc * d + i);
     let (out_count, k_count, in_count) = (
         out.iter().product::<usize>(),
         ksp.iter().product::<usize>(),
@@ -221,11 +259,11 @@ fn conv_loop(x: &Tensor, w: &Tensor, b: &Tensor, strides: &[usize], pad: &[usize
     );
     let mut y = Vec::new();
     for ni in 0..n {
-        for oi in 0..o {
+        for (oi, &bias) in bv.iter().enumerate() {
             let group = oi / (o / groups);
             for p in 0..out_count {
                 let pos = unravel(p, out);
-                let mut acc = bv[oi];
+                let mut acc = bias;
                 for ci in 0..cg {
                     let channel = group * cg + ci;
                     for kp in 0..k_count {
@@ -233,7 +271,11 @@ fn conv_loop(x: &Tensor, w: &Tensor, b: &Tensor, strides: &[usize], pad: &[usize
                         let ipos: Vec<isize> = (0..pos.len())
                             .map(|d| (pos[d] * strides[d] + kpos[d]) as isize - pad[d] as isize)
                             .collect();
-                        if ipos.iter().zip(insp).any(|(&i, &s)| i < 0 || i >= s as isize) {
+                        if ipos
+                            .iter()
+                            .zip(insp)
+                            .any(|(&i, &s)| i < 0 || i >= s as isize)
+                        {
                             continue;
                         }
                         let ipos: Vec<usize> = ipos.iter().map(|&i| i as usize).collect();
@@ -257,12 +299,22 @@ fn conv_1d_valid_against_a_direct_loop() {
     let x = normal(2, &[2, 3, 9]);
     let y = conv.forward(&x);
     assert_eq!(y.shape(), &[2, 4, 7]);
-    assert_close(&f64s(&y), &conv_loop(&x, &conv.w, &conv.b, &[1], &[0], &[7], 1), 1e-5, "Conv 1-D");
+    assert_close(
+        &f64s(&y),
+        &conv_loop(&x, &conv.w, &conv.b, &[1], &[0], &[7], 1),
+        1e-5,
+        "Conv 1-D",
+    );
 }
 
 #[test]
 fn conv_2d_same_strided_grouped_against_a_direct_loop() {
-    let opts = ConvOpts { strides: vec![2, 2], padding: Padding::Same, feature_group_count: 2, ..Default::default() };
+    let opts = ConvOpts {
+        strides: vec![2, 2],
+        padding: Padding::Same,
+        feature_group_count: 2,
+        ..Default::default()
+    };
     let mut conv = Conv::new(&rng::key(0), 4, 6, &[3, 3], opts);
     assert_eq!(conv.w.shape(), &[6, 2, 3, 3]);
     conv.b = normal(1, &[6]);
@@ -291,7 +343,10 @@ fn conv_starts_lecun_normal_over_its_fan_in() {
     let conv = Conv::new(&rng::key(5), 16, 64, &[3, 3], ConvOpts::default());
     let w = f64s(&conv.w);
     let var = w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64;
-    assert!((var * 16.0 * 9.0 - 1.0).abs() < 0.05, "variance {var} is not 1/(16·9)");
+    assert!(
+        (var * 16.0 * 9.0 - 1.0).abs() < 0.05,
+        "variance {var} is not 1/(16·9)"
+    );
     assert!(f64s(&conv.b).iter().all(|&v| v == 0.0));
 }
 
@@ -309,11 +364,23 @@ fn conv_panics_on_a_wrong_rank() {
 
 #[test]
 fn conv_under_grad_vmap_jit() {
-    let opts = ConvOpts { padding: Padding::Same, ..Default::default() };
+    let opts = ConvOpts {
+        padding: Padding::Same,
+        ..Default::default()
+    };
     let conv = Conv::new(&rng::key(0), 2, 3, &[3, 3], opts.clone());
-    check_layer_grads(&(conv, normal(1, &[2, 2, 5, 5])), |(c, x)| c.forward(x), "Conv");
+    check_layer_grads(
+        &(conv, normal(1, &[2, 2, 5, 5])),
+        |(c, x)| c.forward(x),
+        "Conv",
+    );
     let members: Vec<(Conv, Tensor)> = (0..3)
-        .map(|m| (Conv::new(&rng::key(50 + m), 2, 3, &[3, 3], opts.clone()), normal(60 + m, &[2, 2, 5, 5])))
+        .map(|m| {
+            (
+                Conv::new(&rng::key(50 + m), 2, 3, &[3, 3], opts.clone()),
+                normal(60 + m, &[2, 2, 5, 5]),
+            )
+        })
         .collect();
     check_vmap_and_jit(&members, |(c, x)| c.forward(x), "Conv");
 }
@@ -355,7 +422,11 @@ fn rms_norm_against_a_loop() {
     let mut want = Vec::new();
     for row in xv.chunks(4) {
         let ms = row.iter().map(|v| v * v).sum::<f64>() / 4.0;
-        want.extend(row.iter().enumerate().map(|(j, v)| v / (ms + 1e-6).sqrt() * g[j]));
+        want.extend(
+            row.iter()
+                .enumerate()
+                .map(|(j, v)| v / (ms + 1e-6).sqrt() * g[j]),
+        );
     }
     assert_close(&f64s(&rms.forward(&x)), &want, 1e-5, "RmsNorm");
     assert_eq!(rms.eps, 1e-6);
@@ -375,11 +446,17 @@ fn rms_norm_panics_on_a_wrong_last_axis() {
 
 #[test]
 fn norms_under_grad_vmap_jit() {
-    check_layer_grads(&(layer_norm(5, 0), normal(2, &[3, 5])), |(l, x)| l.forward(x), "LayerNorm");
+    check_layer_grads(
+        &(layer_norm(5, 0), normal(2, &[3, 5])),
+        |(l, x)| l.forward(x),
+        "LayerNorm",
+    );
     let mut rms = RmsNorm::new(5);
     rms.scale = normal(3, &[5]);
     check_layer_grads(&(rms, normal(4, &[3, 5])), |(l, x)| l.forward(x), "RmsNorm");
-    let members: Vec<(LayerNorm, Tensor)> = (0..3).map(|m| (layer_norm(5, 10 * m), normal(70 + m, &[3, 5]))).collect();
+    let members: Vec<(LayerNorm, Tensor)> = (0..3)
+        .map(|m| (layer_norm(5, 10 * m), normal(70 + m, &[3, 5])))
+        .collect();
     check_vmap_and_jit(&members, |(l, x)| l.forward(x), "LayerNorm");
     let members: Vec<(RmsNorm, Tensor)> = (0..3)
         .map(|m| {
@@ -399,11 +476,20 @@ fn channel_stats(x: &Tensor) -> (Vec<f64>, Vec<f64>) {
     let at = |i: usize, ch: usize, j: usize| xv[(i * c + ch) * l + j];
     let count = (n * l) as f64;
     let mean: Vec<f64> = (0..c)
-        .map(|ch| (0..n).flat_map(|i| (0..l).map(move |j| (i, j))).map(|(i, j)| at(i, ch, j)).sum::<f64>() / count)
+        .map(|ch| {
+            (0..n)
+                .flat_map(|i| (0..l).map(move |j| (i, j)))
+                .map(|(i, j)| at(i, ch, j))
+                .sum::<f64>()
+                / count
+        })
         .collect();
     let var: Vec<f64> = (0..c)
         .map(|ch| {
-            (0..n).flat_map(|i| (0..l).map(move |j| (i, j))).map(|(i, j)| (at(i, ch, j) - mean[ch]).powi(2)).sum::<f64>()
+            (0..n)
+                .flat_map(|i| (0..l).map(move |j| (i, j)))
+                .map(|(i, j)| (at(i, ch, j) - mean[ch]).powi(2))
+                .sum::<f64>()
                 / count
         })
         .collect();
@@ -442,8 +528,19 @@ fn batch_norm_trains_on_batch_statistics_and_evaluates_on_running_ones() {
     let x1 = normal(2, &[4, 3, 5]) * 2.0 + 1.0;
     let (y1, stats1) = bn.forward_train(&x1, &stats0);
     let (mean1, var1) = channel_stats(&x1);
-    assert_close(&f64s(&y1), &normalize_loop(&x1, &mean1, &var1, &bn), 1e-5, "BatchNorm train");
-    let running = |old: &Tensor, batch: &[f64]| -> Vec<f64> { f64s(old).iter().zip(batch).map(|(o, b)| 0.9 * o + 0.1 * b).collect() };
+    assert_close(
+        &f64s(&y1),
+        &normalize_loop(&x1, &mean1, &var1, &bn),
+        1e-5,
+        "BatchNorm train",
+    );
+    let running = |old: &Tensor, batch: &[f64]| -> Vec<f64> {
+        f64s(old)
+            .iter()
+            .zip(batch)
+            .map(|(o, b)| 0.9 * o + 0.1 * b)
+            .collect()
+    };
     let (want_mean1, want_var1) = (running(&stats0.mean, &mean1), running(&stats0.var, &var1));
     assert_close(&f64s(&stats1.mean), &want_mean1, 1e-6, "running mean");
     assert_close(&f64s(&stats1.var), &want_var1, 1e-6, "running var");
@@ -451,16 +548,32 @@ fn batch_norm_trains_on_batch_statistics_and_evaluates_on_running_ones() {
     let x2 = normal(3, &[4, 3, 5]);
     let (_, stats2) = bn.forward_train(&x2, &stats1);
     let (mean2, var2) = channel_stats(&x2);
-    assert_close(&f64s(&stats2.mean), &running(&stats1.mean, &mean2), 1e-6, "running mean, step 2");
-    assert_close(&f64s(&stats2.var), &running(&stats1.var, &var2), 1e-6, "running var, step 2");
+    assert_close(
+        &f64s(&stats2.mean),
+        &running(&stats1.mean, &mean2),
+        1e-6,
+        "running mean, step 2",
+    );
+    assert_close(
+        &f64s(&stats2.var),
+        &running(&stats1.var, &var2),
+        1e-6,
+        "running var, step 2",
+    );
     // Evaluation normalizes by the running statistics, not the batch's.
     let y_eval = bn.forward_eval(&x2, &stats2);
     let want = normalize_loop(&x2, &f64s(&stats2.mean), &f64s(&stats2.var), &bn);
     assert_close(&f64s(&y_eval), &want, 1e-5, "BatchNorm eval");
     // Fresh statistics: mean 0, variance 1; features [N, C] work too.
     let fresh = BatchStats::new(3);
-    assert_eq!((f64s(&fresh.mean), f64s(&fresh.var)), (vec![0.0; 3], vec![1.0; 3]));
-    assert_eq!(bn.forward_train(&normal(4, &[6, 3]), &fresh).0.shape(), &[6, 3]);
+    assert_eq!(
+        (f64s(&fresh.mean), f64s(&fresh.var)),
+        (vec![0.0; 3], vec![1.0; 3])
+    );
+    assert_eq!(
+        bn.forward_train(&normal(4, &[6, 3]), &fresh).0.shape(),
+        &[6, 3]
+    );
 }
 
 #[test]
@@ -478,15 +591,30 @@ fn batch_norm_panics_on_wrong_statistics() {
 #[test]
 fn batch_norm_under_grad_vmap_jit() {
     let stats = BatchStats::new(3);
-    check_layer_grads(&(batch_norm(3, 0), normal(1, &[4, 3, 2])), |(b, x)| b.forward_train(x, &in_f64(&stats)).0, "BatchNorm train");
-    check_layer_grads(&(batch_norm(3, 0), normal(1, &[4, 3, 2])), |(b, x)| b.forward_eval(x, &in_f64(&stats)), "BatchNorm eval");
+    check_layer_grads(
+        &(batch_norm(3, 0), normal(1, &[4, 3, 2])),
+        |(b, x)| b.forward_train(x, &in_f64(&stats)).0,
+        "BatchNorm train",
+    );
+    check_layer_grads(
+        &(batch_norm(3, 0), normal(1, &[4, 3, 2])),
+        |(b, x)| b.forward_eval(x, &in_f64(&stats)),
+        "BatchNorm eval",
+    );
     let members: Vec<(BatchNorm, BatchStats, Tensor)> = (0..3)
         .map(|m| {
-            let s = BatchStats { mean: normal(100 + m, &[3]), var: normal(110 + m, &[3]).exp() };
+            let s = BatchStats {
+                mean: normal(100 + m, &[3]),
+                var: normal(110 + m, &[3]).exp(),
+            };
             (batch_norm(3, 10 * m), s, normal(120 + m, &[4, 3, 2]))
         })
         .collect();
-    check_vmap_and_jit(&members, |(b, s, x)| b.forward_train(x, s), "BatchNorm train");
+    check_vmap_and_jit(
+        &members,
+        |(b, s, x)| b.forward_train(x, s),
+        "BatchNorm train",
+    );
     check_vmap_and_jit(&members, |(b, s, x)| b.forward_eval(x, s), "BatchNorm eval");
 }
 
@@ -502,13 +630,26 @@ fn dropout_zeroes_its_rate_and_scales_the_rest() {
     // Binomial: the standard deviation of the fraction is 0.0014.
     assert!((zeroed - 0.3).abs() < 0.01, "zeroed fraction {zeroed}");
     for (a, b) in xv.iter().zip(&yv) {
-        assert!(*b == 0.0 || (b - a / 0.7).abs() <= 1e-6 * a.abs().max(1.0), "{b} is neither 0 nor {a}/0.7");
+        assert!(
+            *b == 0.0 || (b - a / 0.7).abs() <= 1e-6 * a.abs().max(1.0),
+            "{b} is neither 0 nor {a}/0.7"
+        );
     }
     // Another key, another mask; no key, the identity.
-    assert_ne!(drop.forward(&x, Some(&rng::key(2))).to_vec::<f32>(), y.to_vec::<f32>());
+    assert_ne!(
+        drop.forward(&x, Some(&rng::key(2))).to_vec::<f32>(),
+        y.to_vec::<f32>()
+    );
     assert_eq!(drop.forward(&x, None).to_vec::<f32>(), x.to_vec::<f32>());
-    assert_eq!(Dropout::new(0.0).forward(&x, Some(&rng::key(1))).to_vec::<f32>(), x.to_vec::<f32>());
-    assert!(f64s(&Dropout::new(1.0).forward(&x, Some(&rng::key(1)))).iter().all(|&v| v == 0.0));
+    assert_eq!(
+        Dropout::new(0.0)
+            .forward(&x, Some(&rng::key(1)))
+            .to_vec::<f32>(),
+        x.to_vec::<f32>()
+    );
+    assert!(f64s(&Dropout::new(1.0).forward(&x, Some(&rng::key(1))))
+        .iter()
+        .all(|&v| v == 0.0));
     assert_eq!(drop.num_leaves(), 0);
 }
 
@@ -522,9 +663,15 @@ fn dropout_panics_on_a_rate_above_one() {
 fn dropout_under_grad_vmap_jit() {
     let drop = Dropout::new(0.5);
     let key = rng::key(7);
-    check_layer_grads(&normal(0, &[20]), |x| drop.forward(x, Some(&key)), "Dropout");
+    check_layer_grads(
+        &normal(0, &[20]),
+        |x| drop.forward(x, Some(&key)),
+        "Dropout",
+    );
     // One key per member: each member draws its own mask, as a loop would.
-    let members: Vec<(Tensor, Tensor)> = (0..3).map(|m| (rng::key(200 + m), normal(210 + m, &[50]))).collect();
+    let members: Vec<(Tensor, Tensor)> = (0..3)
+        .map(|m| (rng::key(200 + m), normal(210 + m, &[50])))
+        .collect();
     check_vmap_and_jit(&members, |(k, x)| drop.forward(x, Some(k)), "Dropout");
 }
 
@@ -532,7 +679,12 @@ fn dropout_under_grad_vmap_jit() {
 
 /// Attention by loops, element by element: `q [B, T, N, H]`, `k`, `v [B,
 /// S, N, H]`, `attend(b, n, t, s)` the mask.
-fn attention_loop(q: &Tensor, k: &Tensor, v: &Tensor, attend: &dyn Fn(usize, usize, usize, usize) -> bool) -> Vec<f64> {
+fn attention_loop(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    attend: &dyn Fn(usize, usize, usize, usize) -> bool,
+) -> Vec<f64> {
     let (qs, ks) = (q.shape().to_vec(), k.shape().to_vec());
     let (b, t, n, h, s) = (qs[0], qs[1], qs[2], qs[3], ks[1]);
     let (qv, kv, vv) = (f64s(q), f64s(k), f64s(v));
@@ -543,9 +695,16 @@ fn attention_loop(q: &Tensor, k: &Tensor, v: &Tensor, attend: &dyn Fn(usize, usi
                 let logits: Vec<f64> = (0..s)
                     .map(|si| {
                         let dot: f64 = (0..h)
-                            .map(|d| qv[((bi * t + ti) * n + ni) * h + d] * kv[((bi * s + si) * n + ni) * h + d])
+                            .map(|d| {
+                                qv[((bi * t + ti) * n + ni) * h + d]
+                                    * kv[((bi * s + si) * n + ni) * h + d]
+                            })
                             .sum();
-                        if attend(bi, ni, ti, si) { dot / (h as f64).sqrt() } else { f64::NEG_INFINITY }
+                        if attend(bi, ni, ti, si) {
+                            dot / (h as f64).sqrt()
+                        } else {
+                            f64::NEG_INFINITY
+                        }
                     })
                     .collect();
                 let max = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -557,8 +716,9 @@ fn attention_loop(q: &Tensor, k: &Tensor, v: &Tensor, attend: &dyn Fn(usize, usi
                 };
                 let total: f64 = weights.iter().sum();
                 for d in 0..h {
-                    out[((bi * t + ti) * n + ni) * h + d] =
-                        (0..s).map(|si| weights[si] / total * vv[((bi * s + si) * n + ni) * h + d]).sum();
+                    out[((bi * t + ti) * n + ni) * h + d] = (0..s)
+                        .map(|si| weights[si] / total * vv[((bi * s + si) * n + ni) * h + d])
+                        .sum();
                 }
             }
         }
@@ -568,26 +728,56 @@ fn attention_loop(q: &Tensor, k: &Tensor, v: &Tensor, attend: &dyn Fn(usize, usi
 
 #[test]
 fn dot_product_attention_against_a_loop_softmax() {
-    let (q, k, v) = (normal(0, &[2, 3, 2, 4]), normal(1, &[2, 5, 2, 4]), normal(2, &[2, 5, 2, 4]));
+    let (q, k, v) = (
+        normal(0, &[2, 3, 2, 4]),
+        normal(1, &[2, 5, 2, 4]),
+        normal(2, &[2, 5, 2, 4]),
+    );
     let y = nn::dot_product_attention(&q, &k, &v, None);
     assert_eq!(y.shape(), &[2, 3, 2, 4]);
-    assert_close(&f64s(&y), &attention_loop(&q, &k, &v, &|_, _, _, _| true), 1e-5, "no mask");
+    assert_close(
+        &f64s(&y),
+        &attention_loop(&q, &k, &v, &|_, _, _, _| true),
+        1e-5,
+        "no mask",
+    );
     // A mask [B, 1, T, S] broadcast over heads, with one row fully masked.
-    let attend = |b: usize, _: usize, t: usize, s: usize| (b + t + s) % 3 != 0 && !(b == 1 && t == 2);
-    let mask: Vec<bool> = (0..2 * 3 * 5).map(|i| attend(i / 15, 0, (i / 5) % 3, i % 5)).collect();
+    let attend = |b: usize, _: usize, t: usize, s: usize| {
+        !((b + t + s).is_multiple_of(3) || (b == 1 && t == 2))
+    };
+    let mask: Vec<bool> = (0..2 * 3 * 5)
+        .map(|i| attend(i / 15, 0, (i / 5) % 3, i % 5))
+        .collect();
     let mask = Tensor::from_vec(mask, &[2, 1, 3, 5]);
     let y = nn::dot_product_attention(&q, &k, &v, Some(&mask));
-    assert_close(&f64s(&y), &attention_loop(&q, &k, &v, &attend), 1e-5, "mask");
+    assert_close(
+        &f64s(&y),
+        &attention_loop(&q, &k, &v, &attend),
+        1e-5,
+        "mask",
+    );
 }
 
 #[test]
 fn causal_mask_is_lower_triangular() {
     let m = nn::causal_mask(3);
     assert_eq!(m.dtype(), DType::Bool);
-    assert_eq!(m.to_vec::<bool>(), vec![true, false, false, true, true, false, true, true, true]);
-    let (q, k, v) = (normal(0, &[1, 3, 1, 2]), normal(1, &[1, 3, 1, 2]), normal(2, &[1, 3, 1, 2]));
+    assert_eq!(
+        m.to_vec::<bool>(),
+        vec![true, false, false, true, true, false, true, true, true]
+    );
+    let (q, k, v) = (
+        normal(0, &[1, 3, 1, 2]),
+        normal(1, &[1, 3, 1, 2]),
+        normal(2, &[1, 3, 1, 2]),
+    );
     let y = nn::dot_product_attention(&q, &k, &v, Some(&m));
-    assert_close(&f64s(&y), &attention_loop(&q, &k, &v, &|_, _, t, s| s <= t), 1e-5, "causal");
+    assert_close(
+        &f64s(&y),
+        &attention_loop(&q, &k, &v, &|_, _, t, s| s <= t),
+        1e-5,
+        "causal",
+    );
 }
 
 #[test]
@@ -602,13 +792,20 @@ fn linear_loop(x: &[f64], lin: &Linear) -> Vec<f64> {
     let (d_in, d_out) = (lin.w.shape()[0], lin.w.shape()[1]);
     let (w, b) = (f64s(&lin.w), f64s(&lin.b));
     x.chunks(d_in)
-        .flat_map(|row| (0..d_out).map(|j| b[j] + (0..d_in).map(|i| row[i] * w[i * d_out + j]).sum::<f64>()).collect::<Vec<_>>())
+        .flat_map(|row| {
+            (0..d_out)
+                .map(|j| b[j] + (0..d_in).map(|i| row[i] * w[i * d_out + j]).sum::<f64>())
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
 fn attention_layer(seed: u64) -> MultiHeadAttention {
     let mut mha = MultiHeadAttention::new(&rng::key(seed), 6, 2);
-    for (i, lin) in [&mut mha.q, &mut mha.k, &mut mha.v, &mut mha.o].into_iter().enumerate() {
+    for (i, lin) in [&mut mha.q, &mut mha.k, &mut mha.v, &mut mha.o]
+        .into_iter()
+        .enumerate()
+    {
         lin.b = normal(seed * 10 + i as u64, &[6]);
     }
     mha
@@ -628,14 +825,29 @@ fn multi_head_attention_against_loops() {
     // Project, split the features into 2 contiguous heads of 3, attend
     // causally by loops, merge, project.
     let heads = |lin: &Linear| Tensor::from_vec(linear_loop(&xv, lin), &[b, t, 2, 3]);
-    let attended = attention_loop(&heads(&mha.q), &heads(&mha.k), &heads(&mha.v), &|_, _, t, s| s <= t);
+    let attended = attention_loop(
+        &heads(&mha.q),
+        &heads(&mha.k),
+        &heads(&mha.v),
+        &|_, _, t, s| s <= t,
+    );
     let want = linear_loop(&attended, &mha.o);
     let y = mha.forward(&x, Some(&nn::causal_mask(t)));
     assert_eq!(y.shape(), &[b, t, dim]);
     assert_close(&f64s(&y), &want, 1e-5, "MultiHeadAttention");
     // Without a mask every position sees every other.
-    let attended = attention_loop(&heads(&mha.q), &heads(&mha.k), &heads(&mha.v), &|_, _, _, _| true);
-    assert_close(&f64s(&mha.forward(&x, None)), &linear_loop(&attended, &mha.o), 1e-5, "unmasked");
+    let attended = attention_loop(
+        &heads(&mha.q),
+        &heads(&mha.k),
+        &heads(&mha.v),
+        &|_, _, _, _| true,
+    );
+    assert_close(
+        &f64s(&mha.forward(&x, None)),
+        &linear_loop(&attended, &mha.o),
+        1e-5,
+        "unmasked",
+    );
 }
 
 #[test]
@@ -653,15 +865,43 @@ fn multi_head_attention_panics_on_heads_that_do_not_divide_dim() {
 #[test]
 fn attention_under_grad_vmap_jit() {
     let mask = nn::causal_mask(4);
-    check_layer_grads(&(attention_layer(0), normal(1, &[2, 4, 6])), |(a, x)| a.forward(x, Some(&mask)), "MultiHeadAttention");
-    let qkv = (normal(2, &[1, 3, 2, 2]), normal(3, &[1, 4, 2, 2]), normal(4, &[1, 4, 2, 2]));
-    check_layer_grads(&qkv, |(q, k, v)| nn::dot_product_attention(q, k, v, None), "dot_product_attention");
-    let members: Vec<(MultiHeadAttention, Tensor)> = (0..3).map(|m| (attention_layer(1 + m), normal(300 + m, &[2, 4, 6]))).collect();
-    check_vmap_and_jit(&members, |(a, x)| a.forward(x, Some(&mask)), "MultiHeadAttention");
-    let members: Vec<(Tensor, Tensor, Tensor)> = (0..3)
-        .map(|m| (normal(310 + m, &[4, 2, 3]), normal(320 + m, &[4, 2, 3]), normal(330 + m, &[4, 2, 3])))
+    check_layer_grads(
+        &(attention_layer(0), normal(1, &[2, 4, 6])),
+        |(a, x)| a.forward(x, Some(&mask)),
+        "MultiHeadAttention",
+    );
+    let qkv = (
+        normal(2, &[1, 3, 2, 2]),
+        normal(3, &[1, 4, 2, 2]),
+        normal(4, &[1, 4, 2, 2]),
+    );
+    check_layer_grads(
+        &qkv,
+        |(q, k, v)| nn::dot_product_attention(q, k, v, None),
+        "dot_product_attention",
+    );
+    let members: Vec<(MultiHeadAttention, Tensor)> = (0..3)
+        .map(|m| (attention_layer(1 + m), normal(300 + m, &[2, 4, 6])))
         .collect();
-    check_vmap_and_jit(&members, |(q, k, v)| nn::dot_product_attention(q, k, v, Some(&mask)), "dot_product_attention");
+    check_vmap_and_jit(
+        &members,
+        |(a, x)| a.forward(x, Some(&mask)),
+        "MultiHeadAttention",
+    );
+    let members: Vec<(Tensor, Tensor, Tensor)> = (0..3)
+        .map(|m| {
+            (
+                normal(310 + m, &[4, 2, 3]),
+                normal(320 + m, &[4, 2, 3]),
+                normal(330 + m, &[4, 2, 3]),
+            )
+        })
+        .collect();
+    check_vmap_and_jit(
+        &members,
+        |(q, k, v)| nn::dot_product_attention(q, k, v, Some(&mask)),
+        "dot_product_attention",
+    );
 }
 
 // ---------------------------------------------------------------- losses
@@ -685,10 +925,18 @@ fn cross_entropy_is_minus_the_log_softmax_of_the_label() {
     assert_eq!(l.shape(), &[2, 3]);
     assert_close(&f64s(&l), &want, 1e-5, "cross_entropy");
     let labels64 = Tensor::from_slice(&[0i64, 4, 2, 1, 1, 3], &[2, 3]);
-    assert_close(&f64s(&nn::cross_entropy(&logits, &labels64)), &want, 1e-5, "I64 labels");
+    assert_close(
+        &f64s(&nn::cross_entropy(&logits, &labels64)),
+        &want,
+        1e-5,
+        "I64 labels",
+    );
     // Large logits stay finite.
     let big = Tensor::from_slice(&[1000.0f32, 0.0], &[1, 2]);
-    assert_eq!(nn::cross_entropy(&big, &Tensor::from_slice(&[1i32], &[1])).to_vec::<f32>(), vec![1000.0]);
+    assert_eq!(
+        nn::cross_entropy(&big, &Tensor::from_slice(&[1i32], &[1])).to_vec::<f32>(),
+        vec![1000.0]
+    );
 }
 
 #[test]
@@ -700,13 +948,21 @@ fn cross_entropy_panics_on_a_label_out_of_range() {
 #[test]
 #[should_panic(expected = "cross_entropy: expected logits [.., C] and labels [..]")]
 fn cross_entropy_panics_on_mismatched_shapes() {
-    nn::cross_entropy(&normal(0, &[2, 5]), &Tensor::from_slice(&[1i32, 2, 3], &[3]));
+    nn::cross_entropy(
+        &normal(0, &[2, 5]),
+        &Tensor::from_slice(&[1i32, 2, 3], &[3]),
+    );
 }
 
 #[test]
 fn mse_is_the_mean_squared_difference() {
     let (p, t) = (normal(0, &[3, 4]), normal(1, &[3, 4]));
-    let want = f64s(&p).iter().zip(f64s(&t)).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() / 12.0;
+    let want = f64s(&p)
+        .iter()
+        .zip(f64s(&t))
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum::<f64>()
+        / 12.0;
     let l = nn::mse(&p, &t);
     assert_eq!(l.shape(), &[] as &[usize]);
     assert_close(&[f64s(&l)[0]], &[want], 1e-6, "mse");
@@ -721,7 +977,11 @@ fn mse_panics_on_shapes_that_would_broadcast() {
 #[test]
 fn losses_under_grad_vmap_jit() {
     let labels = Tensor::from_slice(&[0i32, 4, 2], &[3]);
-    check_layer_grads(&normal(0, &[3, 5]), |z| nn::cross_entropy(z, &labels), "cross_entropy");
+    check_layer_grads(
+        &normal(0, &[3, 5]),
+        |z| nn::cross_entropy(z, &labels),
+        "cross_entropy",
+    );
     // d/dz mean(ce) = (softmax(z) − one_hot) / rows.
     let z = normal(1, &[3, 5]);
     let g = grad(|z: &Tensor| nn::cross_entropy(z, &labels).mean_all(), &z);
@@ -730,10 +990,17 @@ fn losses_under_grad_vmap_jit() {
     let target = normal(2, &[3, 5]);
     check_layer_grads(&normal(3, &[3, 5]), |p| nn::mse(p, &in_f64(&target)), "mse");
     let members: Vec<(Tensor, Tensor)> = (0..3)
-        .map(|m| (normal(400 + m, &[4, 5]), Tensor::from_vec(vec![m as i32, 4, 0, 2], &[4])))
+        .map(|m| {
+            (
+                normal(400 + m, &[4, 5]),
+                Tensor::from_vec(vec![m as i32, 4, 0, 2], &[4]),
+            )
+        })
         .collect();
     check_vmap_and_jit(&members, |(z, y)| nn::cross_entropy(z, y), "cross_entropy");
-    let members: Vec<(Tensor, Tensor)> = (0..3).map(|m| (normal(410 + m, &[4]), normal(420 + m, &[4]))).collect();
+    let members: Vec<(Tensor, Tensor)> = (0..3)
+        .map(|m| (normal(410 + m, &[4]), normal(420 + m, &[4])))
+        .collect();
     check_vmap_and_jit(&members, |(p, t)| nn::mse(p, t), "mse");
 }
 
@@ -743,7 +1010,10 @@ fn losses_under_grad_vmap_jit() {
 fn moments(t: &Tensor) -> (f64, f64) {
     let v = f64s(t);
     let mean = v.iter().sum::<f64>() / v.len() as f64;
-    (mean, v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64)
+    (
+        mean,
+        v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64,
+    )
 }
 
 #[test]
@@ -751,22 +1021,40 @@ fn initializers_have_their_variances() {
     use nn::init;
     let key = rng::key(0);
     let (mean, var) = moments(&init::lecun_normal(&key, &[500, 200], DType::F32));
-    assert!(mean.abs() < 0.005 && (var * 500.0 - 1.0).abs() < 0.03, "lecun_normal {mean} {var}");
+    assert!(
+        mean.abs() < 0.005 && (var * 500.0 - 1.0).abs() < 0.03,
+        "lecun_normal {mean} {var}"
+    );
     let (mean, var) = moments(&init::he_normal(&key, &[500, 200], DType::F32));
-    assert!(mean.abs() < 0.005 && (var * 500.0 / 2.0 - 1.0).abs() < 0.03, "he_normal {mean} {var}");
+    assert!(
+        mean.abs() < 0.005 && (var * 500.0 / 2.0 - 1.0).abs() < 0.03,
+        "he_normal {mean} {var}"
+    );
     let w = init::glorot_uniform(&key, &[300, 100], DType::F32);
     let limit = (6.0f64 / 400.0).sqrt();
     assert!(f64s(&w).iter().all(|v| v.abs() <= limit));
     let (mean, var) = moments(&w);
-    assert!(mean.abs() < 0.002 && (var / (limit * limit / 3.0) - 1.0).abs() < 0.03, "glorot_uniform {mean} {var}");
+    assert!(
+        mean.abs() < 0.002 && (var / (limit * limit / 3.0) - 1.0).abs() < 0.03,
+        "glorot_uniform {mean} {var}"
+    );
     // A kernel [O, I, k..]: fan-in I·prod(k), fan-out O·prod(k).
     let (_, var) = moments(&init::he_normal(&key, &[64, 32, 3, 3], DType::F32));
-    assert!((var * 32.0 * 9.0 / 2.0 - 1.0).abs() < 0.03, "he_normal on a kernel {var}");
+    assert!(
+        (var * 32.0 * 9.0 / 2.0 - 1.0).abs() < 0.03,
+        "he_normal on a kernel {var}"
+    );
     let w = init::glorot_uniform(&key, &[8, 4, 5], DType::F32);
     let limit = (6.0f64 / (4.0 * 5.0 + 8.0 * 5.0)).sqrt();
     assert!(f64s(&w).iter().all(|v| v.abs() <= limit));
-    assert_eq!(init::zeros(&key, &[2, 3], DType::F32).to_vec::<f32>(), vec![0.0; 6]);
-    assert_eq!(init::ones(&key, &[2], DType::F64).to_vec::<f64>(), vec![1.0; 2]);
+    assert_eq!(
+        init::zeros(&key, &[2, 3], DType::F32).to_vec::<f32>(),
+        vec![0.0; 6]
+    );
+    assert_eq!(
+        init::ones(&key, &[2], DType::F64).to_vec::<f64>(),
+        vec![1.0; 2]
+    );
     // Pure functions of the key.
     assert_eq!(
         init::lecun_normal(&key, &[3, 4], DType::F32).to_vec::<f32>(),
@@ -806,15 +1094,27 @@ impl Block {
 
     fn forward(&self, x: &Tensor) -> Tensor {
         let t = x.shape()[x.ndim() - 2];
-        let x = x + self.attention.forward(&self.norm1.forward(x), Some(&nn::causal_mask(t)));
-        &x + self.down.forward(&self.up.forward(&self.norm2.forward(&x)).gelu())
+        let x = x + self
+            .attention
+            .forward(&self.norm1.forward(x), Some(&nn::causal_mask(t)));
+        &x + self
+            .down
+            .forward(&self.up.forward(&self.norm2.forward(&x)).gelu())
     }
 }
 
 #[test]
 fn a_block_of_layers_trains_under_jit_like_eager() {
     let block = Block::new(&rng::key(0));
-    assert_eq!(block.leaf_paths()[..4], ["norm1.scale", "norm1.bias", "attention.q.w", "attention.q.b"]);
+    assert_eq!(
+        block.leaf_paths()[..4],
+        [
+            "norm1.scale",
+            "norm1.bias",
+            "attention.q.w",
+            "attention.q.b"
+        ]
+    );
     let x = normal(1, &[2, 5, 8]);
     let target = normal(2, &[2, 5, 8]);
     let step = |(p, x, y): &(Block, Tensor, Tensor)| {

@@ -41,7 +41,12 @@ pub fn dot_product_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&T
     check_float(WHO, q);
     let (qs, ks) = (q.shape(), k.shape());
     let r = qs.len();
-    if r < 3 || ks.len() != r || v.shape() != ks || qs[..r - 3] != ks[..r - 3] || qs[r - 2..] != ks[r - 2..] {
+    if r < 3
+        || ks.len() != r
+        || v.shape() != ks
+        || qs[..r - 3] != ks[..r - 3]
+        || qs[r - 2..] != ks[r - 2..]
+    {
         panic!(
             "{WHO}: expected q [.., T, heads, head_dim] and k, v [.., S, heads, head_dim] with \
              the same leading axes, heads and head_dim, got q {qs:?}, k {ks:?}, v {:?}",
@@ -119,7 +124,7 @@ impl MultiHeadAttention {
     /// `heads` heads over `dim` features, the four projections drawn from
     /// `key`; panics naming `MultiHeadAttention` unless `heads` divides `dim`.
     pub fn new(key: &Tensor, dim: usize, heads: usize) -> MultiHeadAttention {
-        if heads == 0 || dim % heads != 0 {
+        if heads == 0 || !dim.is_multiple_of(heads) {
             panic!("MultiHeadAttention: dim ({dim}) must be a multiple of heads ({heads})");
         }
         let keys = crate::rng::split(key, 4);
@@ -143,13 +148,17 @@ impl MultiHeadAttention {
         let dim = self.q.w.shape()[0];
         check_last_axis(WHO, x, dim, "dim");
         if x.ndim() < 2 {
-            panic!("{WHO}: expected an input of shape [.., T, {dim}], got {:?}", x.shape());
+            panic!(
+                "{WHO}: expected an input of shape [.., T, {dim}], got {:?}",
+                x.shape()
+            );
         }
         let mut split_shape = x.shape().to_vec();
         split_shape.pop();
         split_shape.extend([self.heads, dim / self.heads]);
         let split = |proj: &Linear| proj.forward(x).reshape(&split_shape);
-        let attended = dot_product_attention(&split(&self.q), &split(&self.k), &split(&self.v), mask);
+        let attended =
+            dot_product_attention(&split(&self.q), &split(&self.k), &split(&self.v), mask);
         self.o.forward(&attended.reshape(x.shape()))
     }
 }

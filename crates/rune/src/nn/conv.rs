@@ -41,7 +41,7 @@ impl Conv {
         if !(1..=3).contains(&kernel.len()) {
             panic!("Conv: the kernel needs 1 to 3 spatial sizes, got {kernel:?}");
         }
-        if groups == 0 || c_in % groups != 0 || c_out % groups != 0 {
+        if groups == 0 || !c_in.is_multiple_of(groups) || !c_out.is_multiple_of(groups) {
             panic!(
                 "Conv: c_in ({c_in}) and c_out ({c_out}) must be multiples of \
                  feature_group_count ({groups})"
@@ -72,7 +72,7 @@ impl Conv {
             );
         }
         let mut bias_shape = vec![self.b.shape()[0]];
-        bias_shape.extend(std::iter::repeat(1).take(spatial));
+        bias_shape.extend(std::iter::repeat_n(1, spatial));
         x.conv(&self.w, self.opts.clone()) + self.b.reshape(&bias_shape)
     }
 }

@@ -30,7 +30,9 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor) -> Tensor {
     }
     let classes = shape[shape.len() - 1];
     check_ids("cross_entropy", labels, classes, "label");
-    let picked = logits.take_along_axis(&labels.unsqueeze(-1), -1).squeeze(-1);
+    let picked = logits
+        .take_along_axis(&labels.unsqueeze(-1), -1)
+        .squeeze(-1);
     logits.logsumexp(&[-1], false) - picked
 }
 

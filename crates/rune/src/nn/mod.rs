@@ -77,7 +77,10 @@ fn check_last_axis(layer: &str, x: &Tensor, dim: usize, what: &str) {
 /// their input's dtype: F32, or F64 for a finite-difference check).
 fn check_float(who: &str, x: &Tensor) {
     if !x.dtype().is_float() {
-        panic!("{who}: expected a floating-point input, got {:?}", x.dtype());
+        panic!(
+            "{who}: expected a floating-point input, got {:?}",
+            x.dtype()
+        );
     }
 }
 
@@ -88,7 +91,9 @@ fn check_float(who: &str, x: &Tensor) {
 /// program runs.
 fn check_ids(who: &str, ids: &Tensor, count: usize, what: &str) {
     let values: Vec<i64> = match ids.dtype() {
-        nx::DType::I32 if !ids.is_traced() => ids.to_vec::<i32>().into_iter().map(i64::from).collect(),
+        nx::DType::I32 if !ids.is_traced() => {
+            ids.to_vec::<i32>().into_iter().map(i64::from).collect()
+        }
         nx::DType::I64 if !ids.is_traced() => ids.to_vec::<i64>(),
         nx::DType::I32 | nx::DType::I64 => return,
         d => panic!("{who}: {what} must be I32 or I64, got {d:?}"),

@@ -174,7 +174,8 @@ impl BatchNorm {
     pub fn forward_eval(&self, x: &Tensor, stats: &BatchStats) -> Tensor {
         self.check("forward_eval", x, stats);
         let shape = Self::channel_shape(self.scale.shape()[0], x.ndim());
-        let normalized = (x - stats.mean.reshape(&shape)) / (stats.var.reshape(&shape) + self.eps).sqrt();
+        let normalized =
+            (x - stats.mean.reshape(&shape)) / (stats.var.reshape(&shape) + self.eps).sqrt();
         self.affine(&normalized, x.ndim())
     }
 
@@ -198,7 +199,10 @@ impl BatchNorm {
         check_float(&who, x);
         let c = self.scale.shape()[0];
         if x.ndim() < 2 || x.shape()[1] != c {
-            panic!("{who}: expected an input of shape [N, {c}, ..] (channels = {c}), got {:?}", x.shape());
+            panic!(
+                "{who}: expected an input of shape [N, {c}, ..] (channels = {c}), got {:?}",
+                x.shape()
+            );
         }
         if stats.mean.shape() != [c] || stats.var.shape() != [c] {
             panic!(
