@@ -110,14 +110,17 @@ impl Gpt {
     fn new(key: &Tensor, vocab: usize, s: Sizes, tie_weights: bool) -> Gpt {
         let k = rng::split(key, s.layers + 3);
         let mut tokens = nn::Embedding::new(&k.get(0), vocab, s.dim);
+        let mut positions = nn::Embedding::new(&k.get(1), s.context, s.dim);
         if tie_weights {
             // The table is also the head: entries of std 1 would start the
-            // logits at std sqrt(dim); GPT-2's 0.02 keeps them near 0.
+            // logits at std sqrt(dim); GPT-2's 0.02 keeps them near 0. The
+            // positions shrink with it, or they would drown the tokens.
             tokens.table = &tokens.table * 0.02;
+            positions.table = &positions.table * 0.02;
         }
         Gpt {
             tokens,
-            positions: nn::Embedding::new(&k.get(1), s.context, s.dim),
+            positions,
             blocks: (0..s.layers)
                 .map(|i| Block::new(&k.get(i + 3), s))
                 .collect(),
