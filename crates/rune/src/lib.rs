@@ -65,6 +65,8 @@
 //! - Across processes (cargo feature `mpi`): `distributed` — MPI's world
 //!   (`distributed::init`), collectives over parameter trees, and pmap over
 //!   `world.devices()` (one device per process).
+//! - [`nn`]: layers (`Linear`, `Conv`, norms, attention, ...), losses and
+//!   initializers, as parameter trees.
 //! - [`rng`]: explicit PRNG keys (threefry) and samplers.
 //! - [`optim`]: optimizers after Optax (`adam`, `adamw`, `sgd`, ...,
 //!   `chain`, clipping, schedules) whose state is a parameter tree.
@@ -143,6 +145,7 @@ mod jvp;
 mod linalg_derivatives;
 mod loops;
 mod lower;
+pub mod nn;
 mod on_device;
 mod on_devices;
 pub mod optim;
