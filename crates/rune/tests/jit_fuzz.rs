@@ -690,6 +690,14 @@ fn long_fuzz() {
         tolk::device::emulated::install_for_tests();
     }
     let c = fuzz(first, n, 25, &device);
+    if device != "CPU" {
+        println!(
+            "on {device}: {} of {} cases run, {} refused naming the device",
+            c.cases - c.refused,
+            c.cases,
+            c.refused
+        );
+    }
     report(&c, start.elapsed().as_secs_f64());
 }
 
