@@ -23,7 +23,8 @@
 //! one step per iteration to fully unrolled; in a gradient through a scan
 //! whose values are not all finite, a NaN where eager has a number is
 //! accepted: the loop's reverse pass multiplies a zero cotangent by the
-//! step's partial, as JAX's does, where eager's tape skips the step), an
+//! step's partial, as JAX's does, where eager's tape skips the step; an
+//! input no step's vjp reaches gets no cotangent at all, as in JAX), an
 //! in-place writeback (`assign` on an input leaf, the last statement; the
 //! outputs are copied before it, since eager views of the leaf would alias
 //! it; `view_of_an_assigned_input_aliases` checks jit follows eager there), and for float programs the
@@ -360,7 +361,9 @@ fn check_batch(cases: &[&Case], device: &str) -> Result<Vec<Result<f64, String>>
                 .unwrap_or(DType::F64);
             let scale = magnitudes(&staged, &leaves(&c.prog).0);
             // Reverse mode of a staged scan, as JAX's, gives every step a
-            // cotangent (zero where nothing flows), where the eager tape
+            // cotangent for each input the step's vjp reaches (zero at a
+            // step where nothing flows to it; an input it never reaches
+            // gets none, `loops::Reverse::zero`), where the eager tape
             // skips a step's rule with none: where a partial derivative is
             // NaN or infinite (values past f32's range, a NaN input), the
             // loop's 0 * partial is NaN and eager has no term. (`scale`
