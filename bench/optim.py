@@ -10,10 +10,14 @@ cosine decay, weight decay 0.1 on the `.w` leaves), then `apply_updates`.
   O3  ours optim::adam eager vs O4 the examples' hand-written Adam, eager
 Both sides: untimed warmup calls, then individually timed calls; min and
 median. The inputs are the same each call (nothing donated on either side).
+`--one-core` runs both on one thread pinned to CPU 1 (NX_NUM_THREADS=1;
+XLA without its Eigen pool): on a machine other processes keep busy, a
+thread waiting for a descheduled partner at every kernel distorts the
+two-thread times more than it slows one thread.
 
 Run from the repository root (builds the Rust bench first):
   python3 -m venv .venv-optax && .venv-optax/bin/pip install jax optax
-  python3 bench/optim.py --python .venv-optax/bin/python
+  python3 bench/optim.py --python .venv-optax/bin/python [--one-core]
 """
 import argparse
 import json
@@ -91,18 +95,25 @@ def main():
     ap.add_argument("--python", default="python3")
     ap.add_argument("--tries", type=int, default=3)
     ap.add_argument("--max-wait", type=float, default=120.0)
+    ap.add_argument("--one-core", action="store_true", help="one thread each, pinned to CPU 1")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child_jax()
     exe = compare.build_example("rune", "bench_optim")
-    ours, _, s_ours = compare.run_step("rune", [exe], dict(os.environ), args)
-    theirs, info, s_jax = compare.run_step("jax", [args.python, os.path.abspath(__file__), "--child"],
-                                          dict(os.environ), args)
+    env = dict(os.environ)
+    pin = []
+    if args.one_core:
+        env.update(NX_NUM_THREADS="1",
+                   XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+        pin = ["taskset", "-c", "1"]
+    ours, _, s_ours = compare.run_step("rune", pin + [exe], env, args)
+    theirs, info, s_jax = compare.run_step("jax", pin + [args.python, os.path.abspath(__file__), "--child"],
+                                          env, args)
     row = lambda rows, wid: next((r for r in rows if r.get("id") == wid), None)
     jax_jit = row(theirs, "O1")
     print()
-    print(f"Machine: {compare.machine()}")
+    print(f"Machine: {compare.machine()}" + ("; one thread each, pinned to CPU 1" if args.one_core else ""))
     print(f"JAX {info.get('jax')}, Optax {info.get('optax')}; other processes' CPU use: "
           f"rune {s_ours['others_cpu']:.0%}, jax {s_jax['others_cpu']:.0%}")
     print("| row | ours ms (min / median) | jax.jit ms (min / median) | ours / jax.jit (min / median) |")
