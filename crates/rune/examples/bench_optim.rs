@@ -15,6 +15,10 @@
 //! - O2: the same, eager
 //! - O3: `optim::adam` update and apply, eager
 //! - O4: the examples' former hand-written Adam step, eager (O3's anchor)
+//! - O5: W19u's shape (`../shared/bench/generality`): 16 blocks of two
+//!   [128, 128] layers and a norm, 96 leaves, 532,480 parameters; W19's
+//!   optimizer (clip + AdamW, decay on every leaf), parameters and state fed
+//!   back into the next call, under `jit`
 
 #[path = "common/timing.rs"]
 mod timing;
@@ -65,6 +69,41 @@ fn tree(seed: u64, std: f64) -> Tree {
     }))
 }
 
+/// W19u's leaves: per block, `l1` and `l2` (`w` [128, 128], `b` [128]) and
+/// `norm` (`scale`, `bias` [128]).
+fn w19u_tree(seed: u64, std: f64) -> Tree {
+    const W19U_BLOCKS: usize = 16;
+    const W19U_D: usize = 128;
+    let keys = rng::split(&rng::key(seed), W19U_BLOCKS * 6);
+    let mut k = 0;
+    let mut draw = |shape: &[usize]| {
+        k += 1;
+        Tree::from(rng::normal(&keys.get(k - 1), shape, DType::F32) * std)
+    };
+    let (d, dd) = ([W19U_D], [W19U_D, W19U_D]);
+    Tree::list((0..W19U_BLOCKS).map(|_| {
+        Tree::dict([
+            ("l1", Tree::dict([("w", draw(&dd)), ("b", draw(&d))])),
+            ("l2", Tree::dict([("w", draw(&dd)), ("b", draw(&d))])),
+            ("norm", Tree::dict([("scale", draw(&d)), ("bias", draw(&d))])),
+        ])
+    }))
+}
+
+/// W19's optimizer: clipping, then AdamW with weight decay on every leaf.
+fn w19_optimizer() -> Optimizer {
+    optim::chain(vec![
+        optim::clip_by_global_norm(1.0),
+        optim::adamw(
+            optim::warmup_cosine_decay(0.0, 1e-3, 100, 10_000, 1e-5),
+            optim::AdamWOpts {
+                weight_decay: 0.1,
+                ..Default::default()
+            },
+        ),
+    ])
+}
+
 fn clip_adamw() -> Optimizer {
     optim::chain(vec![
         optim::clip_by_global_norm(1.0),
@@ -113,6 +152,25 @@ fn main() {
         "optim::adam update and apply, 96 leaves, eager",
         "ms",
         bench(|| step(&adam, &params, &adam_state, &grads), 2, 10),
+    );
+    let w19 = w19_optimizer();
+    let mut w19u_params = w19u_tree(2, 1.0 / 128f64.sqrt());
+    assert_eq!(w19u_params.num_leaves(), 96);
+    let w19u_grads = w19u_tree(3, 1.0);
+    let mut w19u_state = w19.init(&w19u_params);
+    let w19u_step = jit(|(p, s, g): &(Tree, OptState, Tree)| step(&w19, p, s, g));
+    emit(
+        "O5",
+        "W19u: clip_by_global_norm + adamw update and apply, 96 leaves of 128 and 128x128, jit, fed back",
+        "ms",
+        bench(
+            || {
+                let args = (w19u_params.clone(), w19u_state.clone(), w19u_grads.clone());
+                (w19u_params, w19u_state) = w19u_step.call(&args);
+            },
+            20,
+            500,
+        ),
     );
     let hand = hand_written::Adam::new(params.clone());
     emit(

@@ -9,7 +9,9 @@
 
 use rune::optim::{self, OptState, Optimizer};
 use rune::prelude::*;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+
+mod common;
+use common::panic_message;
 
 mod optax {
     include!("fixtures/optax_reference.rs");
@@ -231,14 +233,6 @@ fn assert_close(what: &str, got: &[f32], want: &[f32]) {
 
 fn bits(p: &Params) -> Vec<u32> {
     p.flat().iter().map(|x| x.to_bits()).collect()
-}
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 #[test]
