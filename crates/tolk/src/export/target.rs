@@ -1,0 +1,154 @@
+//! The CPUs an exported program's kernels are built for.
+//!
+//! jit builds for the host (`-march=native`): its code runs where it was
+//! built. An export is shipped, so its kernels are built for a named
+//! instruction-set level ([`CpuTarget`]) that the machines it is meant
+//! for all have, and the file records which CPU features that level's
+//! code may use; the loader refuses a level the host lacks, by name.
+//!
+//! The generated C is the same for every level (it depends on the host
+//! only through the last-level cache's size, a threshold for streaming
+//! stores): only the compiler's `-march` differs. Levels with FMA
+//! (x86-64-v3 and up, aarch64) give the same bits as jit on such a host;
+//! x86-64-v2 lacks FMA, so its f32 `exp`/`log`/`tanh`/sigmoid polynomials
+//! differ from them in their last bits, as nx's eager kernels do at their
+//! baseline level (`nx::CpuLevel`).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// An instruction-set level an exported program's kernels are built for.
+///
+/// ```
+/// use tolk::export::CpuTarget;
+/// let t: CpuTarget = "x86-64-v3".parse().unwrap();
+/// assert_eq!(t, CpuTarget::X86_64V3);
+/// assert_eq!(t.to_string(), "x86-64-v3");
+/// assert!(t.features().contains(&"avx2".to_string()));
+/// assert!("pentium".parse::<CpuTarget>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CpuTarget {
+    /// x86-64-v2: SSE4.2, SSSE3, POPCNT, CMPXCHG16B (every x86-64 server
+    /// since about 2009). No FMA.
+    X86_64V2,
+    /// x86-64-v3: v2 plus AVX, AVX2, FMA, F16C, BMI1/2, LZCNT, MOVBE
+    /// (Intel since Haswell, 2013; AMD since Zen, 2017).
+    X86_64V3,
+    /// x86-64-v4: v3 plus AVX-512 F, BW, CD, DQ, VL.
+    X86_64V4,
+    /// The exporting host's CPU (`-march=native`, what jit builds for):
+    /// the file requires every feature that host has.
+    Native,
+    /// aarch64's baseline (ARMv8-A, NEON). Built with a cross compiler
+    /// on other architectures (`$TOLK_CC_AARCH64`, else
+    /// `aarch64-linux-gnu-gcc`).
+    Aarch64,
+}
+
+impl CpuTarget {
+    /// Every target, in order of [`rank`](Self::rank) within an architecture.
+    pub const ALL: [CpuTarget; 5] = [
+        CpuTarget::X86_64V2,
+        CpuTarget::X86_64V3,
+        CpuTarget::X86_64V4,
+        CpuTarget::Native,
+        CpuTarget::Aarch64,
+    ];
+
+    /// Its name: `x86-64-v2`, `x86-64-v3`, `x86-64-v4`, `native`, `aarch64`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuTarget::X86_64V2 => "x86-64-v2",
+            CpuTarget::X86_64V3 => "x86-64-v3",
+            CpuTarget::X86_64V4 => "x86-64-v4",
+            CpuTarget::Native => "native",
+            CpuTarget::Aarch64 => "aarch64",
+        }
+    }
+
+    /// The architecture its code is for, as `std::env::consts::ARCH`
+    /// names it (`native`: the host's).
+    pub fn arch(self) -> &'static str {
+        match self {
+            CpuTarget::X86_64V2 | CpuTarget::X86_64V3 | CpuTarget::X86_64V4 => "x86_64",
+            CpuTarget::Native => std::env::consts::ARCH,
+            CpuTarget::Aarch64 => "aarch64",
+        }
+    }
+
+    /// The portable default for an export from this host: x86-64-v2 on
+    /// x86-64, the baseline on aarch64, the host's CPU elsewhere.
+    pub fn portable() -> CpuTarget {
+        match std::env::consts::ARCH {
+            "x86_64" => CpuTarget::X86_64V2,
+            "aarch64" => CpuTarget::Aarch64,
+            _ => CpuTarget::Native,
+        }
+    }
+
+    /// Which of several targets a loader prefers when the host runs them
+    /// all (higher first): `native` (built for the exporting host, the
+    /// fastest where it runs at all), then the wider levels.
+    pub fn rank(self) -> u8 {
+        match self {
+            CpuTarget::X86_64V2 | CpuTarget::Aarch64 => 0,
+            CpuTarget::X86_64V3 => 1,
+            CpuTarget::X86_64V4 => 2,
+            CpuTarget::Native => 3,
+        }
+    }
+
+    /// The CPU features its code may use, as Rust's
+    /// `is_x86_feature_detected!` names them (the names
+    /// [`host_cpu_features`](super::host_cpu_features) lists). For
+    /// `native`, this host's (so call it on the exporting host). aarch64's
+    /// baseline needs nothing beyond the architecture.
+    pub fn features(self) -> Vec<String> {
+        const V2: &[&str] = &["cmpxchg16b", "popcnt", "sse3", "sse4.1", "sse4.2", "ssse3"];
+        const V3: &[&str] = &[
+            "avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave",
+        ];
+        const V4: &[&str] = &["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"];
+        let levels: &[&[&str]] = match self {
+            CpuTarget::X86_64V2 => &[V2],
+            CpuTarget::X86_64V3 => &[V2, V3],
+            CpuTarget::X86_64V4 => &[V2, V3, V4],
+            CpuTarget::Native => return super::host_cpu_features(),
+            CpuTarget::Aarch64 => &[],
+        };
+        levels.iter().flat_map(|l| l.iter().map(|f| f.to_string())).collect()
+    }
+
+    /// The compiler flag that selects it.
+    pub fn march_flag(self) -> &'static str {
+        match self {
+            CpuTarget::X86_64V2 => "-march=x86-64-v2",
+            CpuTarget::X86_64V3 => "-march=x86-64-v3",
+            CpuTarget::X86_64V4 => "-march=x86-64-v4",
+            CpuTarget::Native => "-march=native",
+            CpuTarget::Aarch64 => "-march=armv8-a",
+        }
+    }
+}
+
+impl fmt::Display for CpuTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for CpuTarget {
+    type Err = String;
+
+    /// A target by its [`name`](CpuTarget::name).
+    fn from_str(s: &str) -> Result<CpuTarget, String> {
+        CpuTarget::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = CpuTarget::ALL.iter().map(|t| t.name()).collect();
+                format!("unknown CPU target {s:?}; known: {}", names.join(", "))
+            })
+    }
+}
