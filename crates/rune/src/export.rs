@@ -699,8 +699,8 @@ pub(crate) fn compile_and_write(
     outputs: &[LeafSpec],
 ) -> Result<(), ExportError> {
     check_targets(&opts.cpu)?;
-    let compiled = tolk::export::compile(graph, &opts.cpu)
-        .map_err(|e| ExportError::Jit(JitError::new(e)))?;
+    let compiled =
+        tolk::export::compile(graph, &opts.cpu).map_err(|e| ExportError::Jit(JitError::new(e)))?;
     write_file(
         path,
         &compiled.image,

@@ -115,8 +115,8 @@ impl<P: Ptree, Q: Ptree> Lowered<P, Q> {
     /// assert_eq!(y.to_vec::<f32>(), vec![3.0, 3.0]);
     /// ```
     pub fn try_compile(&self) -> Result<Compiled<P, Q>, JitError> {
-        let compiled =
-            tolk::export::compile(self.graph.clone(), &[CpuTarget::Native]).map_err(JitError::new)?;
+        let compiled = tolk::export::compile(self.graph.clone(), &[CpuTarget::Native])
+            .map_err(JitError::new)?;
         let program = compiled.image.instantiate(0).map_err(JitError::new)?;
         Ok(Compiled {
             graph: self.graph.clone(),
@@ -284,7 +284,11 @@ impl<P: Ptree, Q: Ptree> Compiled<P, Q> {
     /// assert_eq!(m.info().targets[0].name, "native");
     /// std::fs::remove_file(&path).unwrap();
     /// ```
-    pub fn export_with(&self, path: impl AsRef<Path>, opts: &ExportOpts) -> Result<(), ExportError> {
+    pub fn export_with(
+        &self,
+        path: impl AsRef<Path>,
+        opts: &ExportOpts,
+    ) -> Result<(), ExportError> {
         let path = path.as_ref();
         if opts.cpu != [CpuTarget::Native] {
             return export::compile_and_write(

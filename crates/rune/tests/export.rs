@@ -408,7 +408,11 @@ const HEADER: usize = 24;
 /// reader at the body's start and a writer for the new body) and a valid
 /// checksum: what a file written by another host or build looks like.
 fn rewrite_body(bytes: &[u8], edit: impl Fn(&mut Reader, &mut Writer)) -> Vec<u8> {
-    assert_eq!(&bytes[20..24], &[0; 4], "rewrite_body takes an unsigned file");
+    assert_eq!(
+        &bytes[20..24],
+        &[0; 4],
+        "rewrite_body takes an unsigned file"
+    );
     let body = &bytes[HEADER..bytes.len() - 4];
     let mut r = Reader::new(body);
     let mut w = Writer::default();
@@ -711,9 +715,11 @@ fn held_out_accuracy(stdout: &str) -> Option<f64> {
 }
 
 /// The user's path end to end: `train_digits` trains and exports its
-/// predictor; `predict_digits`, run with `CC` and `PATH` where no compiler
-/// lives and an empty cache directory, loads it and classifies the
-/// held-out digits with the accuracy training reported.
+/// predictor, signed, for the portable level only (x86-64-v2 on x86-64);
+/// `predict_digits --trust digits.pub`, run with `CC` and `PATH` where no
+/// compiler lives and an empty cache directory, checks the signature,
+/// loads it and classifies the held-out digits with the accuracy training
+/// reported.
 #[test]
 fn the_digits_predictor_runs_with_no_compiler() {
     let Some(examples) = examples_dir() else {
@@ -721,8 +727,10 @@ fn the_digits_predictor_runs_with_no_compiler() {
         return;
     };
     let dir = temp_dir("predictor");
+    let portable = rune::export::CpuTarget::portable().name();
     let train = std::process::Command::new(examples.join("train_digits"))
-        .args(["--out".as_ref(), dir.as_os_str()])
+        .args(["--cpu", portable, "--out"])
+        .arg(&dir)
         .output()
         .unwrap();
     let trained = String::from_utf8_lossy(&train.stdout);
@@ -737,6 +745,8 @@ fn the_digits_predictor_runs_with_no_compiler() {
     std::fs::create_dir_all(&cache).unwrap();
     let predict = std::process::Command::new(examples.join("predict_digits"))
         .arg(dir.join("digits.rune"))
+        .arg("--trust")
+        .arg(dir.join("digits.pub"))
         .env("CC", empty_bin.join("cc"))
         .env("PATH", &empty_bin)
         .env("XDG_CACHE_HOME", &cache)
@@ -752,6 +762,12 @@ fn the_digits_predictor_runs_with_no_compiler() {
     let got = held_out_accuracy(&predicted).expect("predict_digits prints its accuracy");
     assert_eq!(got, want, "{predicted}");
     assert!(got >= 97.0, "{predicted}");
+    assert!(
+        predicted.contains(&format!("target {portable} (running)")),
+        "{predicted}"
+    );
+    assert!(predicted.contains("(trusted)"), "{predicted}");
+    assert!(predicted.contains(rune::export::LIBRARY), "{predicted}");
     assert!(walk(&cache).is_empty(), "the predictor wrote to its cache");
 }
 
@@ -808,7 +824,11 @@ fn an_x86_64_v2_export_loads_and_equals_jit() {
     };
     let v2 = for_cpu(&[CpuTarget::X86_64V2]);
     let m = Exported::from_bytes(&export_bytes(exact, &x, &v2, "v2_exact")).unwrap();
-    assert_same(&m.call(&x).unwrap(), &rune::jit(exact).call(&x).leaves(), "v2 exact");
+    assert_same(
+        &m.call(&x).unwrap(),
+        &rune::jit(exact).call(&x).leaves(),
+        "v2 exact",
+    );
     let info = m.info();
     assert_eq!(info.targets.len(), 1);
     assert_eq!(info.targets[0].name, "x86-64-v2");
@@ -822,7 +842,11 @@ fn an_x86_64_v2_export_loads_and_equals_jit() {
 
     let smooth = |x: &Tensor| mlp_forward(&p, x);
     let m = Exported::from_bytes(&export_bytes(smooth, &x, &v2, "v2_smooth")).unwrap();
-    assert_close(&m.call(&x).unwrap(), &[rune::jit(smooth).call(&x)], "v2 tanh");
+    assert_close(
+        &m.call(&x).unwrap(),
+        &[rune::jit(smooth).call(&x)],
+        "v2 tanh",
+    );
 }
 
 /// A file whose every target needs features this host lacks is refused,
@@ -877,7 +901,11 @@ fn a_file_with_several_levels_runs_the_best_the_host_has() {
     }
     let f = |x: &Tensor| (x * 3.0).exp().sum(&[0], false);
     let x = data(&[16], 5);
-    let all = [CpuTarget::X86_64V2, CpuTarget::X86_64V3, CpuTarget::X86_64V4];
+    let all = [
+        CpuTarget::X86_64V2,
+        CpuTarget::X86_64V3,
+        CpuTarget::X86_64V4,
+    ];
     let bytes = export_bytes(f, &x, &for_cpu(&all), "levels");
     let m = Exported::from_bytes(&bytes).unwrap();
     let best = all.iter().rposition(|&t| host_has(t)).unwrap();
@@ -907,9 +935,13 @@ fn targets_that_cannot_be_built_are_named_errors() {
     let jitted = rune::jit(f);
     let e = jitted.export_with(&x, &path, &for_cpu(&[])).err().unwrap();
     assert!(matches!(e, ExportError::CpuTarget { .. }), "{e}");
-    let e = (jitted.export_with(&x, &path, &for_cpu(&[CpuTarget::X86_64V2, CpuTarget::Aarch64])))
-        .err()
-        .unwrap();
+    let e = (jitted.export_with(
+        &x,
+        &path,
+        &for_cpu(&[CpuTarget::X86_64V2, CpuTarget::Aarch64]),
+    ))
+    .err()
+    .unwrap();
     assert!(matches!(e, ExportError::CpuTarget { .. }), "{e}");
     assert!(e.to_string().contains("one architecture"), "{e}");
     // aarch64 from another architecture: a cross compiler builds it, or the
@@ -917,7 +949,10 @@ fn targets_that_cannot_be_built_are_named_errors() {
     if std::env::consts::ARCH != "aarch64" {
         match jitted.export_with(&x, &path, &for_cpu(&[CpuTarget::Aarch64])) {
             Err(ExportError::CpuTarget { detail }) => {
-                assert!(detail.contains("aarch64") && detail.contains("cross compiler"), "{detail}")
+                assert!(
+                    detail.contains("aarch64") && detail.contains("cross compiler"),
+                    "{detail}"
+                )
             }
             Err(e) => panic!("{e}"),
             Ok(()) => assert!(matches!(
@@ -1009,7 +1044,10 @@ fn every_change_to_a_signed_file_is_refused_before_mapping() {
             assert_eq!(e, ExportError::BadSignature, "byte {i}");
         }
     }
-    for n in (0..bytes.len()).step_by(97).chain([bytes.len() - 1, bytes.len() - 96]) {
+    for n in (0..bytes.len())
+        .step_by(97)
+        .chain([bytes.len() - 1, bytes.len() - 96])
+    {
         let e = refused_before_mapping(&bytes[..n], &trusted, &format!("truncated to {n}"));
         assert!(
             matches!(e, ExportError::Truncated { found, .. } if found == n as u64),

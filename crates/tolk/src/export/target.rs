@@ -117,7 +117,10 @@ impl CpuTarget {
             CpuTarget::Native => return super::host_cpu_features(),
             CpuTarget::Aarch64 => &[],
         };
-        levels.iter().flat_map(|l| l.iter().map(|f| f.to_string())).collect()
+        levels
+            .iter()
+            .flat_map(|l| l.iter().map(|f| f.to_string()))
+            .collect()
     }
 
     /// The compiler flag that selects it.
