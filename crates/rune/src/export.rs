@@ -137,8 +137,10 @@ pub struct ExportInfo {
     pub platform: String,
     /// The CPU targets it holds code for, in the file's order.
     pub targets: Vec<TargetInfo>,
-    /// The index in [`targets`](Self::targets) of the one this host runs.
-    pub running: usize,
+    /// The index in [`targets`](Self::targets) of the one this host runs
+    /// (always `Some` for a loaded file; `None` from
+    /// [`Exported::inspect`] when none runs here).
+    pub running: Option<usize>,
     /// The key that signed it, if it is signed (its signature verified:
     /// no file with a signature that does not verify loads).
     pub signer: Option<VerifyingKey>,
@@ -157,7 +159,11 @@ impl fmt::Display for ExportInfo {
             self.library, self.format, self.platform
         )?;
         for (i, t) in self.targets.iter().enumerate() {
-            let mark = if i == self.running { " (running)" } else { "" };
+            let mark = if Some(i) == self.running {
+                " (running)"
+            } else {
+                ""
+            };
             let cc = if t.compiler.is_empty() {
                 "no kernels"
             } else {
@@ -538,7 +544,7 @@ fn read_body(
         library,
         platform,
         targets,
-        running: 0,
+        running: None,
         signer: None,
         trusted: false,
     };
@@ -801,6 +807,8 @@ pub struct Exported {
     inputs: Vec<LeafSpec>,
     outputs: Vec<LeafSpec>,
     info: ExportInfo,
+    /// The index of the target running (`info.running`).
+    running: usize,
     file_bytes: usize,
     code_bytes: usize,
 }
@@ -1027,8 +1035,9 @@ impl Exported {
         check_sum(&framed)?;
         let (mut info, ..) = read_body(framed.body)?;
         info.signer = signer;
-        info.running = choose_target(&info.targets, &tolk::export::host_cpu_features())
-            .unwrap_or(info.targets.len());
+        info.running = (info.platform == host_platform())
+            .then(|| choose_target(&info.targets, &tolk::export::host_cpu_features()).ok())
+            .flatten();
         Ok(info)
     }
 
@@ -1055,7 +1064,7 @@ impl Exported {
         let program = image
             .instantiate(target)
             .map_err(|detail| ExportError::Load { detail })?;
-        info.running = target;
+        info.running = Some(target);
         info.signer = signer;
         info.trusted = trusted.is_some();
         Ok(Exported {
@@ -1063,6 +1072,7 @@ impl Exported {
             inputs,
             outputs,
             info,
+            running: target,
             file_bytes: bytes.len(),
             code_bytes,
         })
@@ -1212,7 +1222,7 @@ impl Exported {
     /// # std::fs::remove_file(&path).unwrap();
     /// ```
     pub fn cpu_features(&self) -> &[String] {
-        &self.info.targets[self.info.running].cpu_features
+        &self.info.targets[self.running].cpu_features
     }
 
     /// The file's size, and the bytes of native code the running target has.

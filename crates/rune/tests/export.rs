@@ -833,7 +833,7 @@ fn an_x86_64_v2_export_loads_and_equals_jit() {
     assert_eq!(info.targets.len(), 1);
     assert_eq!(info.targets[0].name, "x86-64-v2");
     assert_eq!(info.targets[0].cpu_features, CpuTarget::X86_64V2.features());
-    assert_eq!(info.running, 0);
+    assert_eq!(info.running, Some(0));
     assert_eq!(info.library, format!("rune {}", env!("CARGO_PKG_VERSION")));
     assert_eq!(info.platform, format!("x86_64-{}", std::env::consts::OS));
     let cc = tolk::build::compiler_identity().unwrap();
@@ -909,7 +909,7 @@ fn a_file_with_several_levels_runs_the_best_the_host_has() {
     let bytes = export_bytes(f, &x, &for_cpu(&all), "levels");
     let m = Exported::from_bytes(&bytes).unwrap();
     let best = all.iter().rposition(|&t| host_has(t)).unwrap();
-    assert_eq!(m.info().running, best);
+    assert_eq!(m.info().running, Some(best));
     assert_eq!(m.info().targets.len(), 3);
     if best > 0 {
         // The host's best level (with FMA) gives jit's bits.
@@ -921,7 +921,7 @@ fn a_file_with_several_levels_runs_the_best_the_host_has() {
         }
     });
     let m = Exported::from_bytes(&only_v2).unwrap();
-    assert_eq!(m.info().running, 0);
+    assert_eq!(m.info().running, Some(0));
     assert_close(&m.call(&x).unwrap(), &[f(&x)], "fallback to v2");
     // The default: those three levels.
     assert_eq!(ExportOpts::default().cpu, all);

@@ -155,3 +155,61 @@ impl FromStr for CpuTarget {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::CpuTarget;
+    use crate::build::flags_for;
+
+    #[test]
+    fn names_parse_back_and_levels_nest() {
+        for t in CpuTarget::ALL {
+            assert_eq!(t.name().parse::<CpuTarget>(), Ok(t));
+        }
+        let (v2, v3, v4) = (
+            CpuTarget::X86_64V2.features(),
+            CpuTarget::X86_64V3.features(),
+            CpuTarget::X86_64V4.features(),
+        );
+        assert!(v2.iter().all(|f| v3.contains(f)) && v3.iter().all(|f| v4.contains(f)));
+        assert!(!v2.contains(&"fma".to_string()) && v3.contains(&"fma".to_string()));
+        // Every feature a level needs is one the host's list can report.
+        let known = [
+            "cmpxchg16b",
+            "popcnt",
+            "sse3",
+            "sse4.1",
+            "sse4.2",
+            "ssse3",
+            "avx",
+            "avx2",
+            "bmi1",
+            "bmi2",
+            "f16c",
+            "fma",
+            "lzcnt",
+            "movbe",
+            "xsave",
+            "avx512f",
+            "avx512bw",
+            "avx512cd",
+            "avx512dq",
+            "avx512vl",
+        ];
+        assert!(v4.iter().all(|f| known.contains(&f.as_str())));
+    }
+
+    #[test]
+    fn a_targets_flags_replace_native() {
+        for clang in [false, true] {
+            let f = flags_for(CpuTarget::X86_64V2, clang);
+            assert!(f.contains(&"-march=x86-64-v2") && !f.contains(&"-march=native"));
+            assert!(flags_for(CpuTarget::Native, clang).contains(&"-march=native"));
+            let arm = flags_for(CpuTarget::Aarch64, clang);
+            assert!(arm.contains(&"-march=armv8-a"));
+            assert!(!arm.iter().any(|f| f.starts_with("-mprefer-vector-width")));
+            // Everything else is jit's.
+            assert_eq!(f.len(), flags_for(CpuTarget::Native, clang).len());
+        }
+    }
+}
