@@ -4,9 +4,12 @@
 //! chosen by measurement: `-O2 -fvect-cost-model=dynamic` vectorizes the
 //! fused loops as `-O3` does at a fifth of the compile time).
 
+mod target;
+
+pub use target::{host_cpu_features, CpuTarget};
+
 use crate::cache::unique_suffix;
 use crate::codegen::c;
-use crate::export::CpuTarget;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -210,7 +213,7 @@ pub fn build_units_for(units: &[String], out: &Path, target: CpuTarget) -> Resul
             e
         } else {
             format!(
-                "export: {} could not build the kernels for {target} ({}; gcc 11 and clang 12 \
+                "{} could not build the kernels for {target} ({}; gcc 11 and clang 12 \
                  and later know the x86-64 levels): {e}",
                 cc,
                 target.march_flag()
@@ -230,7 +233,7 @@ pub fn compiler_identity_for(target: CpuTarget) -> Result<String, String> {
     } else {
         version_line(&cc).ok_or_else(|| {
             format!(
-                "export: cannot build kernels for {target} on this {} host: the cross compiler \
+                "cannot build kernels for {target} on this {} host: the cross compiler \
                  `{cc}` could not be run; install one (e.g. `apt install gcc-aarch64-linux-gnu`), \
                  point TOLK_CC_AARCH64 at it, or export on an {} host",
                 std::env::consts::ARCH,

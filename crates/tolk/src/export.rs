@@ -24,10 +24,9 @@
 
 pub mod bytes;
 pub mod graph_codec;
-mod target;
 
+pub use crate::build::{host_cpu_features, CpuTarget};
 pub use crate::load::mapped_on_this_thread;
-pub use target::CpuTarget;
 
 use crate::graph::{Graph, Op};
 use crate::runtime::{ArenaLayout, Program};
@@ -91,7 +90,7 @@ pub struct CompiledImage {
 /// cannot be stored.
 pub fn compile(graph: Graph, targets: &[CpuTarget]) -> Result<CompiledImage, String> {
     if targets.is_empty() {
-        return Err("export: no CPU target to build for".into());
+        return Err("no CPU target to build for".into());
     }
     let mut compilers = vec![String::new(); targets.len()];
     let image = compile_into(graph, targets, &mut compilers)?;
@@ -356,74 +355,4 @@ impl ProgramImage {
     pub fn num_bodies(&self) -> usize {
         self.bodies.iter().map(|(_, b)| 1 + b.num_bodies()).sum()
     }
-}
-
-/// The host's instruction-set features, as the names Rust's
-/// `is_x86_feature_detected!` knows them (on x86-64; elsewhere none: the
-/// architecture stands alone). Kernels built for [`CpuTarget::Native`]
-/// may use any of them: an exported program records the exporting
-/// host's list, and a host lacking one of them refuses to load it. The
-/// list is broader than the disk cache's key ([`cache::cpu_features`]) so
-/// that no feature the compiler may use goes unrecorded.
-pub fn host_cpu_features() -> Vec<String> {
-    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
-    let mut f: Vec<String> = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        macro_rules! feats {
-            ($($name:tt),*) => {$(
-                if std::arch::is_x86_feature_detected!($name) {
-                    f.push($name.to_string());
-                }
-            )*};
-        }
-        feats!(
-            "sse",
-            "sse2",
-            "sse3",
-            "ssse3",
-            "sse4.1",
-            "sse4.2",
-            "popcnt",
-            "avx",
-            "avx2",
-            "fma",
-            "f16c",
-            "bmi1",
-            "bmi2",
-            "lzcnt",
-            "movbe",
-            "aes",
-            "pclmulqdq",
-            "sha",
-            "adx",
-            "rdrand",
-            "rdseed",
-            "fxsr",
-            "xsave",
-            "xsaveopt",
-            "xsavec",
-            "xsaves",
-            "cmpxchg16b",
-            "avx512f",
-            "avx512cd",
-            "avx512bw",
-            "avx512dq",
-            "avx512vl",
-            "avx512ifma",
-            "avx512vbmi",
-            "avx512vbmi2",
-            "avx512vnni",
-            "avx512bitalg",
-            "avx512vpopcntdq",
-            "avx512bf16",
-            "avx512fp16",
-            "avx512vp2intersect",
-            "gfni",
-            "vaes",
-            "vpclmulqdq",
-            "avxvnni"
-        );
-    }
-    f
 }

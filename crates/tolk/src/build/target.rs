@@ -101,7 +101,7 @@ impl CpuTarget {
 
     /// The CPU features its code may use, as Rust's
     /// `is_x86_feature_detected!` names them (the names
-    /// [`host_cpu_features`](super::host_cpu_features) lists). For
+    /// [`host_cpu_features`] lists). For
     /// `native`, this host's (so call it on the exporting host). aarch64's
     /// baseline needs nothing beyond the architecture.
     pub fn features(self) -> Vec<String> {
@@ -114,7 +114,7 @@ impl CpuTarget {
             CpuTarget::X86_64V2 => &[V2],
             CpuTarget::X86_64V3 => &[V2, V3],
             CpuTarget::X86_64V4 => &[V2, V3, V4],
-            CpuTarget::Native => return super::host_cpu_features(),
+            CpuTarget::Native => return host_cpu_features(),
             CpuTarget::Aarch64 => &[],
         };
         levels
@@ -154,6 +154,76 @@ impl FromStr for CpuTarget {
                 format!("unknown CPU target {s:?}; known: {}", names.join(", "))
             })
     }
+}
+
+/// The host's instruction-set features, as the names Rust's
+/// `is_x86_feature_detected!` knows them (on x86-64; elsewhere none: the
+/// architecture stands alone). Kernels built for [`CpuTarget::Native`]
+/// may use any of them: an exported program records the exporting
+/// host's list, and a host lacking one of them refuses to load it. The
+/// list is broader than the disk cache's key ([`crate::cache::cpu_features`]) so
+/// that no feature the compiler may use goes unrecorded.
+pub fn host_cpu_features() -> Vec<String> {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+    let mut f: Vec<String> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        macro_rules! feats {
+            ($($name:tt),*) => {$(
+                if std::arch::is_x86_feature_detected!($name) {
+                    f.push($name.to_string());
+                }
+            )*};
+        }
+        feats!(
+            "sse",
+            "sse2",
+            "sse3",
+            "ssse3",
+            "sse4.1",
+            "sse4.2",
+            "popcnt",
+            "avx",
+            "avx2",
+            "fma",
+            "f16c",
+            "bmi1",
+            "bmi2",
+            "lzcnt",
+            "movbe",
+            "aes",
+            "pclmulqdq",
+            "sha",
+            "adx",
+            "rdrand",
+            "rdseed",
+            "fxsr",
+            "xsave",
+            "xsaveopt",
+            "xsavec",
+            "xsaves",
+            "cmpxchg16b",
+            "avx512f",
+            "avx512cd",
+            "avx512bw",
+            "avx512dq",
+            "avx512vl",
+            "avx512ifma",
+            "avx512vbmi",
+            "avx512vbmi2",
+            "avx512vnni",
+            "avx512bitalg",
+            "avx512vpopcntdq",
+            "avx512bf16",
+            "avx512fp16",
+            "avx512vp2intersect",
+            "gfni",
+            "vaes",
+            "vpclmulqdq",
+            "avxvnni"
+        );
+    }
+    f
 }
 
 #[cfg(test)]
