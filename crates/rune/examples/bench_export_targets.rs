@@ -28,8 +28,6 @@ mod splitmix;
 use splitmix::SplitMix;
 #[path = "common/anchors.rs"]
 mod anchors;
-#[path = "common/timing.rs"]
-mod timing;
 #[path = "common/transformer.rs"]
 #[allow(dead_code)] // the step is W15's; its forward is timed here
 mod transformer;
@@ -51,7 +49,10 @@ fn temp_dir() -> std::path::PathBuf {
 }
 
 /// Exports `f` at `args` for each target; prints code bytes, export time
-/// and call time (median ms) and the ratio to `native`'s.
+/// and call time (min and median ms) and the min's ratio to `native`'s.
+/// The targets' programs are called in turns (one call each per round,
+/// `repeats` rounds after 3 untimed ones), so that whatever else the
+/// machine runs slows them alike.
 fn per_target<P: Ptree, Q: Ptree>(
     name: &str,
     f: impl Fn(&P) -> Q,
@@ -61,9 +62,10 @@ fn per_target<P: Ptree, Q: Ptree>(
 ) {
     let jitted = rune::jit(&f);
     let want = jitted.call(args).leaves();
-    let path = temp_dir().join(format!("{name}.rune"));
-    let mut rows = Vec::new();
+    let dir = temp_dir();
+    let mut loaded = Vec::new();
     for &t in targets {
+        let path = dir.join(format!("{name}-{t}.rune"));
         let opts = ExportOpts {
             cpu: vec![t],
             signing_key: None,
@@ -72,53 +74,63 @@ fn per_target<P: Ptree, Q: Ptree>(
         jitted.export_with(args, &path, &opts).unwrap();
         let export_ms = t0.elapsed().as_secs_f64() * 1e3;
         let m = Exported::load(&path).unwrap();
-        let got = m.call(args).unwrap();
         // The largest difference from jit's outputs, relative to the
         // largest magnitude of the output it is in.
-        let worst = got
-            .iter()
-            .zip(&want)
+        let worst = (m.call(args).unwrap().iter().zip(&want))
             .map(|(g, w)| {
                 let (g, w) = (
                     g.cast(DType::F64).to_vec::<f64>(),
                     w.cast(DType::F64).to_vec::<f64>(),
                 );
                 let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-30);
-                g.iter()
-                    .zip(&w)
+                (g.iter().zip(&w))
                     .map(|(a, b)| (a - b).abs() / scale)
                     .fold(0.0f64, f64::max)
             })
             .fold(0.0f64, f64::max);
-        let (min, median) = timing::bench(|| m.call(args).unwrap(), 3, repeats);
-        rows.push((t, m.sizes().1, export_ms, min * 1e3, median * 1e3, worst));
+        loaded.push((t, m, export_ms, worst));
     }
-    let native_ms = rows
-        .iter()
-        .find(|r| r.0 == CpuTarget::Native)
-        .map_or(f64::NAN, |r| r.3);
-    for (t, code, export_ms, min, median, worst) in rows {
+    let calls: Vec<Box<dyn Fn() + '_>> = (loaded.iter())
+        .map(|(_, m, ..)| Box::new(move || drop(m.call(args).unwrap())) as Box<dyn Fn()>)
+        .collect();
+    let calls: Vec<&dyn Fn()> = calls.iter().map(|c| c.as_ref()).collect();
+    let times = in_turns(&calls, repeats);
+    let native =
+        (loaded.iter().position(|l| l.0 == CpuTarget::Native)).map_or(f64::NAN, |i| times[i].0);
+    for ((t, m, export_ms, worst), (min, median)) in loaded.iter().zip(&times) {
         println!(
-            "| {name} | {t} | {code} | {export_ms:.0} | {min:.3} / {median:.3} | {:.2} | {worst:.1e} |",
-            min / native_ms
+            "| {name} | {t} | {} | {export_ms:.0} | {min:.3} / {median:.3} | {:.2} | {worst:.1e} |",
+            m.sizes().1,
+            min / native
         );
     }
 }
 
-/// Min and median milliseconds of `repeats` runs of `f`, as "min / median".
-fn min_median_ms(repeats: usize, mut f: impl FnMut()) -> String {
-    let mut ts: Vec<f64> = (0..repeats)
-        .map(|_| {
-            let t = Instant::now();
+/// Min and median milliseconds of each of `fs`, run in turns: 3 untimed
+/// rounds, then `repeats` timed ones.
+fn in_turns(fs: &[&dyn Fn()], repeats: usize) -> Vec<(f64, f64)> {
+    for _ in 0..3 {
+        fs.iter().for_each(|f| f());
+    }
+    let mut ts = vec![Vec::with_capacity(repeats); fs.len()];
+    for _ in 0..repeats {
+        for (f, t) in fs.iter().zip(&mut ts) {
+            let t0 = Instant::now();
             f();
-            t.elapsed().as_secs_f64() * 1e3
+            t.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    ts.into_iter()
+        .map(|mut t| {
+            t.sort_by(f64::total_cmp);
+            (t[0], t[repeats / 2])
         })
-        .collect();
-    ts.sort_by(f64::total_cmp);
-    format!("{:.3} / {:.3}", ts[0], ts[repeats / 2])
+        .collect()
 }
 
-/// Load time unsigned-`load`, and signed with `load` and `load_trusted`.
+/// Load times (min / median ms, in turns): an unsigned file with `load`,
+/// the same program signed with `load` and `load_trusted`, and `inspect`
+/// of each (no code mapped; signed minus unsigned is what verifying costs).
 fn load_times<P: Ptree, Q: Ptree>(name: &str, f: impl Fn(&P) -> Q, args: &P, repeats: usize) {
     let key = SigningKey::from_bytes(&[42; 32]);
     let trusted = [key.verifying_key()];
@@ -129,40 +141,37 @@ fn load_times<P: Ptree, Q: Ptree>(name: &str, f: impl Fn(&P) -> Q, args: &P, rep
     );
     let jitted = rune::jit(&f);
     let portable = vec![CpuTarget::portable()];
-    jitted
-        .export_with(
-            args,
-            &plain,
-            &ExportOpts {
-                cpu: portable.clone(),
-                signing_key: None,
-            },
-        )
-        .unwrap();
-    jitted
-        .export_with(
-            args,
-            &signed,
-            &ExportOpts {
-                cpu: portable,
-                signing_key: Some(key),
-            },
-        )
-        .unwrap();
+    let opts = |signing_key| ExportOpts {
+        cpu: portable.clone(),
+        signing_key,
+    };
+    jitted.export_with(args, &plain, &opts(None)).unwrap();
+    jitted.export_with(args, &signed, &opts(Some(key))).unwrap();
     let (plain, signed) = (
         std::fs::read(plain).unwrap(),
         std::fs::read(signed).unwrap(),
     );
-    let ms = |f: &mut dyn FnMut()| min_median_ms(repeats, f);
-    let unsigned = ms(&mut || drop(Exported::from_bytes(&plain).unwrap()));
-    let signed_load = ms(&mut || drop(Exported::from_bytes(&signed).unwrap()));
-    let trusted_load = ms(&mut || drop(Exported::from_bytes_trusted(&signed, &trusted).unwrap()));
-    let inspect_plain = ms(&mut || drop(Exported::inspect(&plain).unwrap()));
-    let inspect_signed = ms(&mut || drop(Exported::inspect(&signed).unwrap()));
-    println!(
-        "| {name} | {} | {unsigned} | {signed_load} | {trusted_load} | {inspect_plain} | {inspect_signed} |",
-        signed.len()
+    let (p, s, k) = (&plain, &signed, &trusted);
+    let unsigned = move || drop(Exported::from_bytes(p).unwrap());
+    let signed_load = move || drop(Exported::from_bytes(s).unwrap());
+    let trusted_load = move || drop(Exported::from_bytes_trusted(s, k).unwrap());
+    let inspect_plain = move || drop(Exported::inspect(p).unwrap());
+    let inspect_signed = move || drop(Exported::inspect(s).unwrap());
+    let times = in_turns(
+        &[
+            &unsigned,
+            &signed_load,
+            &trusted_load,
+            &inspect_plain,
+            &inspect_signed,
+        ],
+        repeats,
     );
+    let cells: Vec<String> = times
+        .iter()
+        .map(|(min, median)| format!("{min:.3} / {median:.3}"))
+        .collect();
+    println!("| {name} | {} | {} |", signed.len(), cells.join(" | "));
 }
 
 fn main() {
