@@ -10,6 +10,7 @@
 //!
 //! ```sh
 //! cargo run --release --example bench_export_targets [-- REPEATS]
+//! cargo run --release --example bench_export_targets -- --w1-source   # W1's kernel C
 //! ```
 //!
 //! Each call time is the min and median of REPEATS (default 30) timed
@@ -175,6 +176,14 @@ fn load_times<P: Ptree, Q: Ptree>(name: &str, f: impl Fn(&P) -> Q, args: &P, rep
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("--w1-source") {
+        // W1's kernels' C, to compile by hand at each level.
+        let c = rune::jit(anchors::w1).lower(&anchors::w1_inputs()).compile();
+        for (_, source) in c.kernel_sources() {
+            println!("{source}");
+        }
+        return;
+    }
     let repeats: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
