@@ -3,12 +3,20 @@
 //!
 //! ```sh
 //! cargo run --release --example train_digits                 # writes target/digits.rune
-//! cargo run --release --example predict_digits [-- PATH]     # PATH: target/digits.rune by default
+//! cargo run --release --example predict_digits [-- PATH] [--trust KEY.pub]
 //! ```
 //!
-//! It loads the exported program (`rune::Exported::load`: the compiled
-//! kernels, the plan and the trained parameters as constants, all in the
-//! one file), reads the same fixed held-out split of the UCI digits as
+//! PATH is `target/digits.rune` by default. With `--trust FILE` (a public
+//! key, 64 hex digits: `train_digits` writes `digits.pub`) it loads the
+//! file only if that key signed it (`rune::Exported::load_trusted`: the
+//! signature is checked before any of the file's code is mapped); without,
+//! with `rune::Exported::load`, as one loads a file one made oneself.
+//!
+//! It loads the exported program (the compiled kernels for one or more CPU
+//! levels, the plan and the trained parameters as constants, all in the
+//! one file), prints what the file records (the library that wrote it,
+//! each CPU target with the compiler that built it and the one this host
+//! runs, the signer), reads the same fixed held-out split of the UCI digits as
 //! `train_digits` (the data is compiled in), classifies them, and prints
 //! the accuracy, which is the held-out accuracy `train_digits` reported;
 //! then how long loading and the first prediction took. It runs with `CC`
@@ -24,11 +32,26 @@ mod digits;
 
 fn main() {
     let start = Instant::now();
-    let path = std::env::args_os()
-        .nth(1)
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(default_model);
-    let model = rune::Exported::load(&path).unwrap_or_else(|e| {
+    let (mut path, mut trust) = (None, None);
+    let mut args = std::env::args_os().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--trust" {
+            let file = args.next().expect("--trust needs a public key file");
+            let hex = std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.to_string_lossy()));
+            let key = rune::export::parse_public_key(&hex)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.to_string_lossy()));
+            trust = Some(key);
+        } else {
+            path = Some(std::path::PathBuf::from(a));
+        }
+    }
+    let path = path.unwrap_or_else(default_model);
+    let loaded = match trust {
+        Some(key) => rune::Exported::load_trusted(&path, &[key]),
+        None => rune::Exported::load(&path),
+    };
+    let model = loaded.unwrap_or_else(|e| {
         eprintln!("{}: {e}", path.display());
         eprintln!("(train_digits writes it: cargo run --release --example train_digits)");
         std::process::exit(2)
@@ -52,11 +75,12 @@ fn main() {
     let accuracy = right as f64 / held_out.len() as f64;
     let (file_bytes, code_bytes) = model.sizes();
     println!(
-        "model: {} ({file_bytes} bytes, {code_bytes} of native code; inputs {}, outputs {})",
+        "model: {} ({file_bytes} bytes, {code_bytes} of native code running; inputs {}, outputs {})",
         path.display(),
         list(model.inputs()),
         list(model.outputs())
     );
+    println!("{}", model.info());
     println!(
         "held-out accuracy {:.2}% ({right} of {} right)",
         100.0 * accuracy,

@@ -1,7 +1,7 @@
 //! Train an MLP on real handwritten digits:
 //!
 //! ```sh
-//! cargo run --release --example train_digits [-- [--epochs N] [--eager] [--device DEVICE] [--out DIR]]
+//! cargo run --release --example train_digits [-- [--epochs N] [--eager] [--device DEVICE] [--cpu TARGETS] [--out DIR]]
 //! ```
 //!
 //! - the data: the UCI optical-recognition digits (1,797 8x8 images with
@@ -18,12 +18,15 @@
 //!   loads it back (`nx::load`) and checks that it predicts the same, and
 //!   draws held-out digits with their predictions (green right, red wrong;
 //!   the mistakes first) as SVG; both files go to `target/` or `--out DIR`;
-//! - it exports the trained predictor (`jit(predict).export`: the
+//! - it exports the trained predictor (`jit(predict).export_with`: the
 //!   parameters as captured constants, the held-out batch's shape as the
-//!   signature) to `digits.rune` beside them, checks that the exported
-//!   program predicts what the model does, and prints the command that runs
-//!   it: `examples/predict_digits.rs` loads it and classifies the held-out
-//!   digits with no tracing and no C compiler.
+//!   signature; kernels for the portable CPU targets, or `--cpu TARGETS`,
+//!   e.g. `x86-64-v2`) to `digits.rune` beside them, signed with the
+//!   Ed25519 key in `digits.key` there (made on the first run; its public
+//!   half in `digits.pub`), checks that the exported program predicts what
+//!   the model does, and prints the command that runs it:
+//!   `examples/predict_digits.rs` checks the signature, loads it and
+//!   classifies the held-out digits with no tracing and no C compiler.
 
 use std::time::Instant;
 
@@ -112,7 +115,7 @@ fn accuracy(predicted: &Tensor, y: &Tensor) -> f64 {
 
 fn main() {
     let start = Instant::now();
-    let cli = args::parse_with(&["--epochs"]);
+    let cli = args::parse_with(&["--epochs", "--cpu"]);
     let epochs = cli.epochs.unwrap_or(EPOCHS);
     let data = digits::load().unwrap_or_else(|e| {
         eprintln!("cannot read the digits: {e}");
@@ -233,23 +236,46 @@ fn main() {
         let logits = params.forward(x);
         (logits.argmax(-1, false), logits.softmax(-1))
     });
+    // Signed with the key in `digits.key` beside it (made on the first
+    // run); `digits.pub` holds the public key that `predict_digits --trust`
+    // checks the file against.
+    let signing_key = signing_key(&dir);
+    let public = dir.join("digits.pub");
+    let public_hex = rune::export::public_key_hex(&signing_key.verifying_key());
+    std::fs::write(&public, format!("{public_hex}\n"))
+        .unwrap_or_else(|e| panic!("write {}: {e}", public.display()));
+    let opts = rune::ExportOpts {
+        cpu: match &cli.cpu {
+            Some(list) => list
+                .split(',')
+                .map(|t| t.trim().parse().unwrap_or_else(|e| panic!("--cpu: {e}")))
+                .collect(),
+            None => rune::ExportOpts::default_targets(),
+        },
+        signing_key: Some(signing_key),
+    };
     let t_export = Instant::now();
-    if let Err(e) = predictor.export(&x_test, &model) {
+    if let Err(e) = predictor.export_with(&x_test, &model, &opts) {
         eprintln!("cannot export the predictor to {}: {e}", model.display());
         std::process::exit(2);
     }
     let export_ms = t_export.elapsed().as_secs_f64() * 1e3;
-    let exported = rune::Exported::load(&model)
+    let trusted = [opts.signing_key.as_ref().unwrap().verifying_key()];
+    let exported = rune::Exported::load_trusted(&model, &trusted)
         .and_then(|m| m.call(&x_test))
         .unwrap_or_else(|e| panic!("{}: {e}", model.display()));
     let exported_same = exported[0].to_vec::<i32>() == predicted.to_vec::<i32>();
+    let targets: Vec<&str> = opts.cpu.iter().map(|t| t.name()).collect();
     println!(
-        "exported predictor: {} ({} bytes, {export_ms:.0} ms); its predictions {}; run it with \
-         `cargo run --release --example predict_digits -- {}`",
+        "exported predictor: {} ({} bytes, {export_ms:.0} ms; for {}; signed by {public_hex}); its \
+         predictions {}; run it with `cargo run --release --example predict_digits -- {} \
+         --trust {}`",
         model.display(),
         std::fs::metadata(&model).map_or(0, |m| m.len()),
+        targets.join(", "),
         if exported_same { "identical" } else { "DIFFER" },
-        model.display()
+        model.display(),
+        public.display()
     );
 
     // The picture: every held-out mistake, then right answers, 40 in all.
@@ -299,4 +325,33 @@ fn main() {
         );
         std::process::exit(1);
     }
+}
+
+/// The key that signs the export: `dir/digits.key` (32 secret bytes), made
+/// from the operating system's random bytes on the first run, readable by
+/// this user only.
+fn signing_key(dir: &std::path::Path) -> rune::export::SigningKey {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("digits.key");
+    let secret: [u8; 32] = match std::fs::read(&path) {
+        Ok(bytes) => bytes
+            .try_into()
+            .unwrap_or_else(|_| panic!("{}: not a 32-byte key", path.display())),
+        Err(_) => {
+            let mut secret = [0u8; 32];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut secret))
+                .unwrap_or_else(|e| panic!("cannot read random bytes: {e}"));
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, &secret))
+                .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+            secret
+        }
+    };
+    rune::export::SigningKey::from_bytes(&secret)
 }

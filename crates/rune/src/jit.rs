@@ -10,7 +10,7 @@
 //! device runs through `crate::placed` (as pmap's do).
 
 use crate::device::{backend_or_panic, is_host, Backend};
-use crate::export::ExportError;
+use crate::export::{ExportError, ExportOpts};
 use crate::lower::Lowered;
 use crate::on_device::OnDevice;
 use crate::placed::{Axes, Placed};
@@ -321,13 +321,44 @@ impl<P: Ptree, Q: Ptree, F: Fn(&P) -> Q> Jit<F, P, Q> {
     /// std::fs::remove_file(&path).unwrap();
     /// ```
     pub fn export(&self, example: &P, path: impl AsRef<Path>) -> Result<(), ExportError> {
+        self.export_with(example, path, &ExportOpts::default())
+    }
+
+    /// [`export`](Self::export) with options: the CPU targets the kernels
+    /// are built for (default: x86-64-v2, -v3 and -v4 on x86-64, so the
+    /// file runs on any x86-64-v2 CPU and at full speed on newer ones; the
+    /// loader runs the best the host has) and a key that signs the file
+    /// ([`Exported::load_trusted`](crate::Exported::load_trusted) checks
+    /// it). A target that cannot be built (aarch64 without a cross
+    /// compiler, targets of two architectures) is
+    /// [`ExportError::CpuTarget`].
+    ///
+    /// ```
+    /// use rune::prelude::*;
+    /// use rune::export::{CpuTarget, ExportOpts};
+    /// let f = rune::jit(|x: &Tensor| x.relu() * 2.0);
+    /// let x = Tensor::from_slice(&[-1.0f32, 3.0], &[2]);
+    /// let path = std::env::temp_dir().join(format!("rune_doc_export_with_{}.rune", std::process::id()));
+    /// let portable = ExportOpts { cpu: vec![CpuTarget::portable()], ..Default::default() };
+    /// f.export_with(&x, &path, &portable).unwrap();
+    /// let m = rune::Exported::load(&path).unwrap();
+    /// assert_eq!(m.call(&x).unwrap()[0].to_vec::<f32>(), vec![0.0, 6.0]);
+    /// assert_eq!(m.info().targets.len(), 1);
+    /// std::fs::remove_file(&path).unwrap();
+    /// ```
+    pub fn export_with(
+        &self,
+        example: &P,
+        path: impl AsRef<Path>,
+        opts: &ExportOpts,
+    ) -> Result<(), ExportError> {
         if self.on_device.is_some() {
             return Err(ExportError::UnsupportedDevice {
                 device: self.device.clone(),
             });
         }
         let lowered = self.try_lower(example).map_err(ExportError::Jit)?;
-        lowered.export(path.as_ref())
+        lowered.export_with(path.as_ref(), opts)
     }
 
     /// How many times `f` has been traced (once per new signature).

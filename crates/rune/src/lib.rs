@@ -168,7 +168,7 @@ pub use device::{jit_stats, reset_jit_stats, JitStats};
 pub use differentiate::{
     grad, hvp, jvp, jvp_aux, value_and_grad, value_and_grad_aux, vjp, vjp_fun, Pullback,
 };
-pub use export::{ExportError, Exported, LeafSpec};
+pub use export::{ExportError, ExportInfo, ExportOpts, Exported, LeafSpec};
 pub use gradient_control::{detach, no_grad};
 pub use jacobian::{hessian, jacfwd, jacrev};
 pub use jit::{device_kernels, jit, jit_with, make_graph, Jit, JitOpts};

@@ -4,7 +4,7 @@
 //! compiled to native kernels, with their C source and a cost estimate,
 //! callable and exportable.
 
-use crate::export::{self, ExportError, LeafSpec};
+use crate::export::{self, CpuTarget, ExportError, ExportOpts, LeafSpec};
 use crate::stage::JitError;
 use nx::{Ptree, Tensor};
 use std::fmt;
@@ -115,10 +115,13 @@ impl<P: Ptree, Q: Ptree> Lowered<P, Q> {
     /// assert_eq!(y.to_vec::<f32>(), vec![3.0, 3.0]);
     /// ```
     pub fn try_compile(&self) -> Result<Compiled<P, Q>, JitError> {
-        let image = tolk::export::compile(self.graph.clone()).map_err(JitError::new)?;
-        let program = image.instantiate().map_err(JitError::new)?;
+        let compiled = tolk::export::compile(self.graph.clone(), &[CpuTarget::Native])
+            .map_err(JitError::new)?;
+        let program = compiled.image.instantiate(0).map_err(JitError::new)?;
         Ok(Compiled {
-            image,
+            graph: self.graph.clone(),
+            image: compiled.image,
+            compilers: compiled.compilers,
             program,
             template: self.template.map_leaves(&mut |t| t.clone()),
             inputs: self.inputs.clone(),
@@ -127,12 +130,10 @@ impl<P: Ptree, Q: Ptree> Lowered<P, Q> {
         })
     }
 
-    /// Writes the compiled program to `path` as an exported file (what
-    /// [`crate::Jit::export`] does).
-    pub(crate) fn export(&self, path: &Path) -> Result<(), ExportError> {
-        let image = tolk::export::compile(self.graph.clone())
-            .map_err(|e| ExportError::Jit(JitError::new(e)))?;
-        export::write_file(path, &image, &self.inputs, &self.outputs)
+    /// Compiles the program for `opts`' targets and writes it to `path`
+    /// as an exported file (what [`crate::Jit::export_with`] does).
+    pub(crate) fn export_with(&self, path: &Path, opts: &ExportOpts) -> Result<(), ExportError> {
+        export::compile_and_write(self.graph.clone(), path, opts, &self.inputs, &self.outputs)
     }
 }
 
@@ -178,7 +179,12 @@ pub struct CostAnalysis {
 /// assert_eq!(c.call(&x).unwrap().to_vec::<f32>(), (x.exp() * &x).to_vec::<f32>());
 /// ```
 pub struct Compiled<P, Q> {
+    /// The lowered program (an export for other targets compiles it again).
+    graph: tolk::Graph,
+    /// Built for the host ([`CpuTarget::Native`]).
     image: ProgramImage,
+    /// The compiler that built it.
+    compilers: Vec<String>,
     program: tolk::Program,
     template: Q,
     inputs: Vec<LeafSpec>,
@@ -245,7 +251,9 @@ impl<P: Ptree, Q: Ptree> Compiled<P, Q> {
     }
 
     /// Writes it to `path` as an exported file ([`crate::Exported::load`]
-    /// reads it).
+    /// reads it), with [`ExportOpts::default`]: the program is compiled
+    /// again for the default targets (what is compiled here runs on this
+    /// host: it is built for [`CpuTarget::Native`]).
     ///
     /// ```
     /// # use rune::prelude::*;
@@ -258,6 +266,49 @@ impl<P: Ptree, Q: Ptree> Compiled<P, Q> {
     /// std::fs::remove_file(&path).unwrap();
     /// ```
     pub fn export(&self, path: impl AsRef<Path>) -> Result<(), ExportError> {
-        export::write_file(path.as_ref(), &self.image, &self.inputs, &self.outputs)
+        self.export_with(path, &ExportOpts::default())
+    }
+
+    /// [`export`](Self::export) with options: the CPU targets to build
+    /// for and a signing key. Targets `[CpuTarget::Native]` write the code
+    /// compiled here; others compile the program again.
+    ///
+    /// ```
+    /// # use rune::prelude::*;
+    /// use rune::export::{CpuTarget, ExportOpts};
+    /// let x = Tensor::from_slice(&[0.5f32], &[1]);
+    /// let c = rune::jit(|x: &Tensor| x.sqrt()).lower(&x).compile();
+    /// let path = std::env::temp_dir().join(format!("rune_doc_compiled_native_{}.rune", std::process::id()));
+    /// c.export_with(&path, &ExportOpts { cpu: vec![CpuTarget::Native], ..Default::default() }).unwrap();
+    /// let m = rune::Exported::load(&path).unwrap();
+    /// assert_eq!(m.info().targets[0].name, "native");
+    /// std::fs::remove_file(&path).unwrap();
+    /// ```
+    pub fn export_with(
+        &self,
+        path: impl AsRef<Path>,
+        opts: &ExportOpts,
+    ) -> Result<(), ExportError> {
+        let path = path.as_ref();
+        if opts.cpu != [CpuTarget::Native] {
+            return export::compile_and_write(
+                self.graph.clone(),
+                path,
+                opts,
+                &self.inputs,
+                &self.outputs,
+            );
+        }
+        export::write_file(
+            path,
+            &self.image,
+            &export::FileParts {
+                targets: &opts.cpu,
+                compilers: &self.compilers,
+                inputs: &self.inputs,
+                outputs: &self.outputs,
+                signing_key: opts.signing_key.as_ref(),
+            },
+        )
     }
 }

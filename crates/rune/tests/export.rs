@@ -401,11 +401,19 @@ fn every_flipped_byte_is_a_named_error() {
     }
 }
 
-/// `bytes` with its body rewritten by `edit` (given a reader at the body's
-/// start and a writer for the new body) and a valid checksum: what a file
-/// written by another host or build looks like.
+/// The header's length: magic, version, body length, signature length.
+const HEADER: usize = 24;
+
+/// `bytes` (an unsigned file) with its body rewritten by `edit` (given a
+/// reader at the body's start and a writer for the new body) and a valid
+/// checksum: what a file written by another host or build looks like.
 fn rewrite_body(bytes: &[u8], edit: impl Fn(&mut Reader, &mut Writer)) -> Vec<u8> {
-    let body = &bytes[20..bytes.len() - 4];
+    assert_eq!(
+        &bytes[20..24],
+        &[0; 4],
+        "rewrite_body takes an unsigned file"
+    );
+    let body = &bytes[HEADER..bytes.len() - 4];
     let mut r = Reader::new(body);
     let mut w = Writer::default();
     edit(&mut r, &mut w);
@@ -413,10 +421,47 @@ fn rewrite_body(bytes: &[u8], edit: impl Fn(&mut Reader, &mut Writer)) -> Vec<u8
     w.bytes.extend_from_slice(rest);
     let mut out = bytes[..12].to_vec();
     out.extend_from_slice(&(w.bytes.len() as u64).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
     out.extend_from_slice(&w.bytes);
     let sum = crc32fast::hash(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
+}
+
+/// One CPU target's record in a body: name, features, compiler.
+struct TargetRecord {
+    name: String,
+    features: Vec<String>,
+    compiler: String,
+}
+
+/// `bytes` (unsigned) with its targets' records replaced by `edit`'s
+/// (the code stays: the records are what the loader chooses by).
+fn rewrite_targets(bytes: &[u8], edit: impl Fn(&mut Vec<TargetRecord>)) -> Vec<u8> {
+    rewrite_body(bytes, |r, w| {
+        w.str(r.str("library").unwrap());
+        w.str(r.str("platform").unwrap());
+        let n = r.usize("targets").unwrap();
+        let mut targets: Vec<TargetRecord> = (0..n)
+            .map(|_| TargetRecord {
+                name: r.str("name").unwrap().to_string(),
+                features: (0..r.usize("n").unwrap())
+                    .map(|_| r.str("feature").unwrap().to_string())
+                    .collect(),
+                compiler: r.str("compiler").unwrap().to_string(),
+            })
+            .collect();
+        edit(&mut targets);
+        w.usize(targets.len());
+        for t in &targets {
+            w.str(&t.name);
+            w.usize(t.features.len());
+            for f in &t.features {
+                w.str(f);
+            }
+            w.str(&t.compiler);
+        }
+    })
 }
 
 #[test]
@@ -430,17 +475,20 @@ fn another_version_platform_or_missing_cpu_feature_is_a_named_error() {
         "rewritten",
     );
 
-    let mut v2 = bytes.clone();
-    v2[8..12].copy_from_slice(&2u32.to_le_bytes());
-    assert_eq!(
-        Exported::from_bytes(&v2).err().unwrap(),
-        ExportError::FormatVersion {
-            found: 2,
-            supported: rune::export::FORMAT_VERSION
-        }
-    );
+    for version in [1u32, 3] {
+        let mut other = bytes.clone();
+        other[8..12].copy_from_slice(&version.to_le_bytes());
+        assert_eq!(
+            Exported::from_bytes(&other).err().unwrap(),
+            ExportError::FormatVersion {
+                found: version,
+                supported: rune::export::FORMAT_VERSION
+            }
+        );
+    }
 
     let other_platform = rewrite_body(&bytes, |r, w| {
+        w.str(r.str("library").unwrap());
         r.str("platform").unwrap();
         w.str("riscv64-plan9");
     });
@@ -449,18 +497,15 @@ fn another_version_platform_or_missing_cpu_feature_is_a_named_error() {
         Err(ExportError::WrongPlatform { file, .. }) if file == "riscv64-plan9"
     ));
 
-    let more_features = rewrite_body(&bytes, |r, w| {
-        w.str(r.str("platform").unwrap());
-        let n = r.usize("n").unwrap();
-        w.usize(n + 1);
-        for _ in 0..n {
-            w.str(r.str("feature").unwrap());
+    let more_features = rewrite_targets(&bytes, |targets| {
+        for t in targets.iter_mut() {
+            t.features.push("avx1024-imaginary".into());
         }
-        w.str("avx1024-imaginary");
     });
     assert_eq!(
         Exported::from_bytes(&more_features).err().unwrap(),
         ExportError::MissingCpuFeatures {
+            target: rune::export::CpuTarget::portable().name().into(),
             missing: vec!["avx1024-imaginary".into()]
         }
     );
@@ -622,7 +667,7 @@ fn decoding_forged_bytes_outside_the_native_code_never_panics() {
         v
     };
     assert!(!elf.is_empty());
-    let body = 20..bytes.len() - 4;
+    let body = HEADER..bytes.len() - 4;
     let mut panics = Vec::new();
     for i in body.clone().step_by(4) {
         if elf.iter().any(|&(a, b)| (a..b).contains(&i)) {
@@ -670,9 +715,11 @@ fn held_out_accuracy(stdout: &str) -> Option<f64> {
 }
 
 /// The user's path end to end: `train_digits` trains and exports its
-/// predictor; `predict_digits`, run with `CC` and `PATH` where no compiler
-/// lives and an empty cache directory, loads it and classifies the
-/// held-out digits with the accuracy training reported.
+/// predictor, signed, for the portable level only (x86-64-v2 on x86-64);
+/// `predict_digits --trust digits.pub`, run with `CC` and `PATH` where no
+/// compiler lives and an empty cache directory, checks the signature,
+/// loads it and classifies the held-out digits with the accuracy training
+/// reported.
 #[test]
 fn the_digits_predictor_runs_with_no_compiler() {
     let Some(examples) = examples_dir() else {
@@ -680,8 +727,10 @@ fn the_digits_predictor_runs_with_no_compiler() {
         return;
     };
     let dir = temp_dir("predictor");
+    let portable = rune::export::CpuTarget::portable().name();
     let train = std::process::Command::new(examples.join("train_digits"))
-        .args(["--out".as_ref(), dir.as_os_str()])
+        .args(["--cpu", portable, "--out"])
+        .arg(&dir)
         .output()
         .unwrap();
     let trained = String::from_utf8_lossy(&train.stdout);
@@ -696,6 +745,8 @@ fn the_digits_predictor_runs_with_no_compiler() {
     std::fs::create_dir_all(&cache).unwrap();
     let predict = std::process::Command::new(examples.join("predict_digits"))
         .arg(dir.join("digits.rune"))
+        .arg("--trust")
+        .arg(dir.join("digits.pub"))
         .env("CC", empty_bin.join("cc"))
         .env("PATH", &empty_bin)
         .env("XDG_CACHE_HOME", &cache)
@@ -711,5 +762,351 @@ fn the_digits_predictor_runs_with_no_compiler() {
     let got = held_out_accuracy(&predicted).expect("predict_digits prints its accuracy");
     assert_eq!(got, want, "{predicted}");
     assert!(got >= 97.0, "{predicted}");
+    assert!(
+        predicted.contains(&format!("target {portable} (running)")),
+        "{predicted}"
+    );
+    assert!(predicted.contains("(trusted)"), "{predicted}");
+    assert!(predicted.contains(rune::export::LIBRARY), "{predicted}");
     assert!(walk(&cache).is_empty(), "the predictor wrote to its cache");
+}
+
+// ---- CPU targets, signatures, versions (issue 59) ----
+
+use rune::export::{CpuTarget, ExportOpts, SigningKey, VerifyingKey};
+
+/// Export options for `cpu`, unsigned.
+fn for_cpu(cpu: &[CpuTarget]) -> ExportOpts {
+    ExportOpts {
+        cpu: cpu.to_vec(),
+        signing_key: None,
+    }
+}
+
+/// A fixed key (tests only: a real key's 32 bytes are secret and random).
+fn key(seed: u8) -> SigningKey {
+    SigningKey::from_bytes(&[seed; 32])
+}
+
+/// `f` exported at `args` with `opts`, as bytes.
+fn export_bytes<P: Ptree, Q: Ptree>(
+    f: impl Fn(&P) -> Q,
+    args: &P,
+    opts: &ExportOpts,
+    tag: &str,
+) -> Vec<u8> {
+    let path = temp_dir(tag).join(format!("{tag}.rune"));
+    rune::jit(f).export_with(args, &path, opts).unwrap();
+    std::fs::read(&path).unwrap()
+}
+
+fn host_has(target: CpuTarget) -> bool {
+    let host = tolk::export::host_cpu_features();
+    target.arch() == std::env::consts::ARCH && target.features().iter().all(|f| host.contains(f))
+}
+
+/// An export for x86-64-v2 runs here and gives jit's values: the same bits
+/// where no FMA is involved (products, sums, relu, max), within 4 ulps for
+/// the f32 polynomials (`tanh`, `exp` in `log_softmax`), which fuse their
+/// multiply-adds where the host has FMA (jit) and not at v2.
+#[test]
+fn an_x86_64_v2_export_loads_and_equals_jit() {
+    if !host_has(CpuTarget::X86_64V2) {
+        eprintln!("skipped: not an x86-64-v2 host");
+        return;
+    }
+    let p = mlp_params();
+    let x = data(&[5, 16], 9);
+    let exact = |x: &Tensor| {
+        let h = (x.matmul(&p.w1) + &p.b1).relu();
+        let y = h.matmul(&p.w2) + &p.b2;
+        (y.max(&[1], false), y.sum(&[0], false) * 0.5)
+    };
+    let v2 = for_cpu(&[CpuTarget::X86_64V2]);
+    let m = Exported::from_bytes(&export_bytes(exact, &x, &v2, "v2_exact")).unwrap();
+    assert_same(
+        &m.call(&x).unwrap(),
+        &rune::jit(exact).call(&x).leaves(),
+        "v2 exact",
+    );
+    let info = m.info();
+    assert_eq!(info.targets.len(), 1);
+    assert_eq!(info.targets[0].name, "x86-64-v2");
+    assert_eq!(info.targets[0].cpu_features, CpuTarget::X86_64V2.features());
+    assert_eq!(info.running, Some(0));
+    assert_eq!(info.library, format!("rune {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(info.platform, format!("x86_64-{}", std::env::consts::OS));
+    let cc = tolk::build::compiler_identity().unwrap();
+    assert_eq!(info.targets[0].compiler, cc);
+    assert!(info.to_string().contains("x86-64-v2 (running)"), "{info}");
+
+    let smooth = |x: &Tensor| mlp_forward(&p, x);
+    let m = Exported::from_bytes(&export_bytes(smooth, &x, &v2, "v2_smooth")).unwrap();
+    assert_close(
+        &m.call(&x).unwrap(),
+        &[rune::jit(smooth).call(&x)],
+        "v2 tanh",
+    );
+}
+
+/// A file whose every target needs features this host lacks is refused,
+/// naming the target: a level declared above any host's (x86-64-v4 plus an
+/// imaginary feature), and, on a host without AVX-512, a real x86-64-v4
+/// export. Nothing is mapped.
+#[test]
+fn a_level_the_host_lacks_is_refused_by_name() {
+    if !host_has(CpuTarget::X86_64V2) {
+        eprintln!("skipped: not an x86-64-v2 host");
+        return;
+    }
+    let f = |x: &Tensor| x * 3.0 + 1.0;
+    let x = data(&[8], 2);
+    let bytes = export_bytes(f, &x, &for_cpu(&[CpuTarget::X86_64V2]), "above");
+    let above = rewrite_targets(&bytes, |targets| {
+        targets[0].name = "x86-64-v4".into();
+        targets[0].features = CpuTarget::X86_64V4.features();
+        targets[0].features.push("avx1024-imaginary".into());
+    });
+    let mapped = tolk::export::mapped_on_this_thread();
+    let e = Exported::from_bytes(&above).err().unwrap();
+    assert_eq!(tolk::export::mapped_on_this_thread(), mapped);
+    match &e {
+        ExportError::MissingCpuFeatures { target, missing } => {
+            assert_eq!(target, "x86-64-v4");
+            assert!(missing.contains(&"avx1024-imaginary".to_string()), "{e}");
+        }
+        e => panic!("{e}"),
+    }
+    assert!(e.to_string().contains("built for x86-64-v4"), "{e}");
+
+    if !host_has(CpuTarget::X86_64V4) {
+        let v4 = export_bytes(f, &x, &for_cpu(&[CpuTarget::X86_64V4]), "v4");
+        let e = Exported::from_bytes(&v4).err().unwrap();
+        assert!(
+            matches!(&e, ExportError::MissingCpuFeatures { target, missing }
+                if target == "x86-64-v4" && missing.contains(&"avx512f".to_string())),
+            "{e}"
+        );
+        assert_eq!(tolk::export::mapped_on_this_thread(), mapped);
+    }
+}
+
+/// Several levels in one file: the loader runs the best the host has, and
+/// falls back to a lower one when a higher needs what the host lacks.
+#[test]
+fn a_file_with_several_levels_runs_the_best_the_host_has() {
+    if !host_has(CpuTarget::X86_64V2) {
+        eprintln!("skipped: not an x86-64-v2 host");
+        return;
+    }
+    let f = |x: &Tensor| (x * 3.0).exp().sum(&[0], false);
+    let x = data(&[16], 5);
+    let all = [
+        CpuTarget::X86_64V2,
+        CpuTarget::X86_64V3,
+        CpuTarget::X86_64V4,
+    ];
+    let bytes = export_bytes(f, &x, &for_cpu(&all), "levels");
+    let m = Exported::from_bytes(&bytes).unwrap();
+    let best = all.iter().rposition(|&t| host_has(t)).unwrap();
+    assert_eq!(m.info().running, Some(best));
+    assert_eq!(m.info().targets.len(), 3);
+    if best > 0 {
+        // The host's best level (with FMA) gives jit's bits.
+        assert_same(&m.call(&x).unwrap(), &[rune::jit(f).call(&x)], "best level");
+    }
+    let only_v2 = rewrite_targets(&bytes, |targets| {
+        for t in &mut targets[1..] {
+            t.features.push("avx1024-imaginary".into());
+        }
+    });
+    let m = Exported::from_bytes(&only_v2).unwrap();
+    assert_eq!(m.info().running, Some(0));
+    assert_close(&m.call(&x).unwrap(), &[f(&x)], "fallback to v2");
+    // The default: those three levels.
+    assert_eq!(ExportOpts::default().cpu, all);
+}
+
+#[test]
+fn targets_that_cannot_be_built_are_named_errors() {
+    let f = |x: &Tensor| x + 1.0;
+    let x = data(&[4], 1);
+    let path = temp_dir("targets").join("t.rune");
+    let jitted = rune::jit(f);
+    let e = jitted.export_with(&x, &path, &for_cpu(&[])).err().unwrap();
+    assert!(matches!(e, ExportError::CpuTarget { .. }), "{e}");
+    let e = (jitted.export_with(
+        &x,
+        &path,
+        &for_cpu(&[CpuTarget::X86_64V2, CpuTarget::Aarch64]),
+    ))
+    .err()
+    .unwrap();
+    assert!(matches!(e, ExportError::CpuTarget { .. }), "{e}");
+    assert!(e.to_string().contains("one architecture"), "{e}");
+    // aarch64 from another architecture: a cross compiler builds it, or the
+    // error says there is none; the file never loads here.
+    if std::env::consts::ARCH != "aarch64" {
+        match jitted.export_with(&x, &path, &for_cpu(&[CpuTarget::Aarch64])) {
+            Err(ExportError::CpuTarget { detail }) => {
+                assert!(
+                    detail.contains("aarch64") && detail.contains("cross compiler"),
+                    "{detail}"
+                )
+            }
+            Err(e) => panic!("{e}"),
+            Ok(()) => assert!(matches!(
+                Exported::load(&path),
+                Err(ExportError::WrongPlatform { file, .. }) if file.starts_with("aarch64-")
+            )),
+        }
+    }
+    // `native`: the host's features, jit's code.
+    let native = export_bytes(f, &x, &for_cpu(&[CpuTarget::Native]), "native");
+    let m = Exported::from_bytes(&native).unwrap();
+    assert_eq!(m.cpu_features(), tolk::export::host_cpu_features());
+    assert_eq!(m.info().targets[0].name, "native");
+}
+
+/// A small signed export (one target, for the byte-by-byte loops).
+fn small_signed(signer: &SigningKey, tag: &str) -> (Vec<u8>, Tensor, Tensor) {
+    let f = |x: &Tensor| (x * 2.0 + 1.0).relu();
+    let x = data(&[6], 17);
+    let opts = ExportOpts {
+        cpu: vec![CpuTarget::portable()],
+        signing_key: Some(signer.clone()),
+    };
+    (export_bytes(f, &x, &opts, tag), x.clone(), f(&x))
+}
+
+#[test]
+fn signed_files_verify_and_report_their_signer() {
+    let (bytes, x, want) = small_signed(&key(1), "signed");
+    let trusted: Vec<VerifyingKey> = vec![key(9).verifying_key(), key(1).verifying_key()];
+    let m = Exported::from_bytes_trusted(&bytes, &trusted).unwrap();
+    assert_same(&m.call(&x).unwrap(), std::slice::from_ref(&want), "signed");
+    assert_eq!(m.info().signer, Some(key(1).verifying_key()));
+    assert!(m.info().trusted);
+    assert!(m.info().to_string().contains("(trusted)"));
+    // `load` still loads it (its signature checked, against no list).
+    let m = Exported::from_bytes(&bytes).unwrap();
+    assert_eq!(m.info().signer, Some(key(1).verifying_key()));
+    assert!(!m.info().trusted);
+    let info = Exported::inspect(&bytes).unwrap();
+    assert_eq!(info.signer, Some(key(1).verifying_key()));
+    // Through the file too.
+    let path = temp_dir("signed_file").join("s.rune");
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(Exported::load_trusted(&path, &trusted).is_ok());
+}
+
+/// What `load_trusted` may answer for a file changed after signing: each
+/// is refused before any code is mapped.
+fn refused_before_mapping(bytes: &[u8], trusted: &[VerifyingKey], what: &str) -> ExportError {
+    let mapped = tolk::export::mapped_on_this_thread();
+    let e = match Exported::from_bytes_trusted(bytes, trusted) {
+        Ok(_) => panic!("{what}: loaded"),
+        Err(e) => e,
+    };
+    assert_eq!(
+        tolk::export::mapped_on_this_thread(),
+        mapped,
+        "{what}: code was mapped before {e}"
+    );
+    e
+}
+
+/// Every single-bit change at every byte of a signed file, every
+/// truncation, and the signature block removed: refused by `load_trusted`
+/// before any code is mapped.
+#[test]
+fn every_change_to_a_signed_file_is_refused_before_mapping() {
+    let (bytes, ..) = small_signed(&key(1), "tamper");
+    let trusted = [key(1).verifying_key()];
+    for i in 0..bytes.len() {
+        let mut b = bytes.clone();
+        b[i] ^= 1 << (i % 8);
+        let e = refused_before_mapping(&b, &trusted, &format!("byte {i}"));
+        assert!(
+            matches!(
+                e,
+                ExportError::BadSignature
+                    | ExportError::UntrustedSigner { .. }
+                    | ExportError::NotAnExport
+                    | ExportError::FormatVersion { .. }
+                    | ExportError::Truncated { .. }
+                    | ExportError::Corrupted { .. }
+            ),
+            "byte {i}: {e}"
+        );
+        // Past the header only the signature can tell.
+        if i >= HEADER && i < bytes.len() - 96 {
+            assert_eq!(e, ExportError::BadSignature, "byte {i}");
+        }
+    }
+    for n in (0..bytes.len())
+        .step_by(97)
+        .chain([bytes.len() - 1, bytes.len() - 96])
+    {
+        let e = refused_before_mapping(&bytes[..n], &trusted, &format!("truncated to {n}"));
+        assert!(
+            matches!(e, ExportError::Truncated { found, .. } if found == n as u64),
+            "truncated to {n}: {e}"
+        );
+    }
+    // The signature block cut off and the header rewritten to say so: an
+    // unsigned file, which `load` takes and `load_trusted` refuses.
+    let mut unsigned = bytes[..bytes.len() - 96].to_vec();
+    unsigned[20..24].copy_from_slice(&0u32.to_le_bytes());
+    let e = refused_before_mapping(&unsigned, &trusted, "unsigned");
+    // The header changed under the checksum: the signature check comes first.
+    assert_eq!(e, ExportError::Unsigned);
+    // A body changed and re-summed by a forger, signature kept.
+    let mut forged = bytes.clone();
+    let n = forged.len() - 96;
+    forged[HEADER + 3] ^= 0x20;
+    let sum = crc32fast::hash(&forged[..n - 4]);
+    forged[n - 4..n].copy_from_slice(&sum.to_le_bytes());
+    assert_eq!(
+        refused_before_mapping(&forged, &trusted, "re-summed"),
+        ExportError::BadSignature
+    );
+    // `load` (no trusted keys) refuses a signature that does not verify too.
+    assert_eq!(
+        Exported::from_bytes(&forged).err(),
+        Some(ExportError::BadSignature)
+    );
+}
+
+#[test]
+fn a_file_signed_by_another_key_is_refused_before_mapping() {
+    let (bytes, ..) = small_signed(&key(2), "other_key");
+    let trusted = [key(1).verifying_key()];
+    let e = refused_before_mapping(&bytes, &trusted, "another key");
+    assert_eq!(
+        e,
+        ExportError::UntrustedSigner {
+            signer: rune::export::public_key_hex(&key(2).verifying_key())
+        }
+    );
+    assert!(e.to_string().contains("not among the trusted keys"), "{e}");
+    // Signed by key 2 but naming the trusted key 1: the signature fails.
+    let mut claimed = bytes.clone();
+    let n = claimed.len();
+    claimed[n - 96..n - 64].copy_from_slice(key(1).verifying_key().as_bytes());
+    assert_eq!(
+        refused_before_mapping(&claimed, &trusted, "claimed"),
+        ExportError::BadSignature
+    );
+    // An unsigned file.
+    let (unsigned, ..) = small_export("unsigned_trusted");
+    assert_eq!(
+        refused_before_mapping(&unsigned, &trusted, "unsigned"),
+        ExportError::Unsigned
+    );
+    // No trusted keys at all: nothing is trusted.
+    assert!(matches!(
+        refused_before_mapping(&bytes, &[], "no keys"),
+        ExportError::UntrustedSigner { .. }
+    ));
 }

@@ -4,6 +4,10 @@
 //! chosen by measurement: `-O2 -fvect-cost-model=dynamic` vectorizes the
 //! fused loops as `-O3` does at a fifth of the compile time).
 
+mod target;
+
+pub use target::{host_cpu_features, CpuTarget};
+
 use crate::cache::unique_suffix;
 use crate::codegen::c;
 use std::path::{Path, PathBuf};
@@ -49,10 +53,8 @@ pub fn compiler_identity() -> Result<String, String> {
                 return Ok(line);
             }
         }
-        match Command::new(&cc).arg("--version").output() {
-            Ok(o) if o.status.success() => {
-                let v = String::from_utf8_lossy(&o.stdout);
-                let line = format!("{cc}: {}", v.lines().next().unwrap_or(""));
+        match version_line(&cc) {
+            Some(line) => {
                 if let Some(p) = stored {
                     // Best effort, written whole then renamed (a reader
                     // never sees part of it).
@@ -64,10 +66,20 @@ pub fn compiler_identity() -> Result<String, String> {
                 }
                 Ok(line)
             }
-            _ => Err(no_compiler(&cc)),
+            None => Err(no_compiler(&cc)),
         }
     })
     .clone()
+}
+
+/// `cc: <cc --version's first line>`, `None` when `cc` cannot be run.
+fn version_line(cc: &str) -> Option<String> {
+    let o = Command::new(cc).arg("--version").output().ok()?;
+    if !o.status.success() {
+        return None;
+    }
+    let v = String::from_utf8_lossy(&o.stdout);
+    Some(format!("{cc}: {}", v.lines().next().unwrap_or("")))
 }
 
 /// The compiler command `cc` resolved to its binary (through `PATH` and
@@ -149,12 +161,96 @@ pub fn build(source: &str, out: &Path, extra_flags: &[&str]) -> Result<(), Strin
 /// compiler processes (one core each) and linked into one shared object.
 pub fn build_units(units: &[String], out: &Path, extra_flags: &[&str]) -> Result<(), String> {
     compiler_identity()?;
+    let mut flags = flags();
+    flags.extend_from_slice(extra_flags);
+    build_with(units, out, &compiler(), &flags)
+}
+
+/// The compiler command that builds for `target`: `$CC` (else `cc`),
+/// except for aarch64 on another architecture, where a cross compiler
+/// does: `$TOLK_CC_AARCH64`, else `aarch64-linux-gnu-gcc`.
+pub fn compiler_for(target: CpuTarget) -> String {
+    if target.arch() == std::env::consts::ARCH {
+        return compiler();
+    }
+    std::env::var("TOLK_CC_AARCH64")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "aarch64-linux-gnu-gcc".into())
+}
+
+/// [`flags`] for a build for `target`, by a compiler that is clang or
+/// not: `-march=native` replaced by the target's `-march`, and for
+/// aarch64 without x86's `-mprefer-vector-width`.
+pub fn flags_for(target: CpuTarget, clang: bool) -> Vec<&'static str> {
+    let mut f: Vec<&'static str> = c::cflags(clang)
+        .into_iter()
+        .map(|f| {
+            if f == "-march=native" {
+                target.march_flag()
+            } else {
+                f
+            }
+        })
+        .filter(|f| target.arch() == "x86_64" || !f.starts_with("-mprefer-vector-width"))
+        .collect();
+    f.extend_from_slice(sanitize_flags());
+    f
+}
+
+/// Builds `units` into the shared object `out` for `target` (what an
+/// export ships; never cached: its flags differ from jit's) and returns
+/// the identity of the compiler that built them ([`compiler_identity`]'s
+/// form). `Err` says plainly when no compiler for the target can be run
+/// (aarch64 from an x86-64 host without a cross compiler) or the compiler
+/// does not know the level (gcc before 11, clang before 12).
+pub fn build_units_for(units: &[String], out: &Path, target: CpuTarget) -> Result<String, String> {
+    let cc = compiler_for(target);
+    let identity = compiler_identity_for(target)?;
+    let flags = flags_for(target, names_clang(&identity));
+    build_with(units, out, &cc, &flags).map_err(|e| {
+        if target == CpuTarget::Native {
+            e
+        } else {
+            format!(
+                "{} could not build the kernels for {target} ({}; gcc 11 and clang 12 \
+                 and later know the x86-64 levels): {e}",
+                cc,
+                target.march_flag()
+            )
+        }
+    })?;
+    Ok(identity)
+}
+
+/// The identity of [`compiler_for`]`(target)` ([`compiler_identity`]'s
+/// form); `Err` says plainly that it cannot be run (for aarch64 from
+/// another architecture: no cross compiler) and how to get one.
+pub fn compiler_identity_for(target: CpuTarget) -> Result<String, String> {
+    let cc = compiler_for(target);
+    if cc == compiler() {
+        compiler_identity()
+    } else {
+        version_line(&cc).ok_or_else(|| {
+            format!(
+                "cannot build kernels for {target} on this {} host: the cross compiler \
+                 `{cc}` could not be run; install one (e.g. `apt install gcc-aarch64-linux-gnu`), \
+                 point TOLK_CC_AARCH64 at it, or export on an {} host",
+                std::env::consts::ARCH,
+                target.arch()
+            )
+        })
+    }
+}
+
+/// Compiles `units` with `cc` and `flags` (every flag but `-shared -fPIC
+/// -c -o`) and links them into `out`.
+fn build_with(units: &[String], out: &Path, cc: &str, flags: &[&str]) -> Result<(), String> {
     let dir = out.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("jit: cannot create {}: {e}", dir.display()))?;
     let uniq = unique_suffix();
     let so_tmp = dir.join(format!("tmp-{uniq}.so"));
-    let cc = compiler();
     let c_paths: Vec<PathBuf> = (0..units.len())
         .map(|i| dir.join(format!("tmp-{uniq}-{i}.c")))
         .collect();
@@ -175,11 +271,9 @@ pub fn build_units(units: &[String], out: &Path, extra_flags: &[&str]) -> Result
             String::from_utf8_lossy(&o.stderr)
         )
     };
-    let flags = flags();
     let result = if units.len() == 1 {
-        Command::new(&cc)
-            .args(&flags)
-            .args(extra_flags)
+        Command::new(cc)
+            .args(flags)
             .args(["-shared", "-fPIC", "-o"])
             .arg(&so_tmp)
             .arg(&c_paths[0])
@@ -190,9 +284,8 @@ pub fn build_units(units: &[String], out: &Path, extra_flags: &[&str]) -> Result
             .iter()
             .zip(&o_paths)
             .map(|(c, o)| {
-                Command::new(&cc)
-                    .args(&flags)
-                    .args(extra_flags)
+                Command::new(cc)
+                    .args(flags)
                     .args(["-fPIC", "-c", "-o"])
                     .arg(o)
                     .arg(c)
@@ -209,7 +302,7 @@ pub fn build_units(units: &[String], out: &Path, extra_flags: &[&str]) -> Result
                     first_error.get_or_insert(failed(&o));
                 }
                 Err(_) => {
-                    first_error.get_or_insert(no_compiler(&cc));
+                    first_error.get_or_insert(no_compiler(cc));
                 }
             }
         }
@@ -217,7 +310,7 @@ pub fn build_units(units: &[String], out: &Path, extra_flags: &[&str]) -> Result
             cleanup(&[&so_tmp]);
             return Err(e);
         }
-        Command::new(&cc)
+        Command::new(cc)
             .args(sanitize_flags())
             .args(["-shared", "-o"])
             .arg(&so_tmp)
@@ -226,7 +319,7 @@ pub fn build_units(units: &[String], out: &Path, extra_flags: &[&str]) -> Result
             .output()
     };
     cleanup(&[]);
-    let o = result.map_err(|_| no_compiler(&cc))?;
+    let o = result.map_err(|_| no_compiler(cc))?;
     if !o.status.success() {
         let _ = std::fs::remove_file(&so_tmp);
         return Err(failed(&o));

@@ -5,22 +5,28 @@
 //! body's image): the simplified [`Graph`] it runs (avals, constants with
 //! their data, equations; [`graph_codec`]), the plan and the kernels'
 //! entry points in the disk cache's own text ([`cache::entry_text`]), the
-//! shared object's bytes, the kernels' exact forms built ahead (the disk
-//! cache builds them on first need, which would need a compiler), and the
-//! arena layout the exporter computed (the loader recomputes it from the
-//! plan and refuses an image whose layout differs).
+//! native code built for one or more CPU targets ([`CpuTarget`]: per
+//! target, the kernels' shared object and their exact forms' built ahead,
+//! as the disk cache builds them on first need, which would need a
+//! compiler), and the arena layout the exporter computed (the loader
+//! recomputes it from the plan and refuses an image whose layout differs).
+//! The graph and plan are the same for every target: only the compiler's
+//! `-march` differs.
 //!
 //! [`compile`] makes one (no cache: it always builds); [`ProgramImage::encode`]
 //! and [`ProgramImage::decode`] turn it into bytes and back (decoding
 //! checks every index it reads, so malformed bytes are an `Err`, never a
-//! panic); [`ProgramImage::instantiate`] loads its shared objects from
-//! private temporary files (`load::load_bytes`) and returns a
-//! [`Program`] ready to run. Integrity (a checksum) and compatibility
-//! (CPU features, format version) are the container's to check (rune's
-//! `Exported`): the code is native and built with `-march=native`.
+//! panic); [`ProgramImage::instantiate`] loads one target's shared objects
+//! from private temporary files (`load::load_bytes`) and returns a
+//! [`Program`] ready to run. Integrity (a checksum, a signature) and
+//! compatibility (which target the host runs, format version) are the
+//! container's to check (rune's `Exported`).
 
 pub mod bytes;
 pub mod graph_codec;
+
+pub use crate::build::{host_cpu_features, CpuTarget};
+pub use crate::load::mapped_on_this_thread;
 
 use crate::graph::{Graph, Op};
 use crate::runtime::{ArenaLayout, Program};
@@ -31,7 +37,7 @@ use std::sync::Arc;
 /// The version of [`ProgramImage::encode`]'s layout (and of the
 /// conventions of the code it holds); [`ProgramImage::decode`] refuses
 /// others.
-pub const IMAGE_FORMAT: u32 = 1;
+pub const IMAGE_FORMAT: u32 = 2;
 
 /// How deep loop bodies nest in an image (their images recurse).
 const MAX_DEPTH: usize = 32;
@@ -44,10 +50,8 @@ pub struct ProgramImage {
     /// The plan and the kernels' entry points (what the disk cache keeps
     /// in a `.meta` file).
     pub entry: cache::Entry,
-    /// The kernels' shared object (empty when the program has no kernel).
-    pub so: Vec<u8>,
-    /// The exact forms' shared object (empty when no kernel has one).
-    pub exact_so: Vec<u8>,
+    /// Per target (in the order [`compile`] was given them): the native code.
+    pub code: Vec<NativeCode>,
     /// Per variable, its arena slot; per slot, its bytes.
     pub arena_slots: (Vec<Option<usize>>, Vec<usize>),
     /// Per loop equation (by index): its body's image.
@@ -57,37 +61,77 @@ pub struct ProgramImage {
     pub sources: Vec<(Vec<String>, String)>,
 }
 
-/// Compiles `graph` into an image: simplify, compile each loop's body
-/// likewise, fuse, plan, lower, render, and build the shared objects
-/// (the kernels, and their exact forms when there are any) with the
-/// system C compiler, never through the disk cache. `Err` carries the
-/// compiler's message, or names a constant that cannot be stored.
-pub fn compile(graph: Graph) -> Result<ProgramImage, String> {
+/// One target's native code for one program.
+#[derive(Clone, Debug, Default)]
+pub struct NativeCode {
+    /// The kernels' shared object (empty when the program has no kernel).
+    pub so: Vec<u8>,
+    /// The exact forms' shared object (empty when no kernel has one).
+    pub exact_so: Vec<u8>,
+}
+
+/// What [`compile`] returns: the image, and per target (in the order
+/// given) the identity of the compiler that built its code (`cc: <cc
+/// --version's first line>`; empty when the program has no kernel).
+pub struct CompiledImage {
+    /// The image.
+    pub image: ProgramImage,
+    /// Per target, the compiler's identity.
+    pub compilers: Vec<String>,
+}
+
+/// Compiles `graph` into an image whose native code is built for each of
+/// `targets`: simplify, compile each loop's body likewise, fuse, plan,
+/// lower, render, and build the shared objects (the kernels, and their
+/// exact forms when there are any) with the system C compiler (a cross
+/// compiler for another architecture: [`build::compiler_for`]), never
+/// through the disk cache. `Err` carries the compiler's message (or says
+/// that no compiler for a target can be run), or names a constant that
+/// cannot be stored.
+pub fn compile(graph: Graph, targets: &[CpuTarget]) -> Result<CompiledImage, String> {
+    if targets.is_empty() {
+        return Err("no CPU target to build for".into());
+    }
+    let mut compilers = vec![String::new(); targets.len()];
+    let image = compile_into(graph, targets, &mut compilers)?;
+    Ok(CompiledImage { image, compilers })
+}
+
+fn compile_into(
+    graph: Graph,
+    targets: &[CpuTarget],
+    compilers: &mut [String],
+) -> Result<ProgramImage, String> {
     let g = pipeline::simplify(graph);
     let bodies = crate::loop_bodies(&g)
         .into_iter()
-        .map(|(i, body)| Ok((i, compile(body)?)))
+        .map(|(i, body)| Ok((i, compile_into(body, targets, compilers)?)))
         .collect::<Result<Vec<_>, String>>()?;
-    let target = pipeline::Target::cpu(plan::stream_min_bytes());
-    let gen = pipeline::generate(&g, &target)
+    let cpu = pipeline::Target::cpu(plan::stream_min_bytes());
+    let gen = pipeline::generate(&g, &cpu)
         .map_err(|r| format!("tolk: the CPU runs every library step, not {r:?}"))?;
-    let build_bytes = |units: &[String]| -> Result<Vec<u8>, String> {
-        let so = build::scratch_dir().join(format!("export-{}.so", cache::unique_suffix()));
-        build::build_units(units, &so, &[])?;
-        let bytes = std::fs::read(&so).map_err(|e| format!("cannot read {}: {e}", so.display()));
-        let _ = std::fs::remove_file(&so);
-        bytes
-    };
-    let so = if gen.kernels.is_empty() {
-        Vec::new()
-    } else {
-        build_bytes(&gen.code.units)?
-    };
-    let exact_so = if gen.code.exact.is_empty() {
-        Vec::new()
-    } else {
-        build_bytes(std::slice::from_ref(&gen.code.exact))?
-    };
+    let mut code = Vec::with_capacity(targets.len());
+    for (&target, compiler) in targets.iter().zip(compilers.iter_mut()) {
+        let mut build_bytes = |units: &[String]| -> Result<Vec<u8>, String> {
+            let so = build::scratch_dir().join(format!("export-{}.so", cache::unique_suffix()));
+            *compiler = build::build_units_for(units, &so, target)?;
+            let bytes =
+                std::fs::read(&so).map_err(|e| format!("cannot read {}: {e}", so.display()));
+            let _ = std::fs::remove_file(&so);
+            bytes
+        };
+        let so = if gen.kernels.is_empty() {
+            Vec::new()
+        } else {
+            build_bytes(&gen.code.units)?
+        };
+        let exact_so = if gen.code.exact.is_empty() {
+            Vec::new()
+        } else {
+            build_bytes(std::slice::from_ref(&gen.code.exact))?
+        };
+        code.push(NativeCode { so, exact_so });
+    }
     let layout = ArenaLayout::new(&g, &gen.plan);
     Ok(ProgramImage {
         entry: cache::Entry {
@@ -96,8 +140,7 @@ pub fn compile(graph: Graph) -> Result<ProgramImage, String> {
             exact: gen.code.exact,
         },
         graph: g,
-        so,
-        exact_so,
+        code,
         arena_slots: (layout.slab_of, layout.slab_bytes),
         bodies,
         sources: gen.code.sources,
@@ -117,8 +160,11 @@ impl ProgramImage {
     fn write(&self, w: &mut Writer) -> Result<(), String> {
         graph_codec::write_graph(w, &self.graph)?;
         w.str(&cache::entry_text(&self.entry));
-        w.bytes(&self.so);
-        w.bytes(&self.exact_so);
+        w.usize(self.code.len());
+        for c in &self.code {
+            w.bytes(&c.so);
+            w.bytes(&c.exact_so);
+        }
         let (slab_of, slab_bytes) = &self.arena_slots;
         w.usize(slab_of.len());
         for s in slab_of {
@@ -137,7 +183,8 @@ impl ProgramImage {
     /// Reads [`encode`](Self::encode)'s bytes back. `Err` says what is
     /// wrong: another format version, a truncated or malformed part, a
     /// plan that refers to variables, equations or kernels the graph does
-    /// not have, loops without their bodies.
+    /// not have, loops without their bodies, a loop body with code for
+    /// another number of targets.
     pub fn decode(bytes: &[u8]) -> Result<ProgramImage, String> {
         let mut r = Reader::new(bytes);
         let format = r.u32("image format")?;
@@ -162,8 +209,15 @@ impl ProgramImage {
         if !crate::entry_fits(&graph, &entry) {
             return Err("the plan refers to what the graph does not have".into());
         }
-        let so = r.bytes("kernels")?.to_vec();
-        let exact_so = r.bytes("exact forms")?.to_vec();
+        let n_code = r.count(16, "targets' code")?;
+        let code = (0..n_code)
+            .map(|_| {
+                Ok(NativeCode {
+                    so: r.bytes("kernels")?.to_vec(),
+                    exact_so: r.bytes("exact forms")?.to_vec(),
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         let n = r.count(8, "arena")?;
         let slab_of = (0..n)
             .map(|_| Ok(r.usize("arena slot")?.checked_sub(1)))
@@ -185,23 +239,34 @@ impl ProgramImage {
         if with_body != loops {
             return Err("the loops' bodies do not match the graph's loops".into());
         }
+        if bodies.iter().any(|(_, b)| b.code.len() != code.len()) {
+            return Err("a loop body has code for another number of targets".into());
+        }
         Ok(ProgramImage {
             graph,
             entry,
-            so,
-            exact_so,
+            code,
             arena_slots: (slab_of, slab_bytes),
             bodies,
             sources: Vec::new(),
         })
     }
 
-    /// The program, ready to run: its shared objects loaded from private
-    /// temporary files (no compiler runs), its arena allocated, each loop's
-    /// body instantiated. `Err` when the host's loader refuses the code,
-    /// a kernel's symbol is missing, or the arena layout this build
-    /// computes differs from the one stored.
-    pub fn instantiate(&self) -> Result<Program, String> {
+    /// The program, ready to run, with the code of target `target` (an
+    /// index into [`code`](Self::code)): its shared objects loaded from
+    /// private temporary files (no compiler runs), its arena allocated,
+    /// each loop's body instantiated. `Err` when there is no such target,
+    /// the host's loader refuses the code, a kernel's symbol is missing,
+    /// or the arena layout this build computes differs from the one stored.
+    ///
+    /// Loading maps native code that runs in this process: whether this
+    /// host's CPU runs the target's instructions, and whether the bytes
+    /// are trusted, is the caller's to decide first.
+    pub fn instantiate(&self, target: usize) -> Result<Program, String> {
+        let code = self
+            .code
+            .get(target)
+            .ok_or_else(|| format!("no code for target {target}"))?;
         let layout = ArenaLayout::new(&self.graph, &self.entry.plan);
         let sanitized = !build::sanitize_flags().is_empty();
         if !sanitized
@@ -221,12 +286,12 @@ impl ProgramImage {
             )
         } else {
             let names: Vec<String> = meta.iter().map(|k| k.name.clone()).collect();
-            let loaded = load::load_bytes(&self.so, &names)?;
+            let loaded = load::load_bytes(&code.so, &names)?;
             let exact_names = crate::exact_names(meta);
             // The exact forms are mapped only if a guard ever fails, as
             // the disk cache's are built only then.
             let lazy =
-                load::Lazy::built(self.entry.exact.clone(), exact_names, self.exact_so.clone());
+                load::Lazy::built(self.entry.exact.clone(), exact_names, code.exact_so.clone());
             let entries = crate::entries_with(&loaded, meta, Arc::new(lazy));
             Program::new(
                 self.graph.clone(),
@@ -239,20 +304,22 @@ impl ProgramImage {
         program.bodies = self
             .bodies
             .iter()
-            .map(|(i, b)| Ok((*i, b.instantiate()?)))
+            .map(|(i, b)| Ok((*i, b.instantiate(target)?)))
             .collect::<Result<_, String>>()?;
         Ok(program)
     }
 
-    /// Bytes of native code: the kernels' and exact forms' shared objects,
-    /// over this program and its loops' bodies.
-    pub fn code_bytes(&self) -> usize {
-        self.so.len()
-            + self.exact_so.len()
+    /// Bytes of native code for target `target` (an index into
+    /// [`code`](Self::code)): the kernels' and exact forms' shared
+    /// objects, over this program and its loops' bodies.
+    pub fn code_bytes(&self, target: usize) -> usize {
+        self.code
+            .get(target)
+            .map_or(0, |c| c.so.len() + c.exact_so.len())
             + self
                 .bodies
                 .iter()
-                .map(|(_, b)| b.code_bytes())
+                .map(|(_, b)| b.code_bytes(target))
                 .sum::<usize>()
     }
 
@@ -288,74 +355,4 @@ impl ProgramImage {
     pub fn num_bodies(&self) -> usize {
         self.bodies.iter().map(|(_, b)| 1 + b.num_bodies()).sum()
     }
-}
-
-/// The host's instruction-set features, as the names Rust's
-/// `is_x86_feature_detected!` knows them (on x86-64; elsewhere none: the
-/// architecture stands alone). The kernels are built with `-march=native`,
-/// which may use any of them: an exported program records the exporting
-/// host's list, and a host lacking one of them refuses to load it. The
-/// list is broader than the disk cache's key ([`cache::cpu_features`]) so
-/// that no feature the compiler may use goes unrecorded.
-pub fn host_cpu_features() -> Vec<String> {
-    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
-    let mut f: Vec<String> = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        macro_rules! feats {
-            ($($name:tt),*) => {$(
-                if std::arch::is_x86_feature_detected!($name) {
-                    f.push($name.to_string());
-                }
-            )*};
-        }
-        feats!(
-            "sse",
-            "sse2",
-            "sse3",
-            "ssse3",
-            "sse4.1",
-            "sse4.2",
-            "popcnt",
-            "avx",
-            "avx2",
-            "fma",
-            "f16c",
-            "bmi1",
-            "bmi2",
-            "lzcnt",
-            "movbe",
-            "aes",
-            "pclmulqdq",
-            "sha",
-            "adx",
-            "rdrand",
-            "rdseed",
-            "fxsr",
-            "xsave",
-            "xsaveopt",
-            "xsavec",
-            "xsaves",
-            "cmpxchg16b",
-            "avx512f",
-            "avx512cd",
-            "avx512bw",
-            "avx512dq",
-            "avx512vl",
-            "avx512ifma",
-            "avx512vbmi",
-            "avx512vbmi2",
-            "avx512vnni",
-            "avx512bitalg",
-            "avx512vpopcntdq",
-            "avx512bf16",
-            "avx512fp16",
-            "avx512vp2intersect",
-            "gfni",
-            "vaes",
-            "vpclmulqdq",
-            "avxvnni"
-        );
-    }
-    f
 }

@@ -17,8 +17,22 @@ pub struct Loaded {
 /// failed and the kernel's exact form must recompute its results.
 pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64) -> i32;
 
+thread_local! {
+    /// How many shared objects this thread has asked the loader to map.
+    static MAPPED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many shared objects this thread has asked the host's loader to map
+/// (successfully or not) since it started: lets a test show that a refused
+/// file had none of its code mapped (the count is the thread's own, so
+/// other threads' loads do not blur it).
+pub fn mapped_on_this_thread() -> usize {
+    MAPPED.with(|m| m.get())
+}
+
 /// Loads `path` and looks up `names`.
 pub fn load(path: &Path, names: &[String]) -> Result<Loaded, String> {
+    MAPPED.with(|m| m.set(m.get() + 1));
     // SAFETY: loading runs the object's initializers; tolk's shared objects
     // are generated C with none (no constructors, no global state).
     let lib = unsafe { libloading::Library::new(path) }

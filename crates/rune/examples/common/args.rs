@@ -1,6 +1,7 @@
 //! The training examples' command line: `[--eager] [--device DEVICE]
 //! [--out PATH | PATH]`, and for the examples that ask for them
-//! ([`parse_with`]) `--epochs N`, `--steps N` and `--data DIR`.
+//! ([`parse_with`]) `--epochs N`, `--steps N`, `--data DIR` and `--cpu
+//! TARGETS`.
 #![allow(dead_code)] // each example uses a subset
 
 use std::path::PathBuf;
@@ -21,6 +22,9 @@ pub struct Args {
     pub steps: Option<usize>,
     /// `--data DIR`: where the data set is.
     pub data: Option<PathBuf>,
+    /// `--cpu TARGETS`: the CPU targets an export is built for,
+    /// comma-separated (`x86-64-v2,x86-64-v3`).
+    pub cpu: Option<String>,
 }
 
 /// Parses the command line (`--eager`, `--device`, `--out`, a path);
@@ -33,7 +37,12 @@ pub fn parse() -> Args {
 /// `--steps` and `--data`.
 pub fn parse_with(extra: &[&str]) -> Args {
     let mut usage = "usage: [--eager] [--device DEVICE]".to_string();
-    for (opt, arg) in [("--epochs", "N"), ("--steps", "N"), ("--data", "DIR")] {
+    for (opt, arg) in [
+        ("--epochs", "N"),
+        ("--steps", "N"),
+        ("--data", "DIR"),
+        ("--cpu", "TARGETS"),
+    ] {
         if extra.contains(&opt) {
             usage += &format!(" [{opt} {arg}]");
         }
@@ -46,6 +55,7 @@ pub fn parse_with(extra: &[&str]) -> Args {
         epochs: None,
         steps: None,
         data: None,
+        cpu: None,
     };
     let mut it = std::env::args_os().skip(1);
     let value = |opt: &str, it: &mut dyn Iterator<Item = std::ffi::OsString>| {
@@ -68,11 +78,12 @@ pub fn parse_with(extra: &[&str]) -> Args {
                     .unwrap_or_else(|d| panic!("--device {d:?}: not a device name"));
             }
             Some("--out") => args.path = Some(PathBuf::from(value("--out", &mut it))),
-            Some(o @ ("--epochs" | "--steps" | "--data")) if extra.contains(&o) => {
+            Some(o @ ("--epochs" | "--steps" | "--data" | "--cpu")) if extra.contains(&o) => {
                 let v = value(o, &mut it);
                 match o {
                     "--epochs" => args.epochs = Some(count(o, v)),
                     "--steps" => args.steps = Some(count(o, v)),
+                    "--cpu" => args.cpu = Some(v.to_string_lossy().into_owned()),
                     _ => args.data = Some(PathBuf::from(v)),
                 }
             }
