@@ -118,7 +118,13 @@ fn adam() -> optim::Optimizer {
 fn train_step((s, xb, yb): &(State, Tensor, Tensor)) -> (Tensor, State) {
     let (l, grads) = rune::value_and_grad(|p: &Mlp| loss(p, xb, yb), &s.params);
     let (updates, opt) = adam().update(&grads, &s.opt, &s.params);
-    (l, State { params: optim::apply_updates(&s.params, &updates), opt })
+    (
+        l,
+        State {
+            params: optim::apply_updates(&s.params, &updates),
+            opt,
+        },
+    )
 }
 
 fn main() {
@@ -150,7 +156,10 @@ fn main() {
         y.narrow(0, n_train, HELD_OUT),
     );
     let params = Mlp::init([2, HIDDEN, HIDDEN, CLASSES]);
-    let init = State { opt: adam().init(&params), params };
+    let init = State {
+        opt: adam().init(&params),
+        params,
+    };
 
     // Split the batch (x, y), replicate every leaf of the state.
     let mut in_axes = vec![None; init.num_leaves()];

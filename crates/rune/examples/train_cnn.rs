@@ -170,13 +170,27 @@ fn main() {
     let cli = args::parse();
     let eager = cli.eager;
     let train_step = |a: &(Cnn, optim::OptState, Tensor, Tensor)| cnn::train_step(&opt, a);
-    let step_fn = rune::jit_with(&train_step, JitOpts { device: cli.device.clone(), ..JitOpts::default() });
+    let step_fn = rune::jit_with(
+        &train_step,
+        JitOpts {
+            device: cli.device.clone(),
+            ..JitOpts::default()
+        },
+    );
     let run_step = |args: &(Cnn, optim::OptState, Tensor, Tensor), jitted: bool| {
-        if jitted { step_fn.call(args) } else { train_step(args) }
+        if jitted {
+            step_fn.call(args)
+        } else {
+            train_step(args)
+        }
     };
     println!(
         "training step: {}",
-        if eager { "eager (--eager)".to_string() } else { format!("jit on {}", cli.device) }
+        if eager {
+            "eager (--eager)".to_string()
+        } else {
+            format!("jit on {}", cli.device)
+        }
     );
 
     let batches = TRAIN / BATCH;

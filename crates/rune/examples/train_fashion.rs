@@ -147,7 +147,12 @@ fn main() {
         for b in 0..batches {
             let step_start = Instant::now();
             let idx = Tensor::from_slice(&order[b * BATCH..(b + 1) * BATCH], &[BATCH]);
-            let args = (state.1, state.0, x_train.take(&idx, 0), y_train.take(&idx, 0));
+            let args = (
+                state.1,
+                state.0,
+                x_train.take(&idx, 0),
+                y_train.take(&idx, 0),
+            );
             let (l, model, opt_state) = if cli.eager {
                 train_step(&args)
             } else {

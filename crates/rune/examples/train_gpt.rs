@@ -166,14 +166,23 @@ const WEIGHT_DECAY: f64 = 0.1;
 /// decay on the matrices (not biases or gains), and a warmup + cosine
 /// learning rate peaking at `peak_lr` and spanning `steps` steps.
 fn optimizer(peak_lr: f64, steps: usize) -> optim::Optimizer {
-    let schedule =
-        optim::warmup_cosine_decay(0.0, peak_lr, WARMUP as u64, steps.max(WARMUP + 1) as u64, END_LR);
+    let schedule = optim::warmup_cosine_decay(
+        0.0,
+        peak_lr,
+        WARMUP as u64,
+        steps.max(WARMUP + 1) as u64,
+        END_LR,
+    );
     let matrices = optim::mask(|p: &str| p.ends_with(".w") || p.ends_with(".table"));
     optim::chain(vec![
         optim::clip_by_global_norm(CLIP),
         optim::adamw(
             schedule,
-            optim::AdamWOpts { weight_decay: WEIGHT_DECAY, mask: Some(matrices), ..Default::default() },
+            optim::AdamWOpts {
+                weight_decay: WEIGHT_DECAY,
+                mask: Some(matrices),
+                ..Default::default()
+            },
         ),
     ])
 }
@@ -407,8 +416,8 @@ fn main() {
     let mut opt = optimizer.init(&model);
     if args.resume {
         let template = (model, opt, vocab_tensor.clone());
-        let (m, o, saved_vocab): (Gpt, optim::OptState, Tensor) = rune::nx::load(&checkpoint, &template)
-            .unwrap_or_else(|e| {
+        let (m, o, saved_vocab): (Gpt, optim::OptState, Tensor) =
+            rune::nx::load(&checkpoint, &template).unwrap_or_else(|e| {
                 eprintln!("cannot resume from {}: {e}", checkpoint.display());
                 std::process::exit(1)
             });
@@ -425,11 +434,13 @@ fn main() {
     let first_step = opt.count().item::<i32>() as usize;
     println!("{params} parameters; steps {first_step}..{}", args.steps);
 
-    let train_step = jit(|(model, opt, x, y): &(Gpt, optim::OptState, Tensor, Tensor)| {
-        let (loss, grads) = value_and_grad(|m: &Gpt| m.loss(x, y), model);
-        let (updates, opt) = optimizer.update(&grads, opt, model);
-        (loss, optim::apply_updates(model, &updates), opt)
-    });
+    let train_step = jit(
+        |(model, opt, x, y): &(Gpt, optim::OptState, Tensor, Tensor)| {
+            let (loss, grads) = value_and_grad(|m: &Gpt| m.loss(x, y), model);
+            let (updates, opt) = optimizer.update(&grads, opt, model);
+            (loss, optim::apply_updates(model, &updates), opt)
+        },
+    );
     let eval_loss = jit(|(model, x, y): &(Gpt, Tensor, Tensor)| model.loss(x, y));
     // The next character after the first `len` of a window [1, context]
     // (the rest is padding, which the causal mask keeps from mattering).

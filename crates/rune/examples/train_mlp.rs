@@ -51,7 +51,11 @@ impl Mlp {
     fn new(key: &Tensor) -> Mlp {
         let k = rng::split(key, 3);
         let sizes = [2, HIDDEN, HIDDEN, CLASSES];
-        Mlp { layers: (0..3).map(|i| nn::Linear::new(&k.get(i), sizes[i], sizes[i + 1])).collect() }
+        Mlp {
+            layers: (0..3)
+                .map(|i| nn::Linear::new(&k.get(i), sizes[i], sizes[i + 1]))
+                .collect(),
+        }
     }
 
     fn forward(&self, x: &Tensor) -> Tensor {
@@ -77,9 +81,14 @@ fn plot_path(cli: &args::Args) -> PathBuf {
         return path.clone();
     }
     let exe = std::env::current_exe().ok();
-    let examples = exe.as_deref().and_then(|e| e.parent()).filter(|d| d.ends_with("examples"));
+    let examples = exe
+        .as_deref()
+        .and_then(|e| e.parent())
+        .filter(|d| d.ends_with("examples"));
     let target = examples.and_then(|d| d.parent()?.parent());
-    target.map_or_else(std::env::temp_dir, PathBuf::from).join("train_mlp_loss.svg")
+    target
+        .map_or_else(std::env::temp_dir, PathBuf::from)
+        .join("train_mlp_loss.svg")
 }
 
 fn main() {
@@ -90,27 +99,47 @@ fn main() {
     let (x, y) = spirals(&mut rng);
     let n_train = x.shape()[0] - HELD_OUT;
     let (x_train, y_train) = (x.narrow(0, 0, n_train), y.narrow(0, 0, n_train));
-    let (x_test, y_test) = (x.narrow(0, n_train, HELD_OUT), y.narrow(0, n_train, HELD_OUT));
+    let (x_test, y_test) = (
+        x.narrow(0, n_train, HELD_OUT),
+        y.narrow(0, n_train, HELD_OUT),
+    );
     println!("data: {CLASSES} interleaved spirals ({n_train} train, {HELD_OUT} held out)");
 
     let batches_per_epoch = n_train / BATCH; // the last partial batch is dropped
     let total_steps = EPOCHS * batches_per_epoch;
     let mut model = Mlp::new(&rng::key(SEED));
-    let opt = optim::adam(optim::cosine_decay(LEARNING_RATE, total_steps as u64, 0.0), Default::default());
+    let opt = optim::adam(
+        optim::cosine_decay(LEARNING_RATE, total_steps as u64, 0.0),
+        Default::default(),
+    );
     let mut state = opt.init(&model);
     println!(
         "model: MLP 2-{HIDDEN}-{HIDDEN}-{CLASSES} (tanh), {} parameters; training step: {}",
         model.leaves().iter().map(|t| t.numel()).sum::<usize>(),
-        if cli.eager { "eager (--eager)".to_string() } else { format!("jit on {}", cli.device) }
+        if cli.eager {
+            "eager (--eager)".to_string()
+        } else {
+            format!("jit on {}", cli.device)
+        }
     );
     let train_step = |(model, state, x, y): &(Mlp, optim::OptState, Tensor, Tensor)| {
         let (loss, grads) = value_and_grad(|m: &Mlp| m.loss(x, y), model);
         let (updates, state) = opt.update(&grads, state, model);
         (loss, optim::apply_updates(model, &updates), state)
     };
-    let jitted = rune::jit_with(&train_step, JitOpts { device: cli.device.clone(), ..JitOpts::default() });
+    let jitted = rune::jit_with(
+        &train_step,
+        JitOpts {
+            device: cli.device.clone(),
+            ..JitOpts::default()
+        },
+    );
     let run_step = |args: &(Mlp, optim::OptState, Tensor, Tensor), jit: bool| {
-        if jit { jitted.call(args) } else { train_step(args) }
+        if jit {
+            jitted.call(args)
+        } else {
+            train_step(args)
+        }
     };
 
     let bar = progress::bar(total_steps);
@@ -121,12 +150,19 @@ fn main() {
         let order = rng.permutation(n_train);
         for b in 0..batches_per_epoch {
             let idx = Tensor::from_slice(&order[b * BATCH..(b + 1) * BATCH], &[BATCH]);
-            let (l, m, s) = run_step(&(model, state, x_train.take(&idx, 0), y_train.take(&idx, 0)), !cli.eager);
+            let (l, m, s) = run_step(
+                &(model, state, x_train.take(&idx, 0), y_train.take(&idx, 0)),
+                !cli.eager,
+            );
             (model, state) = (m, s);
             let l = l.item::<f32>() as f64;
             assert!(l.is_finite(), "loss diverged at step {}: {l}", losses.len());
             losses.push(l);
-            running = if running.is_nan() { l } else { 0.95 * running + 0.05 * l };
+            running = if running.is_nan() {
+                l
+            } else {
+                0.95 * running + 0.05 * l
+            };
             bar.set_message(format!("epoch {}/{EPOCHS}  loss {running:.4}", epoch + 1));
             bar.inc(1);
         }
@@ -144,7 +180,12 @@ fn main() {
         1e3 * train_time / total_steps as f64
     );
     // The step time of both modes on one minibatch, after warming up.
-    let probe = (model.clone(), state.clone(), x_train.narrow(0, 0, BATCH), y_train.narrow(0, 0, BATCH));
+    let probe = (
+        model.clone(),
+        state.clone(),
+        x_train.narrow(0, 0, BATCH),
+        y_train.narrow(0, 0, BATCH),
+    );
     let time_step = |jit: bool| progress::median_time(20, 200, || drop(run_step(&probe, jit)));
     let (t_jit, t_eager) = (time_step(true), time_step(false));
     println!(
@@ -154,8 +195,15 @@ fn main() {
         t_eager / t_jit
     );
     let test_acc = model.accuracy(&x_test, &y_test);
-    println!("train accuracy    {:.2}%", 100.0 * model.accuracy(&x_train, &y_train));
-    println!("held-out accuracy {:.2}%  (held-out loss {:.4})", 100.0 * test_acc, held_out_losses[EPOCHS - 1]);
+    println!(
+        "train accuracy    {:.2}%",
+        100.0 * model.accuracy(&x_train, &y_train)
+    );
+    println!(
+        "held-out accuracy {:.2}%  (held-out loss {:.4})",
+        100.0 * test_acc,
+        held_out_losses[EPOCHS - 1]
+    );
 
     let path = plot_path(&cli);
     match plot::loss_curve(&path, &losses, &held_out_losses, batches_per_epoch) {
@@ -164,7 +212,11 @@ fn main() {
     }
     println!("total time {:.2} s", start.elapsed().as_secs_f64());
     if test_acc < MIN_ACCURACY {
-        eprintln!("held-out accuracy {:.2}% is under {:.0}%", 100.0 * test_acc, 100.0 * MIN_ACCURACY);
+        eprintln!(
+            "held-out accuracy {:.2}% is under {:.0}%",
+            100.0 * test_acc,
+            100.0 * MIN_ACCURACY
+        );
         std::process::exit(1);
     }
 }

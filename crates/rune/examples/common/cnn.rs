@@ -20,7 +20,10 @@ impl Cnn {
     /// dense layer of `hidden`.
     pub fn new(key: &Tensor, side: usize, c1: usize, c2: usize, hidden: usize) -> Cnn {
         let k = rng::split(key, 8);
-        let same = ConvOpts { padding: Padding::Same, ..Default::default() };
+        let same = ConvOpts {
+            padding: Padding::Same,
+            ..Default::default()
+        };
         let he = |i: usize, w: &Tensor| nn::init::he_normal(&k.get(i), w.shape(), DType::F32);
         let mut m = Cnn {
             conv1: nn::Conv::new(&k.get(0), 1, c1, &[3, 3], same.clone()),
