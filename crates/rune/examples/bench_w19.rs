@@ -11,7 +11,9 @@
 //! ```
 //!
 //! Prints `loss0`, the first call's time and `min_ms` over REPS (default 50)
-//! steps after 5 warm-up steps. `bench/w19.py` runs it beside JAX + Optax.
+//! steps after 5 warm-up steps (with `W19_SPLIT=1` also the gradient alone
+//! and the optimizer update alone, each jitted). `bench/w19.py` runs it
+//! beside JAX + Optax.
 
 use std::time::Instant;
 
@@ -165,4 +167,33 @@ fn main() {
         "loss0 {loss0:.6}\nfirst_call_s {first:.3}\nmin_ms {:.3}",
         min * 1e3
     );
+    if std::env::var_os("W19_SPLIT").is_some() {
+        // Diagnostics: the gradient alone, and the optimizer update alone.
+        let grad = jit(|(p, x, y): &(Gpt, Tensor, Tensor)| {
+            value_and_grad(|p: &Gpt| p.loss(x, y), p)
+        });
+        let ga = (args.0.clone(), args.2.clone(), args.3.clone());
+        let update = jit(|(g, s, p): &(Gpt, optim::OptState, Gpt)| {
+            let (u, s) = opt.update(g, s, p);
+            (optim::apply_updates(p, &u), s)
+        });
+        let ua = (grad.call(&ga).1, args.1.clone(), args.0.clone());
+        let time = |f: &mut dyn FnMut()| {
+            f();
+            (0..reps)
+                .map(|_| {
+                    let t0 = Instant::now();
+                    f();
+                    t0.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let tg = time(&mut || {
+            grad.call(&ga).0.item::<f32>();
+        });
+        let tu = time(&mut || {
+            update.call(&ua).0.head.b.to_vec::<f32>();
+        });
+        println!("grad_only_ms {:.3}\nupdate_only_ms {:.3}", tg * 1e3, tu * 1e3);
+    }
 }
