@@ -40,9 +40,7 @@ use std::time::Instant;
 
 use rune::prelude::*;
 
-#[path = "common/adam.rs"]
-mod adam;
-use adam::Adam;
+use rune::optim;
 #[path = "common/progress.rs"]
 mod progress;
 #[path = "common/splitmix.rs"]
@@ -104,11 +102,29 @@ const MIN_ACCURACY: f64 = 0.95;
 const TRAJECTORY_TOL: f64 = 1e-4;
 const CHECKED_STEPS: usize = 100;
 
-/// One Adam step on a minibatch (the step size is computed from the step
-/// count in the state, so nothing but the batch changes between steps).
-fn train_step((s, xb, yb): &(Adam<Mlp>, Tensor, Tensor)) -> (Tensor, Adam<Mlp>) {
+/// The model and Adam's state (its step count inside, so nothing but the
+/// batch changes between steps).
+#[derive(Ptree, Clone)]
+struct State {
+    params: Mlp,
+    opt: optim::OptState,
+}
+
+fn adam() -> optim::Optimizer {
+    optim::adam(LEARNING_RATE, Default::default())
+}
+
+/// One Adam step on a minibatch.
+fn train_step((s, xb, yb): &(State, Tensor, Tensor)) -> (Tensor, State) {
     let (l, grads) = rune::value_and_grad(|p: &Mlp| loss(p, xb, yb), &s.params);
-    (l, s.step(&grads, LEARNING_RATE))
+    let (updates, opt) = adam().update(&grads, &s.opt, &s.params);
+    (
+        l,
+        State {
+            params: optim::apply_updates(&s.params, &updates),
+            opt,
+        },
+    )
 }
 
 fn main() {
@@ -139,7 +155,11 @@ fn main() {
         x.narrow(0, n_train, HELD_OUT),
         y.narrow(0, n_train, HELD_OUT),
     );
-    let init = Adam::new(Mlp::init([2, HIDDEN, HIDDEN, CLASSES]));
+    let params = Mlp::init([2, HIDDEN, HIDDEN, CLASSES]);
+    let init = State {
+        opt: adam().init(&params),
+        params,
+    };
 
     // Split the batch (x, y), replicate every leaf of the state.
     let mut in_axes = vec![None; init.num_leaves()];

@@ -7,12 +7,11 @@
 //! - the data set: 16x16 grey images of the ten digits, rendered from a
 //!   built-in 5x7 bitmap font with a random scale, shear, shift, contrast
 //!   and Gaussian noise (fixed seed; 6,000 for training, 1,000 held out);
-//! - the model: two blocks of 3x3 convolution (`Tensor::conv`, SAME
-//!   padding) + relu + 2x2 max-pool (`Tensor::max_pool`), then a dense
-//!   relu layer and a linear head; the parameters are a `#[derive(Ptree)]`
-//!   struct;
+//! - the model (`common/cnn.rs`, shared with `train_fashion`): two blocks
+//!   of 3x3 convolution (`nn::Conv`, SAME padding) + relu + 2x2 max-pool,
+//!   then a dense relu layer and a linear head (`nn::Linear`);
 //! - the training step (forward, backward through the convolutions and
-//!   pools, Adam) runs under `rune::jit` (`--eager` runs it op by op;
+//!   pools, `optim::adam`) runs under `rune::jit` (`--eager` runs it op by op;
 //!   `--device` names jit's device: `CPU` by default, `CPU:1`, `CUDA`); a
 //!   progress bar shows the running loss; the step time of both modes is
 //!   printed at the end;
@@ -26,12 +25,12 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use rune::nx::{ConvOpts, Padding};
 use rune::prelude::*;
+use rune::{optim, rng};
 
-#[path = "common/adam.rs"]
-mod adam;
-use adam::Adam;
+#[path = "common/cnn.rs"]
+mod cnn;
+use cnn::Cnn;
 #[path = "common/args.rs"]
 mod args;
 #[path = "common/progress.rs"]
@@ -134,72 +133,6 @@ fn digits(n: usize, rng: &mut SplitMix) -> (Tensor, Tensor) {
     )
 }
 
-/// conv(3x3, 1 -> C1) relu pool, conv(3x3, C1 -> C2) relu pool, dense
-/// relu, dense.
-#[derive(Ptree, Clone)]
-struct Cnn {
-    k1: Tensor,
-    b1: Tensor,
-    k2: Tensor,
-    b2: Tensor,
-    w3: Tensor,
-    b3: Tensor,
-    w4: Tensor,
-    b4: Tensor,
-}
-
-const FLAT: usize = C2 * (SIDE / 4) * (SIDE / 4);
-
-impl Cnn {
-    /// He initialization (normal, variance 2 / fan-in); zero biases.
-    fn init(rng: &mut SplitMix) -> Cnn {
-        let he = |rng: &mut SplitMix, shape: &[usize], fan_in: usize| {
-            rng.normal_tensor(shape, (2.0 / fan_in as f32).sqrt())
-        };
-        Cnn {
-            k1: he(rng, &[C1, 1, 3, 3], 9),
-            b1: Tensor::zeros(&[C1], DType::F32),
-            k2: he(rng, &[C2, C1, 3, 3], C1 * 9),
-            b2: Tensor::zeros(&[C2], DType::F32),
-            w3: he(rng, &[FLAT, HIDDEN], FLAT),
-            b3: Tensor::zeros(&[HIDDEN], DType::F32),
-            w4: he(rng, &[HIDDEN, 10], HIDDEN),
-            b4: Tensor::zeros(&[10], DType::F32),
-        }
-    }
-
-    /// Logits `[n, 10]` for images `[n, 1, SIDE, SIDE]`.
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let same = || ConvOpts {
-            padding: Padding::Same,
-            ..Default::default()
-        };
-        let block = |x: &Tensor, k: &Tensor, b: &Tensor| {
-            (x.conv(k, same()) + b.reshape(&[1, b.numel(), 1, 1]))
-                .relu()
-                .max_pool(&[2, 2], &[2, 2], Padding::Valid)
-        };
-        let h = block(x, &self.k1, &self.b1);
-        let h = block(&h, &self.k2, &self.b2);
-        let h = h.reshape(&[x.shape()[0], FLAT]);
-        let h = (h.matmul(&self.w3) + &self.b3).relu();
-        h.matmul(&self.w4) + &self.b4
-    }
-}
-
-/// Mean cross-entropy of the logits of `x` against the labels `y`.
-fn loss(p: &Cnn, x: &Tensor, y: &Tensor) -> Tensor {
-    let log_probs = p.forward(x).log_softmax(-1);
-    -log_probs.take_along_axis(&y.unsqueeze(1), 1).mean_all()
-}
-
-/// One Adam step on a minibatch (the step size is computed from the step
-/// count in the state, so the jitted step compiles once).
-fn train_step((s, xb, yb): &(Adam<Cnn>, Tensor, Tensor)) -> (Tensor, Adam<Cnn>) {
-    let (l, grads) = rune::value_and_grad(|p: &Cnn| loss(p, xb, yb), &s.params);
-    (l, s.step(&grads, LEARNING_RATE))
-}
-
 /// Where the checkpoint and the SVG go: the first argument, else `target/`
 /// (found from this executable's path), else the temporary directory.
 fn out_dir() -> PathBuf {
@@ -225,23 +158,26 @@ fn main() {
         "data: {TRAIN} training and {HELD_OUT} held-out {SIDE}x{SIDE} images of the ten digits"
     );
 
-    let params = Cnn::init(&mut rng);
+    let model = Cnn::new(&rng::key(SEED), SIDE, C1, C2, HIDDEN);
     println!(
         "model: conv3x3(1->{C1}) relu maxpool2, conv3x3({C1}->{C2}) relu maxpool2, \
-         dense {FLAT}->{HIDDEN} relu, dense {HIDDEN}->10: {} parameters",
-        params.leaves().iter().map(|t| t.numel()).sum::<usize>()
+         dense {}->{HIDDEN} relu, dense {HIDDEN}->10: {} parameters",
+        model.dense.w.shape()[0],
+        model.leaves().iter().map(|t| t.numel()).sum::<usize>()
     );
-    let mut state = Adam::new(params);
+    let opt = optim::adam(LEARNING_RATE, Default::default());
+    let mut state = (model.clone(), opt.init(&model));
     let cli = args::parse();
     let eager = cli.eager;
+    let train_step = |a: &(Cnn, optim::OptState, Tensor, Tensor)| cnn::train_step(&opt, a);
     let step_fn = rune::jit_with(
-        train_step,
+        &train_step,
         JitOpts {
             device: cli.device.clone(),
             ..JitOpts::default()
         },
     );
-    let run_step = |args: &(Adam<Cnn>, Tensor, Tensor), jitted: bool| {
+    let run_step = |args: &(Cnn, optim::OptState, Tensor, Tensor), jitted: bool| {
         if jitted {
             step_fn.call(args)
         } else {
@@ -253,7 +189,7 @@ fn main() {
         if eager {
             "eager (--eager)".to_string()
         } else {
-            format!("jit on {} (compiled on the first step)", cli.device)
+            format!("jit on {}", cli.device)
         }
     );
 
@@ -266,8 +202,8 @@ fn main() {
         for b in 0..batches {
             let idx = Tensor::from_slice(&order[b * BATCH..(b + 1) * BATCH], &[BATCH]);
             let (xb, yb) = (x_train.take(&idx, 0), y_train.take(&idx, 0));
-            let (l, next) = run_step(&(state, xb, yb), !eager);
-            state = next;
+            let (l, m, o) = run_step(&(state.0, state.1, xb, yb), !eager);
+            state = (m, o);
             let l = l.item::<f32>() as f64;
             assert!(l.is_finite(), "loss diverged at epoch {epoch}: {l}");
             running = if running.is_nan() {
@@ -289,7 +225,7 @@ fn main() {
         train_start.elapsed().as_secs_f64()
     );
 
-    let params = &state.params;
+    let params = &state.0;
     let logits = params.forward(&x_test);
     let predicted = logits.argmax(-1, false);
     let accuracy = predicted
@@ -327,7 +263,8 @@ fn main() {
     // Step time of both modes on one minibatch (the jitted step is
     // compiled by now, or compiles during the warmup).
     let probe = (
-        state.clone(),
+        state.0.clone(),
+        state.1.clone(),
         x_train.narrow(0, 0, BATCH),
         y_train.narrow(0, 0, BATCH),
     );

@@ -10,10 +10,11 @@
 //!   `examples/common/idx.rs` from `--data DIR`, else from where Debian's
 //!   `dataset-fashion-mnist` puts them; a missing or malformed file is an
 //!   error naming it (and, for a missing data set, how to get it);
-//! - the model: two blocks of 3x3 convolution (SAME) + relu + 2x2 max-pool
-//!   (1 -> 16 -> 32 channels), a dense relu layer of 128 and a linear head;
+//! - the model (`common/cnn.rs`, shared with `train_cnn`): two blocks of
+//!   3x3 convolution (SAME) + relu + 2x2 max-pool (1 -> 16 -> 32
+//!   channels), a dense relu layer of 128 and a linear head, on `nn` layers;
 //! - the training step (`rune::value_and_grad` through the convolutions and
-//!   pools, then Adam) runs under `rune::jit` (`--eager`: op by op), with a
+//!   pools, then `optim::adam`) runs under `rune::jit` (`--eager`: op by op), with a
 //!   progress bar; each epoch's time is printed (the first includes tracing
 //!   and compiling the step), and the test accuracy after it;
 //! - at the end: the test accuracy (exits non-zero under 88% after a full
@@ -27,12 +28,12 @@
 
 use std::time::Instant;
 
-use rune::nx::{ConvOpts, Padding};
 use rune::prelude::*;
+use rune::{optim, rng};
 
-#[path = "common/adam.rs"]
-mod adam;
-use adam::Adam;
+#[path = "common/cnn.rs"]
+mod cnn;
+use cnn::Cnn;
 #[path = "common/args.rs"]
 mod args;
 #[path = "common/idx.rs"]
@@ -55,71 +56,6 @@ const SEED: u64 = 11;
 const MIN_ACCURACY: f64 = 0.88;
 /// Test images per call of the jitted forward pass.
 const EVAL_CHUNK: usize = 500;
-
-/// conv(3x3, 1 -> C1) relu pool, conv(3x3, C1 -> C2) relu pool, dense
-/// relu, dense.
-#[derive(Ptree, Clone)]
-struct Cnn {
-    k1: Tensor,
-    b1: Tensor,
-    k2: Tensor,
-    b2: Tensor,
-    w3: Tensor,
-    b3: Tensor,
-    w4: Tensor,
-    b4: Tensor,
-}
-
-impl Cnn {
-    /// He initialization (normal, variance 2 / fan-in); zero biases.
-    fn init(side: usize, rng: &mut SplitMix) -> Cnn {
-        let flat = C2 * (side / 4) * (side / 4);
-        let he = |rng: &mut SplitMix, shape: &[usize], fan_in: usize| {
-            rng.normal_tensor(shape, (2.0 / fan_in as f32).sqrt())
-        };
-        Cnn {
-            k1: he(rng, &[C1, 1, 3, 3], 9),
-            b1: Tensor::zeros(&[C1], DType::F32),
-            k2: he(rng, &[C2, C1, 3, 3], C1 * 9),
-            b2: Tensor::zeros(&[C2], DType::F32),
-            w3: he(rng, &[flat, HIDDEN], flat),
-            b3: Tensor::zeros(&[HIDDEN], DType::F32),
-            w4: he(rng, &[HIDDEN, 10], HIDDEN),
-            b4: Tensor::zeros(&[10], DType::F32),
-        }
-    }
-
-    /// Logits `[n, 10]` for images `[n, 1, side, side]`.
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let same = || ConvOpts {
-            padding: Padding::Same,
-            ..Default::default()
-        };
-        let block = |x: &Tensor, k: &Tensor, b: &Tensor| {
-            (x.conv(k, same()) + b.reshape(&[1, b.numel(), 1, 1]))
-                .relu()
-                .max_pool(&[2, 2], &[2, 2], Padding::Valid)
-        };
-        let h = block(x, &self.k1, &self.b1);
-        let h = block(&h, &self.k2, &self.b2);
-        let h = h.reshape(&[x.shape()[0], self.w3.shape()[0]]);
-        let h = (h.matmul(&self.w3) + &self.b3).relu();
-        h.matmul(&self.w4) + &self.b4
-    }
-}
-
-/// Mean cross-entropy of the logits of `x` against the labels `y`.
-fn loss(p: &Cnn, x: &Tensor, y: &Tensor) -> Tensor {
-    let log_probs = p.forward(x).log_softmax(-1);
-    -log_probs.take_along_axis(&y.unsqueeze(1), 1).mean_all()
-}
-
-/// One Adam step on a minibatch (the step count lives in the state, so the
-/// jitted step compiles once).
-fn train_step((s, xb, yb): &(Adam<Cnn>, Tensor, Tensor)) -> (Tensor, Adam<Cnn>) {
-    let (l, grads) = rune::value_and_grad(|p: &Cnn| loss(p, xb, yb), &s.params);
-    (l, s.step(&grads, LEARNING_RATE))
-}
 
 /// Images `[n, 1, side, side]` scaled to [0, 1] and labels `[n]` (I32).
 fn tensors(images: &idx::Idx, labels: &idx::Idx) -> (Tensor, Tensor) {
@@ -155,19 +91,21 @@ fn main() {
     drop(set);
 
     let mut rng = SplitMix(SEED);
-    let params = Cnn::init(side, &mut rng);
+    let params = Cnn::new(&rng::key(SEED), side, C1, C2, HIDDEN);
     println!(
         "model: conv3x3(1->{C1}) relu maxpool2, conv3x3({C1}->{C2}) relu maxpool2, \
          dense {}->{HIDDEN} relu, dense {HIDDEN}->10: {} parameters",
-        params.w3.shape()[0],
+        params.dense.w.shape()[0],
         params.leaves().iter().map(|t| t.numel()).sum::<usize>()
     );
-    let mut state = Adam::new(params);
+    let opt = optim::adam(LEARNING_RATE, Default::default());
+    let mut state = (opt.init(&params), params);
     let opts = || JitOpts {
         device: cli.device.clone(),
         ..JitOpts::default()
     };
-    let step_fn = rune::jit_with(train_step, opts());
+    let train_step = |a: &(Cnn, optim::OptState, Tensor, Tensor)| cnn::train_step(&opt, a);
+    let step_fn = rune::jit_with(&train_step, opts());
     let predict = rune::jit_with(
         |(p, x): &(Cnn, Tensor)| p.forward(x).argmax(-1, false),
         opts(),
@@ -209,13 +147,18 @@ fn main() {
         for b in 0..batches {
             let step_start = Instant::now();
             let idx = Tensor::from_slice(&order[b * BATCH..(b + 1) * BATCH], &[BATCH]);
-            let args = (state, x_train.take(&idx, 0), y_train.take(&idx, 0));
-            let (l, next) = if cli.eager {
+            let args = (
+                state.1,
+                state.0,
+                x_train.take(&idx, 0),
+                y_train.take(&idx, 0),
+            );
+            let (l, model, opt_state) = if cli.eager {
                 train_step(&args)
             } else {
                 step_fn.call(&args)
             };
-            state = next;
+            state = (opt_state, model);
             let l = l.item::<f32>() as f64;
             if epoch == 0 && b == 0 {
                 first_step = step_start.elapsed().as_secs_f64();
@@ -231,7 +174,7 @@ fn main() {
         }
         let t = epoch_start.elapsed().as_secs_f64();
         epoch_times.push(t);
-        accuracy = test_accuracy(&state.params).0;
+        accuracy = test_accuracy(&state.1).0;
         bar.suspend(|| {
             println!(
                 "epoch {}/{epochs}: {t:.1} s ({:.2} ms/step{}), loss {running:.4}, test accuracy {:.2}%",
@@ -268,7 +211,7 @@ fn main() {
         }
     );
 
-    let params = &state.params;
+    let params = &state.1;
     let (_, guesses) = test_accuracy(params);
     println!("test accuracy {:.2}% ({n_test} images)", 100.0 * accuracy);
 

@@ -33,6 +33,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use rune::nn;
+use rune::optim;
 use rune::prelude::*;
 use rune::rng;
 
@@ -154,100 +155,36 @@ impl Gpt {
 
 // -------------------------------------------------------------- optimizer
 
-// TODO: rune::optim — this section becomes
-//   optim::chain(vec![optim::clip_by_global_norm(CLIP),
-//       optim::adamw(optim::warmup_cosine_decay(0.0, peak_lr, WARMUP, steps, END_LR),
-//                    optim::AdamWOpts { weight_decay: WEIGHT_DECAY, mask: Some(matrices), ..Default::default() })])
-// with `OptState` for `AdamW`, once rune::optim is merged.
-
 /// The default peak learning rate (`--lr`).
 const PEAK_LR: f64 = 2e-2;
 const END_LR: f64 = 1e-4;
 const WARMUP: usize = 100;
 const CLIP: f64 = 1.0;
 const WEIGHT_DECAY: f64 = 0.1;
-const B1: f64 = 0.9;
-const B2: f64 = 0.999;
-const EPS: f64 = 1e-8;
 
-/// AdamW's state: the step count and the two moments, trees like the model.
-#[derive(Ptree, Clone)]
-struct AdamW {
-    count: Tensor,
-    mu: Gpt,
-    nu: Gpt,
-}
-
-impl AdamW {
-    fn init(model: &Gpt) -> AdamW {
-        let zeros = model.map_leaves(&mut |p| p.zeros_like());
-        AdamW {
-            count: Tensor::scalar(0i32),
-            mu: zeros.clone(),
-            nu: zeros,
-        }
-    }
-
-    /// Optax's `warmup_cosine_decay_schedule(0, peak_lr, WARMUP, steps,
-    /// END_LR)` at the step `count` (a tensor, so one compiled step serves
-    /// every step).
-    fn learning_rate(count: &Tensor, peak_lr: f64, steps: usize) -> Tensor {
-        let t = count.cast(DType::F32);
-        let warmup = &t * (peak_lr / WARMUP as f64);
-        let decay_steps = (steps.max(WARMUP + 1) - WARMUP) as f64;
-        let progress = ((&t - WARMUP as f64) / decay_steps).clamp(0.0, 1.0);
-        let cosine =
-            ((progress * std::f64::consts::PI).cos() + 1.0) * (0.5 * (peak_lr - END_LR)) + END_LR;
-        Tensor::where_(&t.less(&t.scalar_like(WARMUP as f64)), &warmup, &cosine)
-    }
-
-    /// One step: the gradients clipped to global norm `CLIP`, Adam's
-    /// moments, decoupled weight decay on the matrices, the scheduled
-    /// learning rate (peaking at `peak_lr`, over `steps` steps); returns
-    /// the new model and state.
-    fn step(&self, model: &Gpt, grads: &Gpt, peak_lr: f64, steps: usize) -> (Gpt, AdamW) {
-        let norm = grads
-            .leaves()
-            .iter()
-            .map(|g| g.square().sum_all())
-            .reduce(|a, b| a + b)
-            .unwrap()
-            .sqrt();
-        let clip = Tensor::where_(
-            &norm.less(&norm.scalar_like(CLIP)),
-            &norm.ones_like(),
-            &(norm.scalar_like(CLIP) / &norm),
-        );
-        let count = &self.count + 1.0;
-        let t = count.cast(DType::F32);
-        let (c1, c2) = (1.0 - (t.clone() * B1.ln()).exp(), 1.0 - (t * B2.ln()).exp());
-        let lr = Self::learning_rate(&self.count, peak_lr, steps);
-        let (params, g, mu, nu) = (
-            model.leaves(),
-            grads.leaves(),
-            self.mu.leaves(),
-            self.nu.leaves(),
-        );
-        let (mut new_params, mut new_mu, mut new_nu) = (vec![], vec![], vec![]);
-        for i in 0..params.len() {
-            let g = &g[i] * &clip;
-            let m = &mu[i] * B1 + &g * (1.0 - B1);
-            let v = &nu[i] * B2 + g.square() * (1.0 - B2);
-            let mut update = (&m / &c1) / ((&v / &c2).sqrt() + EPS);
-            if params[i].ndim() >= 2 {
-                update = update + &params[i] * WEIGHT_DECAY; // decay matrices, not biases or gains
-            }
-            new_params.push(&params[i] - update * &lr);
-            new_mu.push(m);
-            new_nu.push(v);
-        }
-        let state = AdamW {
-            count,
-            mu: self.mu.with_leaves(&new_mu),
-            nu: self.nu.with_leaves(&new_nu),
-        };
-        (model.with_leaves(&new_params), state)
-    }
+/// AdamW with the gradients clipped to global norm `CLIP`, decoupled weight
+/// decay on the matrices (not biases or gains), and a warmup + cosine
+/// learning rate peaking at `peak_lr` and spanning `steps` steps.
+fn optimizer(peak_lr: f64, steps: usize) -> optim::Optimizer {
+    let schedule = optim::warmup_cosine_decay(
+        0.0,
+        peak_lr,
+        WARMUP as u64,
+        steps.max(WARMUP + 1) as u64,
+        END_LR,
+    );
+    let matrices = optim::mask(|p: &str| p.ends_with(".w") || p.ends_with(".table"));
+    optim::chain(vec![
+        optim::clip_by_global_norm(CLIP),
+        optim::adamw(
+            schedule,
+            optim::AdamWOpts {
+                weight_decay: WEIGHT_DECAY,
+                mask: Some(matrices),
+                ..Default::default()
+            },
+        ),
+    ])
 }
 
 // ------------------------------------------------------------------- data
@@ -474,11 +411,13 @@ fn main() {
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
     }
     let mut model = Gpt::new(&rng::key(args.seed), vocab, s, args.tie_weights);
-    let mut opt = AdamW::init(&model);
+    let (steps, peak_lr) = (args.steps, args.lr);
+    let optimizer = optimizer(peak_lr, steps);
+    let mut opt = optimizer.init(&model);
     if args.resume {
         let template = (model, opt, vocab_tensor.clone());
-        let (m, o, saved_vocab): (Gpt, AdamW, Tensor) = rune::nx::load(&checkpoint, &template)
-            .unwrap_or_else(|e| {
+        let (m, o, saved_vocab): (Gpt, optim::OptState, Tensor) =
+            rune::nx::load(&checkpoint, &template).unwrap_or_else(|e| {
                 eprintln!("cannot resume from {}: {e}", checkpoint.display());
                 std::process::exit(1)
             });
@@ -492,15 +431,16 @@ fn main() {
         (model, opt) = (m, o);
     }
     let params: usize = model.leaves().iter().map(|p| p.numel()).sum();
-    let first_step = opt.count.item::<i32>() as usize;
+    let first_step = opt.count().item::<i32>() as usize;
     println!("{params} parameters; steps {first_step}..{}", args.steps);
 
-    let (steps, peak_lr) = (args.steps, args.lr);
-    let train_step = jit(|(model, opt, x, y): &(Gpt, AdamW, Tensor, Tensor)| {
-        let (loss, grads) = value_and_grad(|m: &Gpt| m.loss(x, y), model);
-        let (model, opt) = opt.step(model, &grads, peak_lr, steps);
-        (loss, model, opt)
-    });
+    let train_step = jit(
+        |(model, opt, x, y): &(Gpt, optim::OptState, Tensor, Tensor)| {
+            let (loss, grads) = value_and_grad(|m: &Gpt| m.loss(x, y), model);
+            let (updates, opt) = optimizer.update(&grads, opt, model);
+            (loss, optim::apply_updates(model, &updates), opt)
+        },
+    );
     let eval_loss = jit(|(model, x, y): &(Gpt, Tensor, Tensor)| model.loss(x, y));
     // The next character after the first `len` of a window [1, context]
     // (the rest is padding, which the causal mask keeps from mattering).

@@ -1,6 +1,9 @@
-//! The flagship example's training step (`train_mlp`), shared with `bench_generality` and the
-//! test that trains it on the emulated CUDA device (`tests/cuda_emulated.rs`):
-//! Adam on the spirals MLP (`spirals.rs`).
+//! The flagship training step as first written (before `rune::optim`):
+//! hand-written Adam on the spirals MLP (`spirals.rs`), kept for
+//! `bench_generality`'s FLAGSHIP row (its JAX side, `bench/flagship_jax.py`,
+//! is the same hand-written step) and the test that trains it on the
+//! emulated CUDA device (`tests/cuda_emulated.rs`). `train_mlp` itself now
+//! trains an `nn` MLP with `optim::adam`.
 
 use rune::prelude::*;
 

@@ -1,6 +1,8 @@
-//! The flagship example's data and model, shared by `train_mlp` and
-//! `data_parallel`: three interleaved spirals (2-D points, 3 classes) and a
-//! 2-HIDDEN-HIDDEN-3 tanh perceptron with its mean cross-entropy loss.
+//! The flagship example's data, shared by `train_mlp` and `data_parallel`:
+//! three interleaved spirals (2-D points, 3 classes); and a hand-written
+//! 2-HIDDEN-HIDDEN-3 tanh perceptron with its mean cross-entropy loss, the
+//! model of `data_parallel`, `bench_generality`'s FLAGSHIP row and
+//! `tests/cuda_emulated.rs` (`train_mlp` builds the same shape from `nn::Linear`).
 
 use std::f64::consts::PI;
 
