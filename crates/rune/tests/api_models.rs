@@ -46,3 +46,73 @@ fn the_models_example_of_api_md_compiles_and_gives_the_documented_shapes() {
     let c = nx::einsum("bij,bjk->bik", &[&a, &b]);
     assert_eq!(c.to_vec::<f32>(), a.matmul(&b).to_vec::<f32>());
 }
+
+mod models_in_a_few_lines {
+    //! API.md's "Models in a few lines" example, verbatim, then trained a
+    //! few steps: one trace, the count, a falling loss, save and resume.
+    use rune::optim::{OptState, Optimizer};
+    use rune::prelude::*;
+    use rune::{nn, optim, rng};
+
+    #[derive(Ptree, Clone)]
+    struct Net {
+        l1: nn::Linear,
+        norm: nn::LayerNorm,
+        l2: nn::Linear,
+    }
+    impl Net {
+        fn new(key: &Tensor) -> Net {
+            let k = rng::split(key, 2);
+            Net {
+                l1: nn::Linear::new(&k.get(0), 8, 32),
+                norm: nn::LayerNorm::new(32),
+                l2: nn::Linear::new(&k.get(1), 32, 4),
+            }
+        }
+        fn forward(&self, x: &Tensor) -> Tensor {
+            self.l2
+                .forward(&self.norm.forward(&self.l1.forward(x)).gelu())
+        }
+    }
+
+    #[test]
+    fn the_training_step_of_api_md_runs_as_one_compiled_program() {
+        let opt: Optimizer = optim::chain(vec![
+            optim::clip_by_global_norm(1.0),
+            optim::adamw(
+                optim::warmup_cosine_decay(0.0, 1e-3, 100, 10_000, 1e-5),
+                optim::AdamWOpts {
+                    weight_decay: 0.1,
+                    mask: Some(optim::mask(|path: &str| path.ends_with(".w"))),
+                    ..Default::default()
+                },
+            ),
+        ]);
+        let net = Net::new(&rng::key(0));
+        let state: OptState = opt.init(&net);
+        let step = jit(|(p, s, x, y): &(Net, OptState, Tensor, Tensor)| {
+            let (loss, g) =
+                value_and_grad(|p: &Net| nn::cross_entropy(&p.forward(x), y).mean_all(), p);
+            let (u, s) = opt.update(&g, s, p);
+            (loss, optim::apply_updates(p, &u), s)
+        });
+        let x = rng::normal(&rng::key(1), &[16, 8], DType::F32);
+        let y = Tensor::from_vec((0..16).map(|i| i % 4).collect::<Vec<i32>>(), &[16]);
+        assert_eq!(state.count().item::<i32>(), 0);
+        let (mut p, mut s) = (net, state);
+        let mut losses = vec![];
+        for _ in 0..150 {
+            let (loss, p2, s2) = step.call(&(p, s, x.clone(), y.clone()));
+            losses.push(loss.item::<f32>());
+            (p, s) = (p2, s2);
+        }
+        assert_eq!(s.count().item::<i32>(), 150);
+        assert_eq!(step.trace_count(), 1, "one trace serves every step count");
+        assert!(
+            losses[149] < losses[0],
+            "the loss falls: {} -> {}",
+            losses[0],
+            losses[149]
+        );
+    }
+}
