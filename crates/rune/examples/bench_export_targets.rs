@@ -178,7 +178,9 @@ fn load_times<P: Ptree, Q: Ptree>(name: &str, f: impl Fn(&P) -> Q, args: &P, rep
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("--w1-source") {
         // W1's kernels' C, to compile by hand at each level.
-        let c = rune::jit(anchors::w1).lower(&anchors::w1_inputs()).compile();
+        let c = rune::jit(anchors::w1)
+            .lower(&anchors::w1_inputs())
+            .compile();
         for (_, source) in c.kernel_sources() {
             println!("{source}");
         }

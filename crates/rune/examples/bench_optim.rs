@@ -85,7 +85,10 @@ fn w19u_tree(seed: u64, std: f64) -> Tree {
         Tree::dict([
             ("l1", Tree::dict([("w", draw(&dd)), ("b", draw(&d))])),
             ("l2", Tree::dict([("w", draw(&dd)), ("b", draw(&d))])),
-            ("norm", Tree::dict([("scale", draw(&d)), ("bias", draw(&d))])),
+            (
+                "norm",
+                Tree::dict([("scale", draw(&d)), ("bias", draw(&d))]),
+            ),
         ])
     }))
 }

@@ -169,9 +169,8 @@ fn main() {
     );
     if std::env::var_os("W19_SPLIT").is_some() {
         // Diagnostics: the gradient alone, and the optimizer update alone.
-        let grad = jit(|(p, x, y): &(Gpt, Tensor, Tensor)| {
-            value_and_grad(|p: &Gpt| p.loss(x, y), p)
-        });
+        let grad =
+            jit(|(p, x, y): &(Gpt, Tensor, Tensor)| value_and_grad(|p: &Gpt| p.loss(x, y), p));
         let ga = (args.0.clone(), args.2.clone(), args.3.clone());
         let update = jit(|(g, s, p): &(Gpt, optim::OptState, Gpt)| {
             let (u, s) = opt.update(g, s, p);
@@ -194,6 +193,10 @@ fn main() {
         let tu = time(&mut || {
             update.call(&ua).0.head.b.to_vec::<f32>();
         });
-        println!("grad_only_ms {:.3}\nupdate_only_ms {:.3}", tg * 1e3, tu * 1e3);
+        println!(
+            "grad_only_ms {:.3}\nupdate_only_ms {:.3}",
+            tg * 1e3,
+            tu * 1e3
+        );
     }
 }
