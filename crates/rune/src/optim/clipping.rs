@@ -2,7 +2,7 @@
 //! (every leaf scaled by one factor when the norm over all leaves exceeds
 //! the maximum), as Optax's.
 
-use super::state::{empty, Leaves};
+use super::state::Leaves;
 use super::transform::Transform;
 use super::Optimizer;
 use nx::{DType, Tensor, Tree};
@@ -15,10 +15,6 @@ struct Clip {
 impl Transform for Clip {
     fn kind(&self) -> String {
         "clip".into()
-    }
-
-    fn init(&self, _params: &Leaves<'_>) -> Tree {
-        empty()
     }
 
     fn update(
@@ -63,10 +59,6 @@ struct ClipByGlobalNorm {
 impl Transform for ClipByGlobalNorm {
     fn kind(&self) -> String {
         "clip_by_global_norm".into()
-    }
-
-    fn init(&self, _params: &Leaves<'_>) -> Tree {
-        empty()
     }
 
     fn update(

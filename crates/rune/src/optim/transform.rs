@@ -23,8 +23,11 @@ pub(crate) trait Transform: Debug + Send + Sync {
     /// kind is refused by `update`.
     fn kind(&self) -> String;
 
-    /// Its state for `params`.
-    fn init(&self, params: &Leaves<'_>) -> Tree;
+    /// Its state for `params`; stateless transformations keep the default,
+    /// an empty tree.
+    fn init(&self, _params: &Leaves<'_>) -> Tree {
+        empty()
+    }
 
     /// The values of this step that depend on the count alone (a
     /// schedule's value, bias corrections), at `count` (the number of
@@ -107,10 +110,6 @@ impl Transform for Scale {
         "scale".into()
     }
 
-    fn init(&self, _params: &Leaves<'_>) -> Tree {
-        empty()
-    }
-
     fn update(
         &self,
         updates: Vec<Tensor>,
@@ -146,10 +145,6 @@ struct ScaleByLearningRate {
 impl Transform for ScaleByLearningRate {
     fn kind(&self) -> String {
         "scale_by_learning_rate".into()
-    }
-
-    fn init(&self, _params: &Leaves<'_>) -> Tree {
-        empty()
     }
 
     fn step_values(&self, count: &Tensor) -> Tree {
@@ -610,10 +605,6 @@ struct AddDecayedWeights {
 impl Transform for AddDecayedWeights {
     fn kind(&self) -> String {
         "add_decayed_weights".into()
-    }
-
-    fn init(&self, _params: &Leaves<'_>) -> Tree {
-        empty()
     }
 
     fn update(
