@@ -316,6 +316,38 @@ fn main() {
             rt: false,
         },
         Shape {
+            name: "W19 x^T@g",
+            m: 128,
+            n: 128,
+            k: 2048,
+            lt: true,
+            rt: false,
+        },
+        Shape {
+            name: "W19 h^T@g",
+            m: 512,
+            n: 128,
+            k: 2048,
+            lt: true,
+            rt: false,
+        },
+        Shape {
+            name: "W19 x^T@gh",
+            m: 128,
+            n: 512,
+            k: 2048,
+            lt: true,
+            rt: false,
+        },
+        Shape {
+            name: "W19 x@W",
+            m: 2048,
+            n: 512,
+            k: 128,
+            lt: false,
+            rt: false,
+        },
+        Shape {
             name: "sq2048",
             m: 2048,
             n: 2048,
@@ -388,6 +420,40 @@ fn main() {
             };
             add(label, time(reps, || nx::raw::parallel_for(2, &f)));
         }
+        // Split K: each of two threads multiplies half of the contracted
+        // length into its own buffer (faer, one-threaded), then the halves
+        // are summed.
+        let mut halves = vec![0f32; 2 * m * n];
+        let hp = P(halves.as_mut_ptr());
+        let ((lrs, lcs), (rrs, rcs)) = s.strides();
+        let fk = move |p: usize| {
+            let k0 = s.k * p / 2;
+            let kl = s.k * (p + 1) / 2 - k0;
+            // SAFETY: part p writes its own m x n half; the operand views
+            // cover columns k0..k0+kl of A and rows k0..k0+kl of B.
+            unsafe {
+                product(
+                    Lib::Faer,
+                    (m, n, kl),
+                    hp.get().add(p * m * n),
+                    (n as isize, 1),
+                    ar.as_ptr().offset(k0 as isize * lcs),
+                    (lrs, lcs),
+                    br.as_ptr().offset(k0 as isize * rrs),
+                    (rrs, rcs),
+                )
+            }
+        };
+        add(
+            "splitk2",
+            time(reps, || {
+                nx::raw::parallel_for(2, &fk);
+                let h = unsafe { std::slice::from_raw_parts(hp.get(), 2 * m * n) };
+                for i in 0..m * n {
+                    c[i] = h[i] + h[m * n + i];
+                }
+            }),
+        );
         let mut t = vec![0f32; m * n];
         add(
             "st-cm+T",

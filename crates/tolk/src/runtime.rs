@@ -526,8 +526,14 @@ impl Program {
         out
     }
 
-    /// `TOLK_PROFILE`'s report: each step's mean time, slowest first.
+    /// `TOLK_PROFILE`'s report: each step's mean time, slowest first; the
+    /// 24 slowest, or as many as `TOLK_PROFILE` says when it is a number.
     fn print_profile(&self, times: &[(f64, u64)]) {
+        let shown = std::env::var("TOLK_PROFILE")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&n| n > 1)
+            .unwrap_or(24);
         let total: f64 = times.iter().map(|t| t.0).sum();
         let calls = times.iter().map(|t| t.1).max().unwrap_or(0);
         if calls == 0 {
@@ -540,7 +546,7 @@ impl Program {
         );
         let mut order: Vec<usize> = (0..times.len()).collect();
         order.sort_by(|&a, &b| times[b].0.total_cmp(&times[a].0));
-        for s in order.into_iter().take(24) {
+        for s in order.into_iter().take(shown) {
             let what = match &self.plan.steps[s] {
                 Step::Kernel { kernel, outs, .. } => {
                     let entry = &self.kernels.borrow()[*kernel];
@@ -550,7 +556,12 @@ impl Program {
                         self.graph.aval(outs[0]).shape
                     )
                 }
-                Step::Library { eqn } => format!("library {}", self.graph.eqns[*eqn].name()),
+                Step::Library { eqn } => {
+                    let e = &self.graph.eqns[*eqn];
+                    let shape = |v: &Var| self.graph.aval(*v).shape.clone();
+                    let ins: Vec<_> = e.inputs.iter().map(shape).collect();
+                    format!("library {} {ins:?} -> {:?}", e.name(), shape(&e.outs[0]))
+                }
             };
             eprintln!(
                 "  step {s:3}: {:8.1} µs  {what}",
