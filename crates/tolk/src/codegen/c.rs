@@ -128,8 +128,8 @@ pub const PRELUDE: &str = include_str!("c_prelude.h");
 /// compute both sides of a select on floats; otherwise it keeps a branch
 /// (a comparison with NaN may raise "invalid"), and without AVX-512's masks
 /// a branch leaves a vector function's AVX2 clone scalar. Sigmoid, tanh,
-/// sin and cos ran one lane at a time on AVX2-only hosts: GELU's forward on
-/// [2048, 512] went 6.2 -> 0.6 ms on a Zen 3 (W19's whole step 165 -> ms).
+/// sin and cos ran one lane at a time on AVX2-only hosts: W19's GELU
+/// forward on [2048, 512] went 6.2 -> 1.4 ms on one Zen 3 core.
 /// It allows no rewrite that changes a value (no reassociation, signed
 /// zeros and NaNs kept).
 /// `-Werror=implicit-function-declaration`: the prelude declares libm's
