@@ -8,9 +8,10 @@
 //!   pixel values 0..16, from 43 writers; Alpaydin and Kaynak, CC BY 4.0), as
 //!   scikit-learn ships them, in `examples/data/digits.csv.gz` (compiled in);
 //!   a fixed shuffle splits them into 1,437 training and 360 held-out digits;
-//! - the model: an MLP 64-256-256-10 (relu), parameters in a
-//!   `#[derive(Ptree)]` struct, cross-entropy through `log_softmax`;
-//! - the training step (`rune::value_and_grad`, then Adam) runs under
+//! - the model: an MLP 64-256-256-10 (relu) of `nn::Linear` layers in a
+//!   `#[derive(Ptree)]` struct, the loss `nn::cross_entropy`;
+//! - the training step (`rune::value_and_grad`, then `optim::adam`'s
+//!   update, its step count in the optimizer state) runs under
 //!   `rune::jit` (`--eager` runs it op by op; `--device` names jit's device),
 //!   with a progress bar;
 //! - at the end it prints the held-out accuracy (and exits non-zero under
@@ -31,10 +32,8 @@
 use std::time::Instant;
 
 use rune::prelude::*;
+use rune::{nn, optim};
 
-#[path = "common/adam.rs"]
-mod adam;
-use adam::Adam;
 #[path = "common/args.rs"]
 mod args;
 #[path = "common/digits.rs"]
@@ -58,55 +57,35 @@ const MIN_ACCURACY: f64 = 0.97;
 /// 64 -> HIDDEN -> HIDDEN -> 10, relu between.
 #[derive(Ptree, Clone)]
 struct Mlp {
-    w1: Tensor,
-    b1: Tensor,
-    w2: Tensor,
-    b2: Tensor,
-    w3: Tensor,
-    b3: Tensor,
+    l1: nn::Linear,
+    l2: nn::Linear,
+    l3: nn::Linear,
 }
 
 impl Mlp {
     /// He initialization (normal, variance 2 / fan-in), zero biases.
     fn init(rng: &mut SplitMix) -> Mlp {
-        let mut dense = |i: usize, o: usize| {
-            (
-                rng.normal_tensor(&[i, o], (2.0 / i as f32).sqrt()),
-                Tensor::zeros(&[o], DType::F32),
-            )
+        let mut dense = |i: usize, o: usize| nn::Linear {
+            w: rng.normal_tensor(&[i, o], (2.0 / i as f32).sqrt()),
+            b: Tensor::zeros(&[o], DType::F32),
         };
-        let (w1, b1) = dense(digits::PIXELS, HIDDEN);
-        let (w2, b2) = dense(HIDDEN, HIDDEN);
-        let (w3, b3) = dense(HIDDEN, CLASSES);
         Mlp {
-            w1,
-            b1,
-            w2,
-            b2,
-            w3,
-            b3,
+            l1: dense(digits::PIXELS, HIDDEN),
+            l2: dense(HIDDEN, HIDDEN),
+            l3: dense(HIDDEN, CLASSES),
         }
     }
 
     /// Logits `[n, 10]` of pixels `[n, 64]` (scaled to [0, 1]).
     fn forward(&self, x: &Tensor) -> Tensor {
-        let h = (x.matmul(&self.w1) + &self.b1).relu();
-        let h = (h.matmul(&self.w2) + &self.b2).relu();
-        h.matmul(&self.w3) + &self.b3
+        let h = self.l1.forward(x).relu();
+        self.l3.forward(&self.l2.forward(&h).relu())
     }
-}
 
-/// Mean cross-entropy of the logits of `x` against the labels `y`.
-fn loss(p: &Mlp, x: &Tensor, y: &Tensor) -> Tensor {
-    let log_probs = p.forward(x).log_softmax(-1);
-    -log_probs.take_along_axis(&y.unsqueeze(1), 1).mean_all()
-}
-
-/// One Adam step on a minibatch (the step count lives in the state, so the
-/// jitted step compiles once).
-fn train_step((s, xb, yb): &(Adam<Mlp>, Tensor, Tensor)) -> (Tensor, Adam<Mlp>) {
-    let (l, grads) = rune::value_and_grad(|p: &Mlp| loss(p, xb, yb), &s.params);
-    (l, s.step(&grads, LEARNING_RATE))
+    /// Mean cross-entropy of the logits of `x` against the labels `y`.
+    fn loss(&self, x: &Tensor, y: &Tensor) -> Tensor {
+        nn::cross_entropy(&self.forward(x), y).mean_all()
+    }
 }
 
 fn accuracy(predicted: &Tensor, y: &Tensor) -> f64 {
@@ -139,9 +118,18 @@ fn main() {
         digits::PIXELS,
         params.leaves().iter().map(|t| t.numel()).sum::<usize>()
     );
-    let mut state = Adam::new(params);
+    let opt = optim::adam(LEARNING_RATE, Default::default());
+    let mut state = opt.init(&params);
+    let mut params = params;
+    // One Adam step on a minibatch (the step count lives in the optimizer
+    // state, so the jitted step compiles once).
+    let train_step = |(p, s, x, y): &(Mlp, optim::OptState, Tensor, Tensor)| {
+        let (l, grads) = rune::value_and_grad(|p: &Mlp| p.loss(x, y), p);
+        let (updates, s) = opt.update(&grads, s, p);
+        (l, optim::apply_updates(p, &updates), s)
+    };
     let step_fn = rune::jit_with(
-        train_step,
+        &train_step,
         JitOpts {
             device: cli.device.clone(),
             ..JitOpts::default()
@@ -164,13 +152,13 @@ fn main() {
         let order = rng.permutation(n_train);
         for b in 0..batches {
             let idx = Tensor::from_slice(&order[b * BATCH..(b + 1) * BATCH], &[BATCH]);
-            let args = (state, x_train.take(&idx, 0), y_train.take(&idx, 0));
-            let (l, next) = if cli.eager {
+            let args = (params, state, x_train.take(&idx, 0), y_train.take(&idx, 0));
+            let (l, p, s) = if cli.eager {
                 train_step(&args)
             } else {
                 step_fn.call(&args)
             };
-            state = next;
+            (params, state) = (p, s);
             let l = l.item::<f32>() as f64;
             assert!(l.is_finite(), "loss diverged at epoch {epoch}: {l}");
             running = if running.is_nan() {
@@ -192,7 +180,7 @@ fn main() {
         epochs * batches
     );
 
-    let params = &state.params;
+    let params = &params;
     let train_acc = accuracy(&params.forward(&x_train).argmax(-1, false), &y_train);
     let logits = params.forward(&x_test);
     let predicted = logits.argmax(-1, false);
