@@ -99,8 +99,9 @@ pub(crate) fn prim_cost(g: &Graph, prim: &Prim, ins: &[usize], out: usize) -> Co
     let (flops, transcendentals) = match prim {
         Prim::Unary(op) if is_transcendental_unary(*op) => (0, out_n),
         Prim::Binary(BinaryOp::Pow | BinaryOp::Atan2) => (0, out_n),
-        Prim::Copy | Prim::StopGradient => (0, 0),
-        _ if prim.class() == PrimClass::Elementwise => (out_n, 0),
+        Prim::Unary(_) | Prim::Binary(_) | Prim::Compare(_) | Prim::Where | Prim::Cast(_) => {
+            (out_n, 0)
+        }
         Prim::Reduce { .. } | Prim::ArgReduce { .. } | Prim::Cumulative { .. } => (n(ins[0]), 0),
         Prim::DotGeneral { lhs_contract, .. } => {
             let lhs = &g.aval(ins[0]).shape;
@@ -134,7 +135,30 @@ pub(crate) fn prim_cost(g: &Graph, prim: &Prim, ins: &[usize], out: usize) -> Co
             )
         }
         Prim::Threefry2x32 => (35 * out_n, 0),
-        _ => (0, 0),
+        // Moves, fills, gathers and assignments compute nothing; the
+        // linear algebra and FFTs never reach a compiled program (eager
+        // only). Listed one by one so that a new primitive must say.
+        Prim::Copy
+        | Prim::StopGradient
+        | Prim::Full { .. }
+        | Prim::Iota { .. }
+        | Prim::Reshape { .. }
+        | Prim::Broadcast { .. }
+        | Prim::Permute { .. }
+        | Prim::Slice { .. }
+        | Prim::Flip { .. }
+        | Prim::Pad { .. }
+        | Prim::Concat { .. }
+        | Prim::Gather { .. }
+        | Prim::Assign
+        | Prim::Cholesky
+        | Prim::TriangularSolve { .. }
+        | Prim::Solve
+        | Prim::Slogdet
+        | Prim::Qr { .. }
+        | Prim::Eigh
+        | Prim::Svd { .. }
+        | Prim::Fft { .. } => (0, 0),
     };
     Cost {
         flops,
