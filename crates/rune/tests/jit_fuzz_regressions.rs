@@ -148,3 +148,26 @@ fn grad_through_remat_gives_no_cotangent_to_an_unread_input() {
     assert_eq!(g(&x).to_vec::<f32>(), want, "eager");
     assert_eq!(rune::jit(g).call(&x).to_vec::<f32>(), want, "jit");
 }
+
+/// Seed 100019191: `x + f64(i16(-r))`, `r` the first row of `x` broadcast
+/// over its rows: where `x` is -0.0 and `i16(-r)` is 0, `-0 + 0 = +0`.
+/// Built with gcc's `-fno-trapping-math` (tried for vectorizing selects),
+/// the kernel gave -0 there: a flag that changes values is not allowed, and
+/// this holds the line (the prelude's selects use bit masks instead).
+#[test]
+fn adding_a_converted_zero_to_minus_zero_gives_plus_zero() {
+    let f = |x: &Tensor| {
+        let row = x.narrow(0, 0, 1);
+        x + &row.neg().cast(DType::I16).cast(DType::F64)
+    };
+    let mut v: Vec<f64> = (0..18)
+        .map(|i| if i % 3 == 0 { -0.0 } else { 0.25 * i as f64 })
+        .collect();
+    (v[0], v[5], v[11]) = (0.0, 0.0, -0.0);
+    let x = Tensor::from_slice(&v, &[3, 6]);
+    let want = f(&x);
+    let got = rune::jit(f).call(&x);
+    let bits = |t: &Tensor| t.to_vec::<f64>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&got), bits(&want));
+    assert_eq!(want.to_vec::<f64>()[6].to_bits(), 0, "-0 + 0 is +0");
+}

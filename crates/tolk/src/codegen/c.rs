@@ -124,14 +124,6 @@ pub const PRELUDE: &str = include_str!("c_prelude.h");
 /// `i >= 1`, `i < 63`), after which gcc cannot count the loop's iterations
 /// and leaves it scalar: a pendulum ring's RK4 step, whose rolls sit in the
 /// same loop as its sin and cos, ran 1.4x slower.
-/// `-fno-trapping-math`: no IEEE flag or trap is ever observed, so gcc may
-/// compute both sides of a select on floats; otherwise it keeps a branch
-/// (a comparison with NaN may raise "invalid"), and without AVX-512's masks
-/// a branch leaves a vector function's AVX2 clone scalar. Sigmoid, tanh,
-/// sin and cos ran one lane at a time on AVX2-only hosts: W19's GELU
-/// forward on [2048, 512] went 6.2 -> 1.4 ms on one Zen 3 core.
-/// It allows no rewrite that changes a value (no reassociation, signed
-/// zeros and NaNs kept).
 /// `-Werror=implicit-function-declaration`: the prelude declares libm's
 /// functions itself (see there), so a missing one fails every compiler
 /// version alike.
@@ -144,7 +136,6 @@ pub const CFLAGS: &[&str] = &[
     "-mprefer-vector-width=512",
     "--param=vect-epilogues-nomask=0",
     "-fno-thread-jumps",
-    "-fno-trapping-math",
     "-Werror=implicit-function-declaration",
 ];
 

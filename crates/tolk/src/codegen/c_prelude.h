@@ -93,6 +93,20 @@ static inline double tk_f64_from_bits(uint64_t b) { double f; memcpy(&f, &b, 8);
 static inline uint64_t tk_f64_bits(double f) { uint64_t b; memcpy(&b, &f, 8); return b; }
 #endif
 
+/* ---- selects as bit masks ------------------------------------------------ */
+/* With gcc's default -ftrapping-math (kept: -fno-trapping-math lets gcc
+ * rewrite `x + (double)i` so that -0 + 0 gives -0) a select on a float
+ * comparison is not if-converted. Without AVX-512's masks, a TK_VFN using
+ * one then has a scalar AVX2 clone (one lane at a time: a sigmoid over
+ * [2048, 512] took 6.2 ms on a Zen 3 core, 1.4 ms vectorized), and a loop
+ * calling it inline would not vectorize. So the vector functions select
+ * with masks: tk_sel_f32(q, a, b) is a where the mask q is all ones, else b
+ * (both already computed). */
+static inline uint32_t tk_mask_f32(int c) { return 0u - (uint32_t)c; }
+static inline float tk_sel_f32(uint32_t q, float a, float b) {
+    return tk_f32_from_bits((tk_f32_bits(a) & q) | (tk_f32_bits(b) & ~q));
+}
+
 /* ---- guards of the vectorized forms (c_ops::unary_vectorized) ------------ */
 /* A guard key is at most TK_GUARD_MAX exactly where its fast form is
  * valid. A kernel keeps the largest key over its elements, an unsigned max
@@ -359,8 +373,9 @@ TK_VFN float tk_exp_f32_fast(float x) { return tk_exp_f32_fast_body(x); }
 /* ---- nx cpu/math.rs tanh_f32 (Tanh on f32): XLA/Eigen's rational ---------- */
 TK_VFN float tk_tanh_f32(float x) {
     const float c = 7.90531110763549805f;
-    float hi = x > c ? c : x; /* NaN passes; both tests on `x` (see tk_exp_f32) */
-    float xc = x < -c ? -c : hi;
+    /* NaN passes; both tests on `x` (see tk_exp_f32) */
+    float hi = tk_sel_f32(tk_mask_f32(x > c), c, x);
+    float xc = tk_sel_f32(tk_mask_f32(x < -c), -c, hi);
     float x2, p, q, r;
     x2 = xc * xc;
     p = -2.76076847742355e-16f;
@@ -376,18 +391,12 @@ TK_VFN float tk_tanh_f32(float x) {
     q = tk_mla_f32(x2, q, 2.26843463243900e-03f);
     q = tk_mla_f32(x2, q, 4.89352518554385e-03f);
     r = p / q;
-    r = x >= 9.0f ? 1.0f : r;
-    r = x <= -9.0f ? -1.0f : r;
-    return fabsf(x) < 0.0004f ? x : r;
+    r = tk_sel_f32(tk_mask_f32(x >= 9.0f), 1.0f, r);
+    r = tk_sel_f32(tk_mask_f32(x <= -9.0f), -1.0f, r);
+    return tk_sel_f32(tk_mask_f32(fabsf(x) < 0.0004f), x, r);
 }
 /* ---- nx cpu/math.rs ln_f32 (Log on f32): musl's reduction, Cephes' logf -- */
-/* Its selects are bit masks: with gcc's default -ftrapping-math a select on
- * a float comparison is not if-converted, and a loop calling this would not
- * vectorize. tk_sel_f32(q, a, b): a where the mask q is all ones, else b. */
-static inline uint32_t tk_mask_f32(int c) { return 0u - (uint32_t)c; }
-static inline float tk_sel_f32(uint32_t q, float a, float b) {
-    return tk_f32_from_bits((tk_f32_bits(a) & q) | (tk_f32_bits(b) & ~q));
-}
+/* Its selects are bit masks (tk_sel_f32, above). */
 static inline __attribute__((always_inline)) float tk_log_f32_body(float x) {
     uint32_t tiny = tk_mask_f32(x < 1.17549435e-38f); /* f32::MIN_POSITIVE */
     float xs = tk_sel_f32(tiny, x * 8388608.0f, x);
@@ -493,7 +502,7 @@ static inline __attribute__((always_inline)) float tk_sincos_f32_fast(float x, u
     c = tk_mla_f32(c, z, -1.3887316e-3f);
     c = tk_mla_f32(c, z, 4.1666646e-2f);
     cv = tk_mla_f32(z * z, c, tk_mla_f32(z, -0.5f, 1.0f));
-    v = (q & 1u) ? cv : sv;
+    v = tk_sel_f32(tk_mask_f32((int)(q & 1u)), cv, sv);
     return tk_f32_from_bits(tk_f32_bits(v) ^ ((q & 2u) << 30));
 }
 /* trig_big: whether x takes libm's path (|x| > 32768, inf, NaN). */
@@ -504,7 +513,7 @@ static inline int tk_trig_big_f32(float x) { return !(fabsf(x) <= TK_TRIG_LIMIT)
  * any). sin(-0) = -0: the polynomial gives +0 there. */
 TK_VFN float tk_sin_f32_fast(float x) {
     float v = tk_sincos_f32_fast(x, 0u);
-    return x == 0.0f ? x : v;
+    return tk_sel_f32(tk_mask_f32(x == 0.0f), x, v);
 }
 TK_VFN float tk_cos_f32_fast(float x) { return tk_sincos_f32_fast(x, 1u); }
 /* sin_f32 / cos_f32: one element, exactly. */
@@ -722,7 +731,8 @@ TK_FLOAT_RULES(f64, double, fabs, round, trunc, exp)
 TK_VFN float tk_sigmoid_f32_fast(float v) {
     float e = tk_exp_f32_fast_body(-fabsf(v));
     float s = 1.0f / (1.0f + e);
-    return v < 0.0f ? e * s : s;
+    float es = e * s;
+    return tk_sel_f32(tk_mask_f32(v < 0.0f), es, s);
 }
 
 /* ---- f16 and bf16 (P) arithmetic as half does it: to f32, compute, round
