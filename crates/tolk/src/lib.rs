@@ -302,6 +302,13 @@ fn compile_simplified(
     if let Some(dir) = &cache_dir {
         if let Some(entry) = cache::read(dir, &key) {
             if let Ok(program) = load_entry(&g, dir, &key, entry) {
+                if pipeline::dumping() {
+                    let entry = dir.join(&key);
+                    eprint!(
+                        "{}",
+                        pipeline::describe_cached(&g, &program.plan, &entry.display().to_string())
+                    );
+                }
                 return Ok(Compiled {
                     program,
                     origin: Origin::Disk,

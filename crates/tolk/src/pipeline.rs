@@ -187,8 +187,34 @@ fn check(what: &str, result: impl FnOnce() -> Result<(), String>) {
 
 /// The text [`stages`] returns (and `TOLK_DUMP=1` prints).
 pub(crate) fn describe(g: &Graph, gen: &Generated) -> String {
+    let mut s = describe_plan(g, &gen.plan);
+    for (k, (kernel, nest)) in gen.kernels.iter().zip(&gen.nests).enumerate() {
+        let _ = writeln!(s, "tolk: fused kernel {k}");
+        s += &describe_kernel(kernel);
+        let _ = writeln!(s, "tolk: loop nest {k}");
+        s += &describe_nest(nest);
+    }
+    for (k, (fused, src)) in gen.code.sources.iter().enumerate() {
+        s += &format!("tolk: kernel {k} ({})\n{src}\n", fused.join(", "));
+    }
+    s
+}
+
+/// What `TOLK_DUMP=1` prints for a program loaded from the disk cache: its
+/// graph and plan, and where its kernels came from (the cache keeps their
+/// machine code, not the stages between).
+pub(crate) fn describe_cached(g: &Graph, plan: &Plan, entry: &str) -> String {
+    describe_plan(g, plan)
+        + &format!(
+            "tolk: kernels loaded from the disk cache ({entry}); JITCACHE=0 compiles them \
+             again and prints each stage\n"
+        )
+}
+
+/// The graph and the plan's steps.
+fn describe_plan(g: &Graph, plan: &Plan) -> String {
     let mut s = format!("tolk: graph\n{g}\ntolk: plan\n");
-    for step in &gen.plan.steps {
+    for step in &plan.steps {
         match step {
             Step::Kernel { kernel, outs, args } => {
                 s += &format!("  kernel {kernel}: {outs:?} <- {args:?}\n");
@@ -201,15 +227,6 @@ pub(crate) fn describe(g: &Graph, gen: &Generated) -> String {
                 );
             }
         }
-    }
-    for (k, (kernel, nest)) in gen.kernels.iter().zip(&gen.nests).enumerate() {
-        let _ = writeln!(s, "tolk: fused kernel {k}");
-        s += &describe_kernel(kernel);
-        let _ = writeln!(s, "tolk: loop nest {k}");
-        s += &describe_nest(nest);
-    }
-    for (k, (fused, src)) in gen.code.sources.iter().enumerate() {
-        s += &format!("tolk: kernel {k} ({})\n{src}\n", fused.join(", "));
     }
     s
 }
