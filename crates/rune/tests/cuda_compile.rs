@@ -17,7 +17,8 @@
 //! `nvidia-cuda-nvcc-cu12`, as `.ci/run` installs them): `$TOLK_NVRTC` is
 //! libnvrtc's path and `$TOLK_PTXAS` ptxas's, else the wheels under
 //! `target/cuda-wheels` are used when present. Without them the test says
-//! SKIPPED, loudly, and passes.
+//! SKIPPED, loudly, and passes, unless `RUNE_TEST_REQUIRE` names `nvrtc`
+//! (as `.ci/run`, which installs them, does): then it fails.
 //!
 //! Cost: NVRTC takes the kernels in batches (one program per batch, the
 //! prelude parsed once per batch), batches compiled and assembled on every
@@ -27,6 +28,8 @@
 
 #[path = "../../nx/tests/common/mod.rs"]
 mod common;
+#[path = "../../nx/tests/common/skip.rs"]
+mod skip;
 #[path = "../../nx/tests/common/panics.rs"]
 mod panics;
 
@@ -59,12 +62,15 @@ fn toolchain() -> Option<(PathBuf, PathBuf)> {
     Some((nvrtc, ptxas))
 }
 
+#[track_caller]
 fn skipped(why: &str) {
-    let line = "=".repeat(78);
-    eprintln!(
-        "\n{line}\nSKIPPED: cuda_compile did not compile any CUDA kernel: {why}.\n\
-         Install the wheels (pip install --target target/cuda-wheels nvidia-cuda-nvrtc-cu12 \
-         nvidia-cuda-nvcc-cu12) or set TOLK_NVRTC and TOLK_PTXAS, as .ci/run does.\n{line}\n"
+    skip::skip(
+        "nvrtc",
+        &format!(
+            "cuda_compile did not compile any CUDA kernel: {why}. Install the wheels (pip \
+             install --target target/cuda-wheels nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12) \
+             or set TOLK_NVRTC and TOLK_PTXAS, as .ci/run does"
+        ),
     );
 }
 

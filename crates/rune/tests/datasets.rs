@@ -6,6 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "../../nx/tests/common/skip.rs"]
+mod skip;
 #[path = "../examples/common/digits.rs"]
 #[allow(dead_code)]
 mod digits;
@@ -345,9 +347,9 @@ fn png_and_base64_encoders() {
 fn fashion_mnist_as_debian_installs_it() {
     let dir = Path::new(idx::FASHION_DEBIAN_DIR);
     if !dir.is_dir() {
-        eprintln!(
-            "SKIPPED: {} missing (apt-get install dataset-fashion-mnist)",
-            dir.display()
+        skip::skip(
+            "fashion-mnist",
+            &format!("{} missing (apt-get install dataset-fashion-mnist)", dir.display()),
         );
         return;
     }

@@ -12,6 +12,8 @@
 //! (`child_loads_without_a_compiler`, a no-op unless `CHILD_ENV` is set)
 //! shows that jit cannot compile there, then loads and runs the export.
 
+#[path = "../../nx/tests/common/skip.rs"]
+mod skip;
 #[path = "common/bits.rs"]
 mod bits;
 
@@ -723,7 +725,10 @@ fn held_out_accuracy(stdout: &str) -> Option<f64> {
 #[test]
 fn the_digits_predictor_runs_with_no_compiler() {
     let Some(examples) = examples_dir() else {
-        eprintln!("skipped: the examples are not built (cargo test --workspace builds them)");
+        skip::skip(
+            "examples",
+            "the examples are not built (cargo test --workspace builds them)",
+        );
         return;
     };
     let dir = temp_dir("predictor");

@@ -3,6 +3,9 @@
 //! cases and random values; all of them go into one shared object (one
 //! compiler run), whose results are compared with the eager ones.
 
+#[path = "../../nx/tests/common/skip.rs"]
+mod skip;
+
 use nx::{bind, BinaryOp, CmpOp, DType, Prim, Tensor, UnaryOp};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -792,7 +795,7 @@ fn fast_exp_equals_exact_exp_for_every_f32_its_guard_passes() {
 fn prelude_builds_with_gcc_and_soft_f16_matches_f16c() {
     let gcc = "gcc";
     if Command::new(gcc).arg("--version").output().is_err() {
-        eprintln!("no gcc; skipped");
+        skip::skip("gcc", "no gcc on the PATH");
         return;
     }
     let dir = scratch_dir("gcc");
