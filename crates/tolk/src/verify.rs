@@ -4,7 +4,9 @@
 //! as a wrong result or a crash in generated code.
 //!
 //! - [`graph`]: every variable exists and is defined once before it is
-//!   read; outputs and writebacks are defined.
+//!   read; each equation's outputs have the shapes and dtypes its
+//!   operation derives from its inputs'; outputs and writebacks are
+//!   defined.
 //! - [`plan`]: every step's kernel exists, its arguments and outputs are
 //!   buffers of the kernel's dtypes defined before the step, every node
 //!   reads earlier nodes, and every unmasked load, gather and scatter
@@ -15,12 +17,14 @@
 
 use crate::fuse::{Kernel, Node};
 use crate::graph::{Graph, Op, Var};
+use nx::Aval;
 use crate::lower::{LoopNest, Schedule, ACCS};
 use crate::plan::{Plan, Step};
 
 /// Checks a graph: variables in range, each defined once (an input, a
-/// constant or an equation's output) before an equation reads it; outputs
-/// and writebacks defined.
+/// constant or an equation's output) before an equation reads it; each
+/// equation's outputs of the avals its operation derives from its inputs
+/// (`Prim::out_aval`, `Loop::out_avals`); outputs and writebacks defined.
 pub fn graph(g: &Graph) -> impl FnOnce() -> Result<(), String> + '_ {
     move || {
         let n = g.avals.len();
@@ -67,6 +71,37 @@ pub fn graph(g: &Graph) -> impl FnOnce() -> Result<(), String> + '_ {
                     return Err(format!("equation {i} ({}) redefines v{o}", e.name()));
                 }
                 defined[o] = true;
+            }
+            // Each output's shape and dtype, derived again from the inputs'
+            // (JAX's `check_jaxpr`): a pass that rewrote an equation but not
+            // its avals is caught here, not in the generated code.
+            let derived = match &e.op {
+                Op::Prim(p) => {
+                    let ins: Vec<&Aval> = e.inputs.iter().map(|&x| g.aval(x)).collect();
+                    vec![p.out_aval(&ins)]
+                }
+                Op::Loop(l) => l.out_avals(),
+            };
+            if derived.len() != e.outs.len() {
+                return Err(format!(
+                    "equation {i} ({}) has {} outputs, its operation {}",
+                    e.name(),
+                    e.outs.len(),
+                    derived.len()
+                ));
+            }
+            for (&o, want) in e.outs.iter().zip(&derived) {
+                let have = g.aval(o);
+                if have.shape != want.shape || have.dtype != want.dtype {
+                    return Err(format!(
+                        "equation {i} ({}) gives v{o} {:?} {:?}, its inputs {:?} {:?}",
+                        e.name(),
+                        have.shape,
+                        have.dtype,
+                        want.shape,
+                        want.dtype
+                    ));
+                }
             }
         }
         for &v in g.outputs.iter().chain(g.writebacks.iter().map(|(_, v)| v)) {
