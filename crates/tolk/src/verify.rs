@@ -12,8 +12,9 @@
 //!   reads earlier nodes, and every unmasked load, gather and scatter
 //!   addresses inside its buffer.
 //! - [`nests`]: each loop nest covers its kernel's points and output, has
-//!   an index exactly where the kernel loads, each index addresses what
-//!   the kernel's layout does, and its schedule fits its kernel.
+//!   an index exactly where the kernel loads, each index visits the
+//!   elements the kernel's layout does in the same order (stride by
+//!   stride, not only the same span), and its schedule fits its kernel.
 
 use crate::fuse::{Kernel, Node};
 use crate::graph::{Graph, Op, Var};
@@ -361,6 +362,53 @@ pub fn nests<'a>(
     }
 }
 
+/// Whether loops `dims` with `strides` from `offset` visit, in row-major
+/// order, the elements layout `l` visits in its row-major order: the same
+/// offset, and each loop (of more than one point) a run of the layout's
+/// dims (size-1 dims aside) whose strides chain (`stride[d] = stride[d + 1]
+/// * size[d + 1]`), stepping by the run's innermost stride. Stronger than
+/// equal spans: a stride swapped between two loops of one size keeps the
+/// span.
+fn same_walk(offset: usize, dims: &[usize], strides: &[isize], l: &nx::Layout) -> bool {
+    let empty = |shape: &[usize]| shape.contains(&0);
+    if empty(dims) || empty(&l.shape) {
+        return empty(dims) && empty(&l.shape); // no element is visited
+    }
+    if offset != l.offset {
+        return false;
+    }
+    let mut layout = l
+        .shape
+        .iter()
+        .zip(&l.strides)
+        .filter(|(&n, _)| n != 1)
+        .map(|(&n, &s)| (n, s))
+        .peekable();
+    for (&len, &stride) in dims.iter().zip(strides) {
+        if len == 1 {
+            continue;
+        }
+        let mut run = 1usize;
+        let mut inner: Option<(usize, isize)> = None;
+        while run < len {
+            let Some((n, s)) = layout.next() else {
+                return false;
+            };
+            if let Some((_, prev_s)) = inner {
+                if prev_s != s * n as isize {
+                    return false;
+                }
+            }
+            inner = Some((n, s));
+            run *= n;
+        }
+        if run != len || inner.is_some_and(|(_, s)| s != stride) {
+            return false;
+        }
+    }
+    layout.peek().is_none()
+}
+
 fn nest(k: &Kernel, n: &LoopNest) -> Result<(), String> {
     let points: usize = k.shape.iter().product();
     let kept_points: usize = match k.reduce {
@@ -400,6 +448,13 @@ fn nest(k: &Kernel, n: &LoopNest) -> Result<(), String> {
                         span(l.offset, &l.shape, &l.strides)
                     ));
                 }
+                if !same_walk(ix.offset, &n.dims, &ix.strides, l) {
+                    return Err(format!(
+                        "node {i}'s index (offset {}, strides {:?} over loops {:?}) does not \
+                         visit the elements of its layout {l:?} in its order",
+                        ix.offset, ix.strides, n.dims
+                    ));
+                }
             }
             _ => {
                 return Err(format!(
@@ -433,4 +488,26 @@ fn nest(k: &Kernel, n: &LoopNest) -> Result<(), String> {
         return Err(format!("schedule {:?} does not fit the kernel", n.schedule));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_walk;
+    use nx::Layout;
+
+    #[test]
+    fn a_walk_is_its_layouts_merged_dims_with_their_innermost_strides() {
+        let l = Layout::contiguous(&[4, 1, 3, 5]);
+        assert!(same_walk(0, &[60], &[1], &l)); // all merged
+        assert!(same_walk(0, &[4, 15], &[15, 1], &l));
+        assert!(same_walk(0, &[4, 1, 15], &[15, 99, 1], &l)); // a 1-point loop's stride is moot
+        assert!(!same_walk(1, &[60], &[1], &l)); // offset
+        assert!(!same_walk(0, &[12, 5], &[1, 12], &l)); // the same span, another order
+        assert!(!same_walk(0, &[4, 15], &[1, 4], &l));
+        assert!(!same_walk(0, &[6, 10], &[10, 1], &l)); // loops that split a dim
+        let t = Layout::contiguous(&[3, 4]).permute(&[1, 0]); // strides [1, 4]
+        assert!(same_walk(0, &[4, 3], &[1, 4], &t));
+        assert!(!same_walk(0, &[12], &[1], &t)); // does not merge
+        assert!(same_walk(0, &[0], &[1], &Layout::contiguous(&[5, 0])));
+    }
 }
