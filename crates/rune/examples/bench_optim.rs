@@ -177,7 +177,11 @@ fn main() {
         "O4",
         "hand-written Adam step (the examples' former common/adam.rs), 96 leaves, eager",
         "ms",
-        bench(|| hand_written_adam(&params, &m, &v, &grads, 1.0, 1e-3), 2, 10),
+        bench(
+            || hand_written_adam(&params, &m, &v, &grads, 1.0, 1e-3),
+            2,
+            10,
+        ),
     );
 }
 

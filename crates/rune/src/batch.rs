@@ -15,9 +15,12 @@ use std::any::Any;
 use std::sync::Arc;
 
 /// A batch tracer's state: the batched value, batch axis first (the
-/// tracer's aval, what the mapped function sees, is the value without it).
+/// tracer's aval, what the mapped function sees, is the value without it),
+/// and, under `shard_map` (whose devices are the batch), the mesh axes it
+/// may vary over (bit `i`: axis `i`; all bits when unknown).
 pub(crate) struct Batched {
     pub value: Tensor,
+    pub vary: u64,
 }
 
 impl TracerState for Batched {
@@ -53,10 +56,21 @@ impl BatchTrace {
         }
     }
 
-    /// A tracer for `value`, whose axis 0 is the batch axis.
+    /// A tracer for `value`, whose axis 0 is the batch axis (varying over
+    /// every mesh axis, as far as anyone knows).
     pub(crate) fn pack(&self, value: Tensor) -> Tensor {
+        self.pack_varying(value, u64::MAX)
+    }
+
+    /// A tracer for `value` that varies over the mesh axes in `vary`.
+    pub(crate) fn pack_varying(&self, value: Tensor, vary: u64) -> Tensor {
         let aval = Aval::new(&value.shape()[1..], value.dtype());
-        BatchTracer::wrap(Batched { value }, aval, self.level, &self.tag)
+        BatchTracer::wrap(Batched { value, vary }, aval, self.level, &self.tag)
+    }
+
+    /// The mesh axes `t` varies over here (none when it is not batched).
+    pub(crate) fn vary(&self, t: &Tensor) -> u64 {
+        BatchTracer::of(t, &self.tag).map_or(0, |b| b.vary)
     }
 
     /// `value` with a batch axis at 0: itself when batched, else broadcast
@@ -116,7 +130,9 @@ impl Trace for BatchTrace {
             let refs: Vec<&Tensor> = values.iter().collect();
             return bind(prim, &refs);
         }
-        self.pack(self.rule(&prim, &values, &batched))
+        // An elementwise or structural result varies where its inputs do.
+        let vary = inputs.iter().fold(0, |v, t| v | self.vary(t));
+        self.pack_varying(self.rule(&prim, &values, &batched), vary)
     }
 
     fn process_multi(&self, op: &Arc<dyn nx::MultiOp>, inputs: &[&Tensor]) -> Vec<Tensor> {

@@ -155,6 +155,7 @@ mod resident;
 pub mod rng;
 mod rules;
 mod scope;
+pub mod sharding;
 mod signatures;
 mod stage;
 mod vjp;

@@ -196,6 +196,32 @@ pub fn fold_in(key: &Tensor, data: u32) -> Tensor {
     threefry2x32(key, &Tensor::from_slice(&[0u32, data], &[2]))
 }
 
+/// [`fold_in`] with the data a 0-d `I32` or `U32` tensor, which may be
+/// traced: inside `shard_map`, `fold_in_index(&key,
+/// &sharding::axis_index("data"))` gives each device its own key, equal to
+/// `fold_in(&key, i)` on device `i`.
+///
+/// ```
+/// use rune::prelude::*;
+/// use rune::rng;
+/// let k = rng::key(0);
+/// let i = Tensor::scalar(3i32);
+/// assert_eq!(rng::fold_in_index(&k, &i).to_vec::<u32>(), rng::fold_in(&k, 3).to_vec::<u32>());
+/// ```
+pub fn fold_in_index(key: &Tensor, index: &Tensor) -> Tensor {
+    check_key("fold_in_index", key);
+    if !index.shape().is_empty() || !matches!(index.dtype(), DType::I32 | DType::U32) {
+        panic!(
+            "fold_in_index: the index must be a 0-d I32 or U32 tensor, got {:?} of shape {:?}",
+            index.dtype(),
+            index.shape()
+        );
+    }
+    let zero = Tensor::from_slice(&[0u32], &[1]);
+    let data = Tensor::concatenate(&[zero, index.cast(DType::U32).reshape(&[1])], 0);
+    threefry2x32(key, &data)
+}
+
 /// Uniform random `U32` bits of `shape` (JAX's `jax.random.bits`).
 pub fn bits(key: &Tensor, shape: &[usize]) -> Tensor {
     check_key("bits", key);

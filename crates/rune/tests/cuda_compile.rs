@@ -28,10 +28,10 @@
 
 #[path = "../../nx/tests/common/mod.rs"]
 mod common;
-#[path = "../../nx/tests/common/skip.rs"]
-mod skip;
 #[path = "../../nx/tests/common/panics.rs"]
 mod panics;
+#[path = "../../nx/tests/common/skip.rs"]
+mod skip;
 
 use panics::panic_message;
 use rune::prelude::*;

@@ -6,8 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-#[path = "../../nx/tests/common/skip.rs"]
-mod skip;
 #[path = "../examples/common/digits.rs"]
 #[allow(dead_code)]
 mod digits;
@@ -15,6 +13,8 @@ mod digits;
 mod idx;
 #[path = "../examples/common/image_grid.rs"]
 mod image_grid;
+#[path = "../../nx/tests/common/skip.rs"]
+mod skip;
 
 /// A fresh directory of this test's own under the temporary directory.
 fn scratch(name: &str) -> PathBuf {
@@ -349,7 +349,10 @@ fn fashion_mnist_as_debian_installs_it() {
     if !dir.is_dir() {
         skip::skip(
             "fashion-mnist",
-            &format!("{} missing (apt-get install dataset-fashion-mnist)", dir.display()),
+            &format!(
+                "{} missing (apt-get install dataset-fashion-mnist)",
+                dir.display()
+            ),
         );
         return;
     }

@@ -12,10 +12,10 @@
 //! (`child_loads_without_a_compiler`, a no-op unless `CHILD_ENV` is set)
 //! shows that jit cannot compile there, then loads and runs the export.
 
-#[path = "../../nx/tests/common/skip.rs"]
-mod skip;
 #[path = "common/bits.rs"]
 mod bits;
+#[path = "../../nx/tests/common/skip.rs"]
+mod skip;
 
 use bits::same_bits;
 use rune::prelude::*;

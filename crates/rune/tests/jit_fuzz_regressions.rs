@@ -167,7 +167,12 @@ fn adding_a_converted_zero_to_minus_zero_gives_plus_zero() {
     let x = Tensor::from_slice(&v, &[3, 6]);
     let want = f(&x);
     let got = rune::jit(f).call(&x);
-    let bits = |t: &Tensor| t.to_vec::<f64>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let bits = |t: &Tensor| {
+        t.to_vec::<f64>()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(bits(&got), bits(&want));
     assert_eq!(want.to_vec::<f64>()[6].to_bits(), 0, "-0 + 0 is +0");
 }

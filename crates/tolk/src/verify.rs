@@ -18,9 +18,9 @@
 
 use crate::fuse::{Kernel, Node};
 use crate::graph::{Graph, Op, Var};
-use nx::Aval;
 use crate::lower::{LoopNest, Schedule, ACCS};
 use crate::plan::{Plan, Step};
+use nx::Aval;
 
 /// Checks a graph: variables in range, each defined once (an input, a
 /// constant or an equation's output) before an equation reads it; each
