@@ -20,37 +20,16 @@ use std::time::Instant;
 use rune::prelude::*;
 use rune::{nn, optim};
 
+#[path = "common/hashed.rs"]
+mod hashed;
+use hashed::{hash_u32, hashed};
+
 const V: usize = 96;
 const T: usize = 64;
 const B: usize = 32;
 const D: usize = 128;
 const L: usize = 4;
 const H: usize = 4;
-
-/// W19's `hash_u32`: murmur3's finalizer of `k * 0x9E3779B1 + seed * 0x85EBCA77 + 1`.
-fn hash_u32(seed: u32, n: usize) -> Vec<u32> {
-    let base = seed.wrapping_mul(0x85EB_CA77).wrapping_add(1);
-    (0..n as u32)
-        .map(|k| {
-            let mut x = k.wrapping_mul(0x9E37_79B1).wrapping_add(base);
-            x ^= x >> 16;
-            x = x.wrapping_mul(0x85EB_CA6B);
-            x ^= x >> 13;
-            x = x.wrapping_mul(0xC2B2_AE35);
-            x ^ (x >> 16)
-        })
-        .collect()
-}
-
-/// Uniform with standard deviation `std`, as W19's `hashed`.
-fn hashed(seed: u32, shape: &[usize], std: f64) -> Tensor {
-    let n = shape.iter().product();
-    let half = 3f64.sqrt() * std;
-    let v = hash_u32(seed, n)
-        .into_iter()
-        .map(|x| ((2.0 * x as f64 / 4294967296.0 - 1.0) * half) as f32);
-    Tensor::from_vec(v.collect(), shape)
-}
 
 fn linear(seed: u32, d_in: usize, d_out: usize) -> nn::Linear {
     nn::Linear {
