@@ -527,3 +527,43 @@ fn vmap_and_jvp_outside_shard_map() {
     ];
     assert_eq!(tangent.to_vec::<f32>(), want);
 }
+
+/// `jit(shard_map)` equals the uncompiled result; a `scan` whose body
+/// passes a block around the ring with `ppermute` equals the plain loop.
+#[test]
+fn jit_of_shard_map_and_a_scan_with_a_ppermute_ring() {
+    let n = 4;
+    let xt = Tensor::from_slice(&arange(4 * n), &[4 * n]);
+    let sm = sharding::shard_map(
+        |b: &Tensor| sharding::psum(&(b.sin() * 2.0), "i") + b,
+        &mesh1(n),
+        opts(vec![split("i")], vec![split("i")]),
+    );
+    let eager = sm.call(&xt);
+    let compiled = jit(|x: &Tensor| sm.call(x)).call(&xt);
+    close(&compiled, &eager, 1e-6);
+
+    let perm: Vec<(usize, usize)> = (0..n).map(|i| (i, (i + 1) % n)).collect();
+    let ring = sharding::shard_map(
+        move |b: &Tensor| {
+            let (acc, _) = rune::scan(
+                |(acc, msg): &(Tensor, Tensor), _: &Tensor| {
+                    let msg = sharding::ppermute(msg, "i", &perm);
+                    ((acc + &msg, msg), Tensor::scalar(0.0f32))
+                },
+                &(b.clone(), b.clone()),
+                &Tensor::zeros(&[n - 1], DType::F32),
+            )
+            .0;
+            acc
+        },
+        &mesh1(n),
+        opts(vec![split("i")], vec![split("i")]),
+    );
+    let by_psum = sharding::shard_map(
+        |b: &Tensor| sharding::psum(b, "i"),
+        &mesh1(n),
+        opts(vec![split("i")], vec![split("i")]),
+    );
+    close(&ring.call(&xt), &by_psum.call(&xt), 1e-6);
+}
