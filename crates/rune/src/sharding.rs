@@ -561,6 +561,7 @@ impl AxisNames for Vec<&str> {
 #[derive(Clone, Copy)]
 enum Reduce {
     Sum,
+    Mean,
     Max,
     Min,
 }
@@ -596,13 +597,17 @@ fn reduce(what: &str, x: &Tensor, axes: impl AxisNames, op: Reduce) -> Tensor {
         // The same on every device: the sum is `count` copies.
         return match op {
             Reduce::Sum => &v * &v.scalar_like(count as f64),
-            Reduce::Max | Reduce::Min => v,
+            Reduce::Mean | Reduce::Max | Reduce::Min => v,
         };
     }
     let vm = mesh_view(&frame, &v);
     let ax: Vec<isize> = idx.iter().map(|&a| a as isize).collect();
     let r = match op {
         Reduce::Sum => vm.sum(&ax, true),
+        Reduce::Mean => {
+            let s = vm.sum(&ax, true);
+            &s / &s.scalar_like(count as f64)
+        }
         Reduce::Max => vm.max(&ax, true),
         Reduce::Min => vm.min(&ax, true),
     };
@@ -619,16 +624,7 @@ pub fn psum(x: &Tensor, axes: impl AxisNames) -> Tensor {
 
 /// The mean of `x` over the devices along `axes` (JAX's `pmean`).
 pub fn pmean(x: &Tensor, axes: impl AxisNames) -> Tensor {
-    let names = axes.names();
-    let (frame, idx) = frame_of("pmean", &names);
-    let count: usize = idx.iter().map(|&a| frame.mesh.sizes[a]).product();
-    let s = reduce(
-        "pmean",
-        x,
-        names.iter().map(String::as_str).collect::<Vec<_>>(),
-        Reduce::Sum,
-    );
-    &s / &s.scalar_like(count as f64)
+    reduce("pmean", x, axes, Reduce::Mean)
 }
 
 /// The maximum of `x` over the devices along `axes` (JAX's `pmax`).

@@ -567,3 +567,28 @@ fn jit_of_shard_map_and_a_scan_with_a_ppermute_ring() {
     );
     close(&ring.call(&xt), &by_psum.call(&xt), 1e-6);
 }
+
+/// The remaining "panics if" of meshes, collectives and `fold_in_index`,
+/// each with its message.
+#[test]
+fn bad_meshes_and_bad_collective_arguments_panic_naming_what_is_wrong() {
+    let two = ["CPU:1", "CPU:2"];
+    assert!(panic_message(|| drop(Mesh::new(&two, &[]))).contains("no axes"));
+    assert!(panic_message(|| drop(Mesh::new(&two, &[("i", 2), ("j", 0)]))).contains("size 0"));
+    assert!(
+        panic_message(|| drop(Mesh::new(&["CPU:1", "CPU:1"], &[("i", 2)])))
+            .contains("listed twice")
+    );
+    let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]);
+    let run = |f: fn(&Tensor) -> Tensor| {
+        let sm = sharding::shard_map(f, &mesh1(2), opts(vec![split("i")], vec![split("i")]));
+        panic_message(|| drop(sm.call(&x)))
+    };
+    assert!(run(|b| sharding::ppermute(b, "i", &[(0, 1), (0, 0)])).contains("not a permutation"));
+    assert!(run(|b| sharding::ppermute(b, "i", &[(0, 2)])).contains("out of range"));
+    assert!(run(|b| sharding::all_gather(b, "i", 1, true)).contains("dim 1 is out of range"));
+    assert!(run(|b| sharding::psum_scatter(&b.tile(&[2]), "i", 0, false)).contains("must equal"));
+    assert!(run(|b| sharding::all_to_all(&b.tile(&[2]), "i", 0, 0)).contains("split_dim 0"));
+    let msg = panic_message(|| drop(rng::fold_in_index(&rng::key(0), &Tensor::scalar(1.0f32))));
+    assert!(msg.contains("0-d I32 or U32"), "{msg}");
+}
