@@ -10,14 +10,9 @@ Run from the repository root (JAX and optax in --python's environment):
   python3 bench/w19.py --python /work/venv-jax/bin/python [--rounds 3] [--reps 50]
 """
 import argparse
-import os
-import re
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-JAX_DIR = os.path.join(ROOT, "..", "shared", "bench", "generality")
+from side_by_side import JAX_DIR, build_example, run
 
 JAX_SIDE = r"""
 import sys, time
@@ -36,25 +31,18 @@ print(f"loss0 {loss0:.6f}\nmin_ms {min(ts) * 1e3:.3f}")
 """
 
 
-def parse(out):
-    return {k: float(v) for k, v in re.findall(r"^(\w+) ([-\d.]+)$", out, re.M)}
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=50)
     a = ap.parse_args()
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    subprocess.run(["cargo", "build", "--release", "-p", "rune", "--example", "bench_w19"],
-                   cwd=ROOT, check=True)
-    ours_cmd = [os.path.join(target, "release", "examples", "bench_w19"), str(a.reps)]
+    ours_cmd = [build_example("bench_w19"), str(a.reps)]
     jax_cmd = [a.python, "-c", JAX_SIDE, JAX_DIR, str(a.reps)]
     best = {"ours": None, "jax": None}
     for r in range(a.rounds):
         for side, cmd in (("ours", ours_cmd), ("jax", jax_cmd)):
-            res = parse(subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+            res = run(cmd)
             print(f"round {r + 1} {side:4}: min {res['min_ms']:.2f} ms  loss0 {res['loss0']:.6f}", flush=True)
             if best[side] is None or res["min_ms"] < best[side]["min_ms"]:
                 best[side] = res

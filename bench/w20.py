@@ -13,13 +13,9 @@ Run from the repository root (JAX in --python's environment):
 """
 import argparse
 import os
-import re
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-JAX_DIR = os.path.join(ROOT, "..", "shared", "bench", "generality")
+from side_by_side import JAX_DIR, build_example, run
 
 JAX_SIDE = r"""
 import sys, time
@@ -39,27 +35,19 @@ for name, make in (("", g.w20), ("single_", g.w20_single)):
 """
 
 
-def parse(out):
-    return {k: float(v) for k, v in re.findall(r"^(\w+) ([-\d.]+)$", out, re.M)}
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=100)
     a = ap.parse_args()
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    subprocess.run(["cargo", "build", "--release", "-p", "rune", "--example", "bench_w20"],
-                   cwd=ROOT, check=True)
-    ours_cmd = [os.path.join(target, "release", "examples", "bench_w20"), str(a.reps)]
+    ours_cmd = [build_example("bench_w20"), str(a.reps)]
     jax_cmd = [a.python, "-c", JAX_SIDE, JAX_DIR, str(a.reps)]
     jax_env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
     best = {}
     for r in range(a.rounds):
         for side, cmd, env in (("ours", ours_cmd, None), ("jax", jax_cmd, jax_env)):
-            res = parse(subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True,
-                                       env=env).stdout)
+            res = run(cmd, env)
             print(f"round {r + 1} {side:4}: sharded {res['min_ms']:.2f} ms, single "
                   f"{res['single_min_ms']:.2f} ms  loss0 {res['loss0']:.6f} / "
                   f"{res['single_loss0']:.6f}", flush=True)
