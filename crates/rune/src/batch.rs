@@ -124,14 +124,23 @@ impl BatchTrace {
 
 impl Trace for BatchTrace {
     fn process(&self, prim: Prim, inputs: &[&Tensor]) -> Tensor {
-        let (values, batched): (Vec<Tensor>, Vec<bool>) =
-            inputs.iter().map(|t| self.unpack(t)).unzip();
+        // One lookup per input: its value, whether it is batched, and the
+        // mesh axes it varies over (a result varies where its inputs do).
+        let mut vary = 0;
+        let (values, batched): (Vec<Tensor>, Vec<bool>) = inputs
+            .iter()
+            .map(|t| match BatchTracer::of(t, &self.tag) {
+                Some(b) => {
+                    vary |= b.vary;
+                    (b.value.clone(), true)
+                }
+                None => ((*t).clone(), false),
+            })
+            .unzip();
         if !batched.iter().any(|&b| b) {
             let refs: Vec<&Tensor> = values.iter().collect();
             return bind(prim, &refs);
         }
-        // An elementwise or structural result varies where its inputs do.
-        let vary = inputs.iter().fold(0, |v, t| v | self.vary(t));
         self.pack_varying(self.rule(&prim, &values, &batched), vary)
     }
 
